@@ -1,0 +1,142 @@
+"""The Accountant interface.
+
+An accountant turns an event tree (:mod:`dpframe.events`) into a guarantee. Accountants
+are stateless: every method takes the whole event, so the ledger can compose committed,
+reserved and requested entries in one call. Built-in and third-party accountants are
+registered the same way (the ``register_accountants`` hook) and looked up by ``name``.
+
+The contract:
+
+* :meth:`Accountant.supports` answers without side effects; when the answer is no it
+  names the sub-event it cannot handle and why.
+* :meth:`Accountant.epsilon` gives the smallest epsilon this accountant can certify for a
+  delta (``inf`` when none); it raises :class:`~dpframe.errors.UnsupportedEventError`
+  for unsupported events rather than guessing.
+* Every answer must be a valid upper bound: an accountant may be loose, never optimistic.
+"""
+
+from __future__ import annotations
+
+import abc
+import math
+from typing import ClassVar
+
+import attrs
+
+from dpframe.errors import ParameterError, UnsupportedEventError
+from dpframe.events import (
+    ComposedEvent,
+    ParallelEvent,
+    PoissonSampledEvent,
+    PrivacyEvent,
+    SampledWithoutReplacementEvent,
+    SelfComposedEvent,
+)
+from dpframe.relation import Relation
+
+
+@attrs.frozen
+class Support:
+    """The answer of :meth:`Accountant.supports`: truthy when supported."""
+
+    ok: bool
+    event: PrivacyEvent | None = None
+    reason: str = ""
+
+    def __bool__(self) -> bool:
+        return self.ok
+
+
+SUPPORTED = Support(True)
+
+
+@attrs.frozen
+class Guarantee:
+    """``(epsilon, delta)``-DP under ``relation``, as certified by ``accountant``."""
+
+    epsilon: float
+    delta: float
+    accountant: str
+    relation: Relation
+    detail: dict = attrs.field(factory=dict)
+
+
+class Accountant(abc.ABC):
+    """Base class of accountants; subclass and register through the plugin hook."""
+
+    name: ClassVar[str]
+    summary: ClassVar[str] = ""
+
+    def __init__(self, relation: Relation | str = Relation.REPLACE_ONE) -> None:
+        self.relation = Relation.parse(relation)
+
+    @abc.abstractmethod
+    def supports(self, event: PrivacyEvent) -> Support:
+        """Whether this accountant can account for ``event`` (no side effects)."""
+
+    @abc.abstractmethod
+    def epsilon(self, event: PrivacyEvent, delta: float) -> float:
+        """The smallest epsilon certified for ``event`` at ``delta`` (``inf`` if none)."""
+
+    def delta(self, event: PrivacyEvent, epsilon: float) -> float:
+        """The smallest delta certified for ``event`` at ``epsilon``, where computable."""
+        raise UnsupportedEventError(
+            f"the {self.name!r} accountant does not compute delta for a given epsilon."
+        )
+
+    def guarantee(self, event: PrivacyEvent, delta: float) -> Guarantee:
+        """The ``(epsilon, delta)`` guarantee for ``event``."""
+        return Guarantee(self.epsilon(event, delta), delta, self.name, self.relation)
+
+    def require(self, event: PrivacyEvent) -> None:
+        """Raise :class:`UnsupportedEventError` (one sentence) unless ``event`` is supported."""
+        support = self.supports(event)
+        if not support:
+            what = support.event.describe() if support.event is not None else "the event"
+            raise UnsupportedEventError(
+                f"the {self.name!r} accountant cannot account for {what}: {support.reason}"
+            )
+
+    def relation_conflict(self, event: PrivacyEvent) -> Support:
+        """Check that every part of ``event`` was calibrated for this accountant's relation.
+
+        Sampling wrappers fix the relation of their inner events: Poisson sampling is
+        analysed under add/remove, sampling without replacement under replace-one.
+        """
+        return _relation_conflict(event, self.relation)
+
+    def __repr__(self) -> str:
+        return f"{type(self).__name__}(relation={self.relation.value!r})"
+
+
+def _relation_conflict(event: PrivacyEvent, relation: Relation) -> Support:
+    if isinstance(event, (PoissonSampledEvent, SampledWithoutReplacementEvent)):
+        if event.relation is not relation:
+            return Support(
+                False,
+                event,
+                f"{type(event).__name__} is analysed under {event.relation.value}, "
+                f"but the budget's relation is {relation.value}.",
+            )
+        return _relation_conflict(event.event, relation)
+    if isinstance(event, (ComposedEvent, SelfComposedEvent, ParallelEvent)):
+        for child in event.children():
+            found = _relation_conflict(child, relation)
+            if not found:
+                return found
+        return SUPPORTED
+    own = getattr(event, "relation", None)
+    if isinstance(own, Relation) and own is not relation:
+        return Support(
+            False,
+            event,
+            f"it was calibrated for the {own.value} relation, but the budget's relation is "
+            f"{relation.value}.",
+        )
+    return SUPPORTED
+
+
+def check_delta(delta: float) -> None:
+    """Raise unless ``0 <= delta <= 1``."""
+    if not (isinstance(delta, (int, float)) and 0 <= delta <= 1) or math.isnan(delta):
+        raise ParameterError(f"delta must lie in [0, 1], got {delta!r}.")

@@ -1,0 +1,267 @@
+"""The Dataset: private records, clipped to a public Domain.
+
+A Dataset is built from features (and optionally labels) plus a Domain. On construction
+it rejects NaN/inf, empty data, wrong shapes and labels outside the declared classes
+(one sentence naming the column or row), then clips every row to the domain. Mechanisms
+only ever see clipped data; the clip counts are kept for the curator in
+:attr:`Dataset.clip_report` and never enter a release.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Iterator, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+
+from dpframe.domain import Classes, ClipReport, Domain, Target, _label_key
+from dpframe.errors import DataError
+
+DEFAULT_CHUNK_ROWS = 65536
+
+
+@attrs.define(eq=False)
+class Dataset:
+    """Clipped private records and their (bound) public domain.
+
+    ``labels`` holds class indices (into ``domain.labels.values``) for class labels and
+    clipped floats for a bounded target.
+    """
+
+    features: np.ndarray
+    labels: np.ndarray | None
+    domain: Domain
+    clip_report: ClipReport
+    source: str = "array"
+
+    def __len__(self) -> int:
+        return int(self.features.shape[0])
+
+    @property
+    def n_records(self) -> int:
+        return int(self.features.shape[0])
+
+    @property
+    def n_features(self) -> int:
+        return int(self.features.shape[1])
+
+    @property
+    def has_labels(self) -> bool:
+        return self.labels is not None
+
+    def require_labels(self, what: str = "this mechanism") -> np.ndarray:
+        """The labels, or one clear sentence if the data have none."""
+        if self.labels is None:
+            raise DataError(
+                f"{what} needs labels; name the label column (--label or [labels] column)."
+            )
+        return self.labels
+
+    def label_values(self, indices: np.ndarray) -> np.ndarray:
+        """Map class indices back to the declared class values."""
+        classes = self.domain.classes().values
+        return np.asarray(classes, dtype=object)[np.asarray(indices, dtype=np.int64)]
+
+    def chunks(
+        self, rows: int = DEFAULT_CHUNK_ROWS
+    ) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
+        """``(features, labels)`` blocks of at most ``rows`` records, in order."""
+        for start in range(0, self.n_records, rows):
+            stop = start + rows
+            yield (
+                self.features[start:stop],
+                None if self.labels is None else self.labels[start:stop],
+            )
+
+    def fingerprint(self, key: bytes) -> str:
+        """A keyed content fingerprint: HMAC-SHA256 of the clipped records under ``key``.
+
+        Keyed on purpose: an unkeyed hash of the data in public metadata would let an
+        adversary who knows all but one record test guesses of the last one. The ledger
+        holds the key; fingerprints made with it are comparable within that ledger only.
+        """
+        mac = hmac.new(key, digestmod=hashlib.sha256)
+        mac.update(f"dpframe-dataset-v1:{self.n_records}x{self.n_features}:".encode())
+        for features, labels in self.chunks():
+            mac.update(np.ascontiguousarray(features, dtype="<f8").tobytes())
+            if labels is not None:
+                mac.update(np.ascontiguousarray(labels, dtype="<f8").tobytes())
+        return mac.hexdigest()
+
+    def subset(self, rows: np.ndarray) -> Dataset:
+        """The records at ``rows`` (already clipped), with the same domain."""
+        features = self.features[rows]
+        labels = None if self.labels is None else self.labels[rows]
+        domain = (
+            self.domain.with_records(int(features.shape[0]))
+            if self.domain.records
+            else (self.domain)
+        )
+        return Dataset(features, labels, domain, ClipReport(int(features.shape[0])), self.source)
+
+    # -- construction ------------------------------------------------------------------
+
+    @classmethod
+    def from_arrays(
+        cls,
+        features: Any,
+        labels: Any = None,
+        domain: Domain | None = None,
+        *,
+        feature_names: Sequence[str] | None = None,
+        source: str = "array",
+        copy: bool = True,
+    ) -> Dataset:
+        """Validate, clip and wrap arrays. ``domain`` defaults to an unbounded replace-one
+        domain (mechanisms that need bounds then say so)."""
+        domain = domain or Domain()
+        x = _as_feature_matrix(features, domain, copy=copy)
+        bound = domain.bind(x.shape[1], feature_names).with_records(x.shape[0])
+        y, labels_clipped = _validate_labels(labels, bound, x.shape[0])
+        if (
+            y is None
+            and isinstance(bound.labels, (Classes, Target))
+            and labels is None
+            and (bound.labels.column is not None)
+        ):
+            raise DataError(
+                f"the domain names label column {bound.labels.column!r} but no labels were given."
+            )
+        x, report = bound.clip(x)
+        report = attrs.evolve(report, labels_clipped=labels_clipped)
+        x.setflags(write=False)
+        if y is not None:
+            y.setflags(write=False)
+        return cls(x, y, bound, report, source)
+
+    @classmethod
+    def from_dataframe(
+        cls, frame: Any, domain: Domain | None = None, *, label: str | int | None = None
+    ) -> Dataset:
+        """Build from a pandas DataFrame; feature columns are the domain's names, or all
+        columns but the label."""
+        domain = domain or Domain()
+        label = label if label is not None else _domain_label_column(domain)
+        columns = [str(c) for c in frame.columns]
+        label_name = None
+        if label is not None:
+            label_name = _resolve_column(label, columns, "label")
+        names = (
+            list(domain.feature_names)
+            if domain.feature_names is not None
+            else [c for c in columns if c != label_name]
+        )
+        for name in names:
+            if name not in columns:
+                raise DataError(f"feature column {name!r} is not in the data.")
+        block = frame.loc[:, [frame.columns[columns.index(n)] for n in names]]
+        features = np.empty((len(frame), len(names)), dtype=np.float64)
+        for j, name in enumerate(names):
+            column = block.iloc[:, j]
+            try:
+                features[:, j] = column.to_numpy(dtype=np.float64, na_value=np.nan)
+            except (TypeError, ValueError):
+                bad = next(i for i, v in enumerate(column) if not _is_number(v))
+                raise DataError(
+                    f"column {name!r} has a non-numeric value {column.iloc[bad]!r} at data "
+                    f"row {bad + 1}."
+                ) from None
+        labels = None
+        if label_name is not None:
+            labels = frame.iloc[:, columns.index(label_name)].to_numpy()
+        return cls.from_arrays(features, labels, domain, feature_names=names, source="dataframe")
+
+
+def _domain_label_column(domain: Domain) -> str | int | None:
+    return domain.labels.column if domain.labels is not None else None
+
+
+def _resolve_column(spec: str | int, columns: Sequence[str], what: str) -> str:
+    if isinstance(spec, str) and spec in columns:
+        return spec
+    index = spec
+    if isinstance(spec, str) and spec.lstrip("-").isdigit():
+        index = int(spec)
+    if isinstance(index, int) and not isinstance(index, bool):
+        if -len(columns) <= index < len(columns):
+            return columns[index]
+        raise DataError(f"{what} column index {index} is out of range for {len(columns)} columns.")
+    raise DataError(f"{what} column {spec!r} is not in the data; columns are {list(columns)}.")
+
+
+def _is_number(value: Any) -> bool:
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _as_feature_matrix(features: Any, domain: Domain, *, copy: bool) -> np.ndarray:
+    try:
+        x = (np.array if copy else np.asarray)(features, dtype=np.float64, order="C")
+    except (TypeError, ValueError):
+        raise DataError("the features must be numbers (found a non-numeric value).") from None
+    if x.ndim == 1:
+        x = x[:, None]
+    if x.ndim != 2:
+        raise DataError(f"the features must form a 2-D table, got {x.ndim} dimensions.")
+    if x.shape[0] == 0:
+        raise DataError("the data have no records.")
+    if x.shape[1] == 0:
+        raise DataError("the data have no feature columns.")
+    finite = np.isfinite(x)
+    if not finite.all():
+        rows, cols = np.nonzero(~finite)
+        i, j = int(rows[0]), int(cols[0])
+        name = (
+            domain.feature_names[j]
+            if domain.feature_names and j < len(domain.feature_names)
+            else str(j)
+        )
+        kind = "a missing (NaN)" if np.isnan(x[i, j]) else "an infinite"
+        raise DataError(
+            f"column {name!r} has {kind} value at data row {i + 1}; remove or impute it "
+            "before release."
+        )
+    return x
+
+
+def _validate_labels(labels: Any, domain: Domain, n: int) -> tuple[np.ndarray | None, int]:
+    if labels is None:
+        return None, 0
+    raw = np.asarray(labels)
+    if raw.ndim != 1:
+        raw = raw.reshape(-1) if raw.ndim == 2 and 1 in raw.shape else raw
+    if raw.ndim != 1 or raw.shape[0] != n:
+        raise DataError(f"there are {raw.shape[0] if raw.ndim else 0} labels for {n} records.")
+    spec = domain.labels
+    if spec is None:
+        raise DataError(
+            "labels were given but the domain declares no label kind; add [labels] classes = "
+            "[...] or lower/upper to the domain."
+        )
+    if isinstance(spec, Classes):
+        index = {_label_key(v): i for i, v in enumerate(spec.values)}
+        out = np.empty(n, dtype=np.int64)
+        for row, value in enumerate(raw.tolist()):
+            key = _label_key(value)
+            if key not in index:
+                raise DataError(
+                    f"data row {row + 1} has label {value!r}, which is not one of the declared "
+                    f"classes {list(spec.values)}."
+                )
+            out[row] = index[key]
+        return out, 0
+    try:
+        y = raw.astype(np.float64)
+    except (TypeError, ValueError):
+        raise DataError("the target labels must be numbers.") from None
+    bad = np.flatnonzero(~np.isfinite(y))
+    if bad.size:
+        raise DataError(f"the label at data row {int(bad[0]) + 1} is missing or infinite.")
+    clipped = int(np.count_nonzero((y < spec.lower) | (y > spec.upper)))
+    return np.clip(y, spec.lower, spec.upper), clipped

@@ -1,0 +1,221 @@
+"""The Mechanism interface that built-in and third-party methods implement.
+
+A mechanism is a class with:
+
+* ``name`` (the registry name), ``title``, ``summary``, ``reference`` (the paper),
+  ``privacy`` (a one-line privacy model) and ``relations`` it supports;
+* ``Params``: a frozen attrs class (usually subclassing
+  :class:`~dpframe.params.PrivacyParams`) that validates on construction;
+* ``plan(params, domain) -> PrivacyEvent``: the exact privacy event, computed from public
+  parameters and the public domain only. It touches no data, so the ledger and a dry run
+  know the cost before any record is read. Everything that can be checked without the
+  data (dimensions against the domain, labels required) is checked here;
+* ``run(dataset, params, sampler) -> Release``: the randomised computation. Every random
+  draw goes through ``sampler``. It returns a :class:`~dpframe.release.Release` with its
+  ``arrays``, ``noise_scales`` and ``info``; :func:`execute` fills in the rest.
+
+Testing hooks (optional for third parties, required for built-ins), used by
+:mod:`dpframe.testing`:
+
+* ``sensitivity(params, domain) -> {stage: Sensitivity}``: the declared sensitivity of
+  each noisy stage, the very numbers the noise scales are computed from;
+* ``query(dataset, params) -> {stage: vector}``: the pre-noise value of each stage,
+  flattened to the entries that receive independent noise, in the norm of its
+  Sensitivity (where a stage depends on an earlier stage's noisy output, the plugin
+  documents the public stand-in it uses).
+"""
+
+from __future__ import annotations
+
+import abc
+import datetime
+import uuid
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal, Protocol
+
+import attrs
+import numpy as np
+
+from dpframe.dataset import Dataset
+from dpframe.domain import Domain
+from dpframe.errors import ParameterError
+from dpframe.events import NonPrivateEvent, PrivacyEvent, compose
+from dpframe.params import build, describe_fields, params_to_dict
+from dpframe.relation import Relation
+from dpframe.release import Release
+from dpframe.samplers import Sampler, make_sampler
+
+
+@attrs.frozen
+class Sensitivity:
+    """A declared sensitivity: ``sup ||q(D) - q(D')||`` over neighbouring ``D, D'``."""
+
+    value: float
+    norm: Literal["l1", "l2"]
+    relation: Relation = Relation.REPLACE_ONE
+    note: str = ""
+
+
+class Mechanism(abc.ABC):
+    """Base class of all mechanisms (see the module docstring)."""
+
+    name: ClassVar[str]
+    title: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    reference: ClassVar[str] = ""
+    privacy: ClassVar[str] = ""
+    relations: ClassVar[tuple[Relation, ...]] = (Relation.REPLACE_ONE,)
+    outputs: ClassVar[tuple[str, ...]] = ()
+    Params: ClassVar[type]
+
+    def params(self, **values: Any) -> Any:
+        """Validated parameters (one clear sentence for an unknown or bad value)."""
+        return build(self.Params, values)
+
+    @abc.abstractmethod
+    def plan(self, params: Any, domain: Domain) -> PrivacyEvent:
+        """The privacy event of a run with ``params`` on data from ``domain``."""
+
+    @abc.abstractmethod
+    def run(self, dataset: Dataset, params: Any, sampler: Sampler) -> Release:
+        """Run on ``dataset`` (already clipped to its domain), drawing from ``sampler``."""
+
+    def sensitivity(self, params: Any, domain: Domain) -> dict[str, Sensitivity]:
+        """Declared sensitivity of each noisy stage (testing hook)."""
+        raise NotImplementedError(f"mechanism {self.name!r} declares no sensitivities")
+
+    def query(self, dataset: Dataset, params: Any) -> dict[str, np.ndarray]:
+        """Pre-noise value of each noisy stage, flattened (testing hook)."""
+        raise NotImplementedError(f"mechanism {self.name!r} exposes no query")
+
+    def check_relation(self, domain: Domain) -> None:
+        """One clear sentence if this mechanism has no analysis for the domain's relation."""
+        if domain.relation not in self.relations:
+            supported = " or ".join(r.value for r in self.relations)
+            raise ParameterError(
+                f"mechanism {self.name!r} is analysed only under {supported}, but the domain "
+                f"uses {domain.relation.value}."
+            )
+
+    @classmethod
+    def describe(cls) -> dict[str, Any]:
+        """Parameters (types, defaults, constraints), privacy model and reference."""
+        return {
+            "name": cls.name,
+            "title": cls.title or cls.name,
+            "summary": cls.summary,
+            "privacy": cls.privacy,
+            "relations": [r.value for r in cls.relations],
+            "reference": cls.reference,
+            "outputs": list(cls.outputs),
+            "parameters": describe_fields(cls.Params),
+        }
+
+
+class Charger(Protocol):
+    """What :func:`execute` needs from a ledger (implemented by :mod:`dpframe.ledger`)."""
+
+    fingerprint_key: bytes
+
+    def reserve(self, request: Mapping[str, Any]) -> Any:
+        """Atomically reserve the request's event against its budget, or refuse."""
+
+    def commit(self, reservation: Any, release: Release) -> str:
+        """Record the finished release; returns the ledger entry id."""
+
+    def fail(self, reservation: Any, error: str) -> None:
+        """Record that the run failed after reading data (the charge stays)."""
+
+
+def planned_event(mechanism: Mechanism, params: Any, domain: Domain) -> PrivacyEvent:
+    """The event :func:`execute` charges: ``plan()``, plus a non-private marker when the
+    domain's bounds were inferred from the data."""
+    mechanism.check_relation(domain)
+    event = mechanism.plan(params, domain)
+    if domain.inferred:
+        event = compose(NonPrivateEvent("bounds inferred from the private data"), event)
+    return event
+
+
+def execute(
+    mechanism: Mechanism,
+    dataset: Dataset,
+    params: Any,
+    sampler: Sampler | None = None,
+    *,
+    ledger: Charger | None = None,
+    request: Mapping[str, Any] | None = None,
+) -> Release:
+    """Plan, (reserve,) run, and stamp the metadata of one release.
+
+    The event is planned from public inputs first; with a ``ledger`` it is reserved
+    before any data are read (a refusal charges nothing), and a run that fails after
+    that stays charged.
+    """
+    sampler = sampler or make_sampler()
+    event = planned_event(mechanism, params, dataset.domain)
+    entry = _plugin_identity(type(mechanism))
+    reservation = None
+    fingerprint_key = ledger.fingerprint_key if ledger is not None else _ephemeral_key()
+    fingerprint = dataset.fingerprint(fingerprint_key)
+    base = {
+        "mechanism": mechanism.name,
+        "plugin": entry["plugin"],
+        "distribution": entry["distribution"],
+        "version": entry["version"],
+        "params": params_to_dict(params),
+        "event": event,
+        "sampler": sampler.describe(),
+        "domain": dataset.domain.to_dict(),
+        "dataset_fingerprint": fingerprint,
+    }
+    if ledger is not None:
+        reservation = ledger.reserve({**(request or {}), **base})
+    try:
+        release = mechanism.run(dataset, params, sampler)
+        if not isinstance(release, Release):
+            raise TypeError(
+                f"mechanism {mechanism.name!r} returned {type(release).__name__}, not a Release"
+            )
+    except BaseException as exc:
+        if ledger is not None:
+            ledger.fail(reservation, f"{type(exc).__name__}: {exc}")
+        raise
+    from dpframe import __version__
+
+    release.mechanism = mechanism.name
+    release.plugin = entry["plugin"]
+    release.distribution = entry["distribution"]
+    release.version = entry["version"]
+    release.params = base["params"]
+    release.event = event
+    release.sampler = base["sampler"]
+    release.domain = base["domain"]
+    release.dataset_fingerprint = fingerprint
+    release.created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    release.release_id = uuid.uuid4().hex
+    release.dpframe_version = __version__
+    if dataset.domain.feature_names is not None:
+        release.info.setdefault("feature_names", list(dataset.domain.feature_names))
+    if ledger is not None:
+        release.ledger_entry = ledger.commit(reservation, release)
+    return release
+
+
+def _ephemeral_key() -> bytes:
+    import os
+
+    return os.urandom(32)
+
+
+def _plugin_identity(cls: type) -> dict[str, str]:
+    from dpframe.plugins import registry
+
+    for entry in registry().entries("mechanism").values():
+        if entry.obj is cls:
+            return {
+                "plugin": entry.plugin.name,
+                "distribution": entry.plugin.distribution,
+                "version": entry.plugin.version,
+            }
+    return {"plugin": "(unregistered)", "distribution": cls.__module__.split(".")[0], "version": ""}
