@@ -1,0 +1,38 @@
+"""Shared fixtures: where the real datasets live, samplers, and small domains."""
+
+from __future__ import annotations
+
+import os
+from pathlib import Path
+
+import pytest
+
+REPO = Path(__file__).resolve().parents[1]
+
+
+def _datasets_dir() -> Path:
+    candidates = []
+    if os.environ.get("DPFRAME_DATASETS"):
+        candidates.append(Path(os.environ["DPFRAME_DATASETS"]))
+    candidates += [REPO.parent / "shared" / "datasets", Path("/work/shared/datasets")]
+    for path in candidates:
+        if path.is_dir():
+            return path
+    raise RuntimeError(
+        "the shared datasets were not found; set DPFRAME_DATASETS or place ../shared/datasets "
+        "beside the repository."
+    )
+
+
+@pytest.fixture(scope="session")
+def datasets_dir() -> Path:
+    """The directory holding the real public datasets (../shared/datasets)."""
+    return _datasets_dir()
+
+
+@pytest.fixture
+def seeded():
+    """A factory of seeded samplers: ``seeded(1234)``."""
+    from dpframe.samplers import SeededSampler
+
+    return SeededSampler
