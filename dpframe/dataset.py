@@ -76,7 +76,7 @@ class Dataset:
                 None if self.labels is None else self.labels[start:stop],
             )
 
-    def fingerprint(self, key: bytes) -> str:
+    def fingerprint(self, key: bytes, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> str:
         """A keyed content fingerprint: HMAC-SHA256 of the clipped records under ``key``.
 
         Keyed on purpose: an unkeyed hash of the data in public metadata would let an
@@ -85,7 +85,7 @@ class Dataset:
         """
         mac = hmac.new(key, digestmod=hashlib.sha256)
         mac.update(f"dpframe-dataset-v1:{self.n_records}x{self.n_features}:".encode())
-        for features, labels in self.chunks():
+        for features, labels in self.chunks(chunk_rows):
             mac.update(np.ascontiguousarray(features, dtype="<f8").tobytes())
             if labels is not None:
                 mac.update(np.ascontiguousarray(labels, dtype="<f8").tobytes())
@@ -118,7 +118,7 @@ class Dataset:
         """Validate, clip and wrap arrays. ``domain`` defaults to an unbounded replace-one
         domain (mechanisms that need bounds then say so)."""
         domain = domain or Domain()
-        x = _as_feature_matrix(features, domain, copy=copy)
+        x = _as_feature_matrix(features, domain, feature_names, copy=copy)
         bound = domain.bind(x.shape[1], feature_names).with_records(x.shape[0])
         y, labels_clipped = _validate_labels(labels, bound, x.shape[0])
         if (
@@ -200,7 +200,9 @@ def _is_number(value: Any) -> bool:
     return True
 
 
-def _as_feature_matrix(features: Any, domain: Domain, *, copy: bool) -> np.ndarray:
+def _as_feature_matrix(
+    features: Any, domain: Domain, names: Sequence[str] | None, *, copy: bool
+) -> np.ndarray:
     try:
         x = (np.array if copy else np.asarray)(features, dtype=np.float64, order="C")
     except (TypeError, ValueError):
@@ -217,11 +219,8 @@ def _as_feature_matrix(features: Any, domain: Domain, *, copy: bool) -> np.ndarr
     if not finite.all():
         rows, cols = np.nonzero(~finite)
         i, j = int(rows[0]), int(cols[0])
-        name = (
-            domain.feature_names[j]
-            if domain.feature_names and j < len(domain.feature_names)
-            else str(j)
-        )
+        names = domain.feature_names or names
+        name = names[j] if names is not None and j < len(names) else str(j)
         kind = "a missing (NaN)" if np.isnan(x[i, j]) else "an infinite"
         raise DataError(
             f"column {name!r} has {kind} value at data row {i + 1}; remove or impute it "

@@ -1,0 +1,5 @@
+"""``python -m dpframe`` runs the command line."""
+
+from dpframe.cli import main
+
+main()

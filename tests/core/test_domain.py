@@ -1,0 +1,126 @@
+"""The public Domain: declaration, validation and clipping."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+from dpframe.domain import Classes, Domain, InferredBoundsWarning, Target
+from dpframe.errors import DomainError
+from dpframe.relation import Relation
+
+
+def write(tmp_path, text: str):
+    path = tmp_path / "domain.toml"
+    path.write_text(text)
+    return path
+
+
+def test_toml_domain_is_read_completely(tmp_path):
+    path = write(
+        tmp_path,
+        """
+relation = "add_remove"
+[features]
+names = ["a", "b"]
+lower = [0, -1]
+upper = [1, 1]
+row_norm_bound = 2.0
+[labels]
+column = "y"
+classes = [0, 1, 2]
+""",
+    )
+    domain = Domain.from_toml(path)
+    assert domain.relation is Relation.ADD_REMOVE
+    assert domain.feature_names == ("a", "b")
+    assert domain.lower == (0.0, -1.0) and domain.upper == (1.0, 1.0)
+    assert domain.row_norm_bound == 2.0
+    assert domain.labels == Classes((0, 1, 2), "y")
+    assert Domain.from_dict(domain.to_dict()) == domain
+
+
+@pytest.mark.parametrize(
+    ("text", "fragment"),
+    [
+        ("relation = 'replace_one'\nbounds = 1", "unknown key 'bounds'"),
+        ("[features]\nlower = 0\nupp = 1", "unknown key 'upp'"),
+        ("[features]\nlower = [0, 2]\nupper = [1, 1]", "lower bound 2.0 exceeds"),
+        ("[features]\nlower = 0", "both lower and upper"),
+        ("[features]\nlower = 0\nupper = 'x'", "must be numbers"),
+        ("[features]\nlower = 0\nupper = inf", "finite"),
+        ("[features]\nrow_norm_bound = -1", "row_norm_bound"),
+        ("[labels]\nclasses = [1, 1]", "repeats a class"),
+        ("[labels]\nclasses = [1]\nlower = 0", "not both"),
+        ("[labels]\nlower = 0", "both lower and upper"),
+        ("relation = 'sideways'", "unknown neighbouring relation"),
+        ("relation = 'add_remove'\nrecords = 10", "contradicts the add_remove"),
+        ("records = 0", "records must be an integer"),
+        ("[features\n", "not valid TOML"),
+    ],
+)
+def test_bad_domain_files_give_one_sentence_naming_the_problem(tmp_path, text, fragment):
+    with pytest.raises(Exception) as info:
+        Domain.from_toml(write(tmp_path, text))
+    message = str(info.value)
+    assert fragment in message
+    assert "\n" not in message
+
+
+def test_missing_domain_file_is_one_sentence(tmp_path):
+    with pytest.raises(DomainError, match="does not exist"):
+        Domain.from_toml(tmp_path / "nope.toml")
+
+
+def test_scalar_bounds_broadcast_when_bound_to_data():
+    domain = Domain(lower=0, upper=2).bind(3)
+    lower, upper = domain.box()
+    assert lower.tolist() == [0, 0, 0] and upper.tolist() == [2, 2, 2]
+    assert domain.centre().tolist() == [1, 1, 1]
+    assert domain.radius() == pytest.approx(np.sqrt(3))
+    with pytest.raises(DomainError, match="describes 3 features but the data have 4"):
+        domain.bind(4)
+
+
+def test_clipping_to_box_then_norm_is_counted():
+    domain = Domain(lower=-1, upper=1, row_norm_bound=1.0).bind(2)
+    x = np.array([[0.1, 0.2], [5.0, 0.0], [1.0, 1.0], [-0.5, 0.5]])
+    clipped, report = domain.clip(x.copy())
+    assert np.all(np.abs(clipped) <= 1)
+    assert np.all(np.linalg.norm(clipped, axis=1) <= 1 + 1e-12)
+    assert report.rows_clipped_to_box == 1
+    assert report.rows_clipped_to_norm == 1  # [1, 1] after the box, norm sqrt 2
+    assert report.values_clipped_per_feature == (1, 0)
+    np.testing.assert_allclose(clipped[0], [0.1, 0.2])
+    np.testing.assert_allclose(clipped[2], [1 / np.sqrt(2)] * 2)
+
+
+def test_records_must_match_the_data_under_replace_one():
+    domain = Domain(records=5)
+    assert domain.with_records(5).records == 5
+    with pytest.raises(DomainError, match="declares 5 records but the data have 4"):
+        domain.with_records(4)
+    assert Domain(relation="add_remove").with_records(4).records is None
+
+
+def test_inferring_bounds_warns_and_marks_the_domain():
+    x = np.array([[0.0, 1.0], [2.0, 3.0]])
+    with pytest.warns(InferredBoundsWarning, match="NOT"):
+        domain = Domain.infer_from(x)
+    assert domain.inferred
+    assert domain.lower == (0.0, 1.0) and domain.upper == (2.0, 3.0)
+
+
+def test_requirements_are_one_sentence():
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        with pytest.raises(DomainError, match="per-feature bounds"):
+            Domain().bind(2).box()
+        with pytest.raises(DomainError, match="class labels"):
+            Domain(labels=Target(0, 1)).classes()
+        with pytest.raises(DomainError, match="bounded numeric label"):
+            Domain(labels=Classes((1, 2))).target()
+        with pytest.raises(DomainError, match="bounded records"):
+            Domain().bind(2).radius()

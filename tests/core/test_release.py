@@ -1,0 +1,68 @@
+"""Releases: metadata, save/load round trip and CSV export."""
+
+from __future__ import annotations
+
+import csv
+import json
+
+import numpy as np
+import pytest
+
+import dpframe
+from dpframe import Dataset, Domain, SeededSampler, execute
+from dpframe.domain import Classes
+from dpframe.errors import DataError, ParameterError
+from dpframe.events import LaplaceEvent
+from dpframe.release import Release
+
+
+@pytest.fixture
+def release():
+    data = Dataset.from_arrays(
+        np.random.default_rng(0).uniform(size=(50, 3)), None, Domain(lower=0, upper=1)
+    )
+    mech = dpframe.mechanism("laplace")
+    return execute(mech, data, mech.params(epsilon=1.0), SeededSampler(5))
+
+
+def test_metadata_records_event_sampler_plugin_and_noise(release):
+    meta = release.metadata()
+    assert meta["mechanism"] == "laplace"
+    assert meta["plugin"] == "basic" and meta["distribution"] == "dpframe"
+    assert meta["version"] == dpframe.__version__
+    assert meta["event"] == LaplaceEvent(1.0).to_dict()
+    assert meta["sampler"]["kind"] == "seeded" and meta["sampler"]["seed"] == 5
+    assert meta["noise_scales"]["mean"] == pytest.approx(3 / 50)  # L1: 3 features of width 1
+    assert meta["params"] == {"epsilon": 1.0, "delta": 0.0, "query": "mean", "psd": True}
+    assert meta["domain"]["records"] == 50
+    assert len(meta["dataset_fingerprint"]) == 64
+    assert release.reproducible
+    assert "clip" not in json.dumps(meta)
+
+
+def test_save_and_load_round_trip(tmp_path, release):
+    release.save(tmp_path / "r")
+    back = Release.load(tmp_path / "r")
+    assert back.metadata() == release.metadata()
+    np.testing.assert_array_equal(back["mean"], release["mean"])
+    with pytest.raises(ParameterError, match="already holds a release"):
+        release.save(tmp_path / "r")
+    with pytest.raises(DataError, match="not a release directory"):
+        Release.load(tmp_path)
+
+
+def test_csv_export_with_labels(tmp_path):
+    rel = Release(
+        arrays={"synthetic": np.array([[0.5, 1.25], [2.0, 3.0]]), "labels": np.array(["a", "b"])},
+        info={"feature_names": ["u", "v"]},
+    )
+    path = rel.to_csv(tmp_path / "s.csv")
+    rows = list(csv.reader(path.open()))
+    assert rows == [["u", "v", "label"], ["0.5", "1.25", "a"], ["2.0", "3.0", "b"]]
+
+
+def test_label_values_save_without_pickle(tmp_path):
+    data = Dataset.from_arrays(np.ones((3, 1)), ["x", "y", "x"], Domain(labels=Classes(("x", "y"))))
+    rel = Release(arrays={"labels": data.label_values(data.labels)})
+    rel.save(tmp_path / "r")
+    assert Release.load(tmp_path / "r")["labels"].tolist() == ["x", "y", "x"]

@@ -1,0 +1,138 @@
+"""The reference Laplace and Gaussian mechanisms (dpframe_basic)."""
+
+from __future__ import annotations
+
+import itertools
+
+import numpy as np
+import pytest
+
+import dpframe
+from dpframe import Dataset, Domain, SeededSampler, execute
+from dpframe.calibration import gaussian_sigma
+from dpframe.errors import DomainError, ParameterError
+from dpframe.events import GaussianEvent, LaplaceEvent
+from dpframe.loaders import load_dataset
+
+BOX = Domain(lower=[0, -1, 2], upper=[1, 1, 5])
+
+
+def dataset(x, domain=BOX):
+    return Dataset.from_arrays(np.asarray(x, dtype=float), None, domain)
+
+
+def neighbours(x: np.ndarray, row: int, record: np.ndarray) -> np.ndarray:
+    y = x.copy()
+    y[row] = record
+    return y
+
+
+def change(mech, params, x, y, norm):
+    a = mech.query(dataset(x), params)
+    b = mech.query(dataset(y), params)
+    ((key, qa),) = a.items()
+    return np.linalg.norm(qa - b[key], ord=1 if norm == "l1" else 2)
+
+
+@pytest.mark.parametrize("name,norm", [("laplace", "l1"), ("gaussian", "l2")])
+@pytest.mark.parametrize("query", ["mean", "covariance"])
+def test_declared_sensitivity_holds_against_corner_and_random_neighbours(name, norm, query):
+    mech = dpframe.mechanism(name)
+    params = mech.params(epsilon=1.0, delta=1e-6 if name == "gaussian" else 0.0, query=query)
+    rng = np.random.default_rng(0)
+    lower, upper = BOX.bind(3).box()
+    corners = [np.array(c) for c in itertools.product(*zip(lower, upper, strict=True))]
+    base = rng.uniform(lower, upper, size=(6, 3))
+    declared = mech.sensitivity(params, dataset(base).domain)[query].value
+    worst = 0.0
+    for a, b in itertools.product(corners, corners):
+        worst = max(
+            worst, change(mech, params, neighbours(base, 0, a), neighbours(base, 0, b), norm)
+        )
+    for _ in range(300):
+        a, b = rng.uniform(lower, upper, size=(2, 3))
+        worst = max(
+            worst, change(mech, params, neighbours(base, 0, a), neighbours(base, 0, b), norm)
+        )
+    assert worst <= declared * (1 + 1e-12)
+    if query == "mean":
+        # Opposite corners attain the mean's bound exactly: it is tight.
+        assert worst == pytest.approx(declared, rel=1e-12)
+    else:
+        assert worst >= 0.3 * declared  # and not wildly loose
+
+
+def test_laplace_plan_and_noise_scale_follow_the_sensitivity():
+    mech = dpframe.mechanism("laplace")
+    params = mech.params(epsilon=0.5)
+    data = dataset(np.zeros((10, 3)) + np.array([0.5, 0, 3]))
+    assert mech.plan(params, data.domain) == LaplaceEvent(2.0)
+    release = execute(mech, data, params, SeededSampler(1))
+    # L1 sensitivity of the mean: (1 + 2 + 3)/n; scale = that / epsilon.
+    assert release.noise_scales["mean"] == pytest.approx(6 / 10 / 0.5)
+
+
+def test_gaussian_uses_the_analytic_calibration():
+    mech = dpframe.mechanism("gaussian")
+    params = mech.params(epsilon=1.0, delta=1e-5, query="covariance")
+    data = dataset(np.zeros((20, 3)) + np.array([0.5, 0, 3]))
+    radius = np.linalg.norm([0.5, 1.0, 1.5])
+    sensitivity = np.sqrt(2) * radius**2 / 20
+    release = execute(mech, data, params, SeededSampler(1))
+    sigma = gaussian_sigma(1.0, 1e-5, sensitivity)
+    assert release.noise_scales["covariance"] == pytest.approx(sigma, rel=1e-12)
+    assert release.event == GaussianEvent(sigma / sensitivity)
+    cov = release["covariance"]
+    np.testing.assert_allclose(cov, cov.T)
+    assert np.linalg.eigvalsh(cov).min() >= -1e-12
+
+
+def test_same_seed_same_release_different_seed_different():
+    mech = dpframe.mechanism("gaussian")
+    params = mech.params(epsilon=1.0, delta=1e-5)
+    data = dataset(np.ones((5, 3)) + np.array([0, 0, 2]))
+    a = execute(mech, data, params, SeededSampler(3))["mean"]
+    b = execute(mech, data, params, SeededSampler(3))["mean"]
+    c = execute(mech, data, params, SeededSampler(4))["mean"]
+    assert np.array_equal(a, b) and not np.array_equal(a, c)
+
+
+def test_large_epsilon_recovers_the_real_covariance(datasets_dir):
+    domain = Domain(
+        lower=[50, 0, 0, 0, 0],
+        upper=[110, 150, 160, 160, 300],
+        feature_names=("mcv", "alkphos", "sgpt", "sgot", "gammagt"),
+    )
+    data = load_dataset(datasets_dir / "liver_disorders" / "bupa.data", domain)
+    mech = dpframe.mechanism("laplace")
+    release = execute(mech, data, mech.params(epsilon=1e6, query="covariance"), SeededSampler(2))
+    centred = data.features - domain.bind(5).centre()
+    exact = centred.T @ centred / data.n_records
+    # Noise scale is (sum of half-widths)^2 / (n eps) ~ 0.06 here; 10 scales per entry is
+    # a false-alarm rate below 1e-4 for 15 Laplace entries.
+    np.testing.assert_allclose(
+        release["covariance"], exact, atol=10 * release.noise_scales["covariance"]
+    )
+
+
+def test_bad_parameters_are_one_sentence():
+    laplace, gaussian = dpframe.mechanism("laplace"), dpframe.mechanism("gaussian")
+    with pytest.raises(ParameterError, match="epsilon must be a positive"):
+        laplace.params(epsilon=0)
+    with pytest.raises(ParameterError, match="set delta = 0"):
+        laplace.params(epsilon=1, delta=1e-5)
+    with pytest.raises(ParameterError, match="needs 0 < delta < 1"):
+        gaussian.params(epsilon=1)
+    with pytest.raises(ParameterError, match=r"unknown parameter 'qurey'.*Did you mean 'query'"):
+        laplace.params(epsilon=1, qurey="mean")
+    with pytest.raises(DomainError, match="bounded records"):
+        execute(laplace, Dataset.from_arrays(np.ones((3, 2))), laplace.params(epsilon=1))
+
+
+def test_add_remove_domains_are_refused_before_any_noise():
+    laplace = dpframe.mechanism("laplace")
+    data = Dataset.from_arrays(
+        np.ones((3, 2)), None, Domain(lower=0, upper=1, relation="add_remove")
+    )
+    with pytest.raises(ParameterError, match="only under replace_one"):
+        execute(laplace, data, laplace.params(epsilon=1))
