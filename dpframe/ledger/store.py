@@ -281,6 +281,7 @@ class Ledger:
         req = request if isinstance(request, ChargeRequest) else ChargeRequest.from_mapping(request)
         self._require_key()
         with self._writing():
+            self._check_continuity()
             budget = self._resolve(
                 req.budget_label,
                 req.dataset_fingerprint,
@@ -548,6 +549,18 @@ class Ledger:
         """Append one entry; call inside :meth:`_writing`."""
         budget_id = budget.budget_id if isinstance(budget, DatasetBudget) else budget
         return _append(self._conn, kind, body, budget_id, ref)
+
+    def _check_continuity(self) -> None:
+        """Refuse to charge a ledger that has lost rows (a deleted charge would free
+        budget): the rows must be numbered 1..N without gaps and end at the recorded head.
+        A cheap check; :meth:`verify` checks everything."""
+        count, last = self._conn.execute("SELECT COUNT(*), MAX(seq) FROM entries").fetchone()
+        head = self._meta().get("head_seq")
+        if count != (last or 0) or str(last) != head:
+            raise LedgerError(
+                f"the ledger has lost rows ({count} rows, last row {last}, recorded last row "
+                f"{head}); run `dpframe ledger verify` (nothing was charged)."
+            )
 
     def _load_budgets(self) -> dict[str, DatasetBudget]:
         budgets: dict[str, DatasetBudget] = {}

@@ -469,3 +469,16 @@ def test_a_changed_cap_is_refused_at_the_next_charge(ledger, ledger_file):
     conn.close()
     with pytest.raises(LedgerError, match=r"row 2 \(budget entry .*\) was changed"):
         laplace(ledger, make_dataset(), 1.0)
+
+
+def test_a_deleted_charge_does_not_free_budget(ledger, ledger_file):
+    ledger.create_budget("d", (1.0, 0.0), accountant="pure")
+    data = make_dataset()
+    laplace(ledger, data, 0.9)
+    conn = sqlite3.connect(ledger_file)
+    conn.execute("DROP TRIGGER entries_no_delete")
+    assert conn.execute("DELETE FROM entries WHERE kind IN ('reserve', 'commit')").rowcount == 2
+    conn.commit()
+    conn.close()
+    with pytest.raises(LedgerError, match="lost rows"):
+        laplace(ledger, data, 0.9)
