@@ -139,13 +139,25 @@ def test_invalid_caps_are_refused(ledger, cap):
 def test_decimal_sums_fit_the_cap_and_one_more_does_not(ledger):
     ledger.create_budget("d", (1.0, 0.0), accountant="pure")
     data = make_dataset()
-    for epsilon in (0.3, 0.3, 0.3, 0.1):  # binary sum 0.9999999999999999 or 1.0000000000000002
+    for epsilon in (0.3, 0.3, 0.3, 0.1):
         laplace(ledger, data, epsilon)
     with pytest.raises(BudgetExceededError):
         laplace(ledger, data, 1e-6)
     balance = ledger.remaining("d")
     assert (balance.charges, balance.committed) == (4, 4)
     assert balance.remaining == 0.0
+
+
+def test_the_tolerance_admits_a_binary_rounding_above_the_cap(ledger):
+    """eps = 0.09 and 0.91 become Laplace multipliers 1/eps; their pure costs 1/(1/eps)
+    sum to 1.0000000000000002 in binary, above the cap of 1: only the budget tolerance
+    lets the second release in."""
+    assert math.fsum(1 / (1 / e) for e in (0.09, 0.91)) > 1.0
+    ledger.create_budget("d", (1.0, 0.0), accountant="pure")
+    data = make_dataset()
+    laplace(ledger, data, 0.09)
+    laplace(ledger, data, 0.91)
+    assert ledger.remaining("d").spent > 1.0
 
 
 def test_refusal_names_spent_remaining_and_requested_and_charges_nothing(ledger):
