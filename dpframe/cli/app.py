@@ -85,9 +85,14 @@ def main(argv: list[str] | None = None) -> Any:
 
 
 def _add_core_commands() -> None:
-    from dpframe.cli import plugins_cmd, release_cmd
+    from dpframe.cli import ledger_cmd, plugins_cmd, release_cmd
 
-    for command in (plugins_cmd.plugins, plugins_cmd.describe, release_cmd.release):
+    for command in (
+        plugins_cmd.plugins,
+        plugins_cmd.describe,
+        release_cmd.release,
+        ledger_cmd.ledger,
+    ):
         cli.add_command(command)
 
 

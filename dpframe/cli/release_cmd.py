@@ -1,4 +1,5 @@
-"""``dpframe release``: one mechanism run on a data file, written to a directory."""
+"""``dpframe release``: one mechanism run on a data file, charged to the ledger and
+written to a directory."""
 
 from __future__ import annotations
 
@@ -7,12 +8,16 @@ from pathlib import Path
 import attrs
 import click
 
+from dpframe.budget import Budget
 from dpframe.cli.common import build_domain, data_options, emit_json, json_option, parse_params
+from dpframe.cli.ledger_cmd import ledger_option
 from dpframe.dataset import Dataset
 from dpframe.domain import Domain
 from dpframe.errors import ParameterError
+from dpframe.events import PrivacyEvent
+from dpframe.ledger import DEFAULT_ACCOUNTANT, Ledger, NewBudget, ledger_path
 from dpframe.loaders import load_dataset
-from dpframe.mechanism import execute
+from dpframe.mechanism import Mechanism, execute, planned_event
 from dpframe.params import build, coerce
 from dpframe.plugins import registry
 from dpframe.samplers import make_sampler
@@ -48,10 +53,29 @@ def check_output_dir(out: Path) -> None:
         raise ParameterError(f"--out {str(out)!r} already holds a release; choose a new directory.")
 
 
+class EpsilonType(click.ParamType):
+    """A positive number, or ``rest``: the largest ε the budget still admits."""
+
+    name = "EPSILON|rest"
+
+    def convert(self, value: object, param: object, ctx: click.Context | None) -> float | str:
+        if isinstance(value, float) or (isinstance(value, str) and value.strip() == "rest"):
+            return value if isinstance(value, float) else "rest"
+        try:
+            return float(str(value))
+        except ValueError:
+            self.fail(f"{value!r} is neither a number nor 'rest'.", param, ctx)  # type: ignore[arg-type]
+
+
 @click.command()
 @click.argument("name")
 @data_options
-@click.option("--epsilon", type=float, required=True, help="Privacy parameter ε (> 0).")
+@click.option(
+    "--epsilon",
+    type=EpsilonType(),
+    required=True,
+    help="Privacy parameter ε (> 0), or 'rest' for the largest ε the budget still admits.",
+)
 @click.option("--delta", type=float, default=0.0, show_default=True, help="Privacy parameter δ.")
 @click.option(
     "--seed",
@@ -72,6 +96,35 @@ def check_output_dir(out: Path) -> None:
     required=True,
     help="Directory to write the release to.",
 )
+@ledger_option
+@click.option(
+    "--budget-label",
+    default=None,
+    help="The dataset's budget in the ledger (default: the data file's name).",
+)
+@click.option(
+    "--budget-epsilon",
+    type=float,
+    default=None,
+    help="Create the budget with this cap ε if the data have none yet.",
+)
+@click.option(
+    "--budget-delta",
+    type=float,
+    default=None,
+    help="Cap δ of a budget created by --budget-epsilon (default 0).",
+)
+@click.option(
+    "--accountant",
+    default=None,
+    help=f"Accountant of a budget created by --budget-epsilon (default {DEFAULT_ACCOUNTANT}).",
+)
+@click.option(
+    "--data-changed",
+    is_flag=True,
+    help="Charge these data to the budget of --budget-label although they differ from the "
+    "data it was created for (rows added, other bounds).",
+)
 @json_option
 def release(
     name: str,
@@ -85,30 +138,54 @@ def release(
     target_range: str | None,
     relation: str | None,
     infer_bounds: bool,
-    epsilon: float,
+    epsilon: float | str,
     delta: float,
     seed: int | None,
     param_items: tuple[str, ...],
     out: Path,
+    ledger_file: Path | None,
+    budget_label: str | None,
+    budget_epsilon: float | None,
+    budget_delta: float | None,
+    accountant: str | None,
+    data_changed: bool,
     as_json: bool,
 ) -> None:
-    """Run mechanism NAME on the data and write a release to --out."""
+    """Run mechanism NAME on the data, charge the ledger, and write a release to --out.
+
+    Nothing is charged for a request refused before the mechanism runs (bad parameters,
+    no budget, budget exceeded); a run that fails after reading the data stays charged.
+    """
+    path = ledger_path(ledger_file)
+    create = _budget_spec(budget_epsilon, budget_delta, accountant)
     mechanism = registry().mechanism(name)()
     raw = parse_params(param_items)
     for key in ("epsilon", "delta"):
         if key in raw:
             raise ParameterError(f"give {key} with --{key}, not --param.")
-    values = {**coerce(mechanism.Params, raw), "epsilon": epsilon, "delta": delta}
-    params = build(mechanism.Params, values)
+    values = {**coerce(mechanism.Params, raw), "delta": delta}
+    params = build(mechanism.Params, {**values, "epsilon": 1.0 if epsilon == "rest" else epsilon})
     domain = build_domain(
         domain_path, bounds, row_norm_bound, classes, target_range, relation, label
     )
     check_output_dir(out)
-    dataset = load_cli_dataset(
-        data_path, domain, label=label, header=header, infer_bounds=infer_bounds
-    )
-    sampler = make_sampler(seed)
-    result = execute(mechanism, dataset, params, sampler)
+    with Ledger.open(path, create=True) as led:
+        if led.is_new:
+            click.echo(f"Created a new ledger at {led.path}.", err=True)
+        dataset = load_cli_dataset(
+            data_path, domain, label=label, header=header, infer_bounds=infer_bounds
+        )
+        request = {
+            "budget_label": budget_label or data_path.name,
+            "create_budget": create,
+            "data_changed": data_changed,
+        }
+        if epsilon == "rest":
+            params = _rest_params(led, mechanism, values, dataset, request)
+        sampler = make_sampler(seed)
+        result = execute(mechanism, dataset, params, sampler, ledger=led, request=request)
+        charge = led.charge(result.ledger_entry)
+        balance = led.remaining(charge.budget_id)
     result.save(out)
     if "synthetic" in result.arrays:
         result.to_csv(out / "synthetic.csv")
@@ -119,13 +196,63 @@ def release(
     click.echo(
         f"Clipping (curator only, not in the release): {dataset.clip_report.summary()}", err=True
     )
+    cost = float(charge.accounting["epsilon_request"])
     if as_json:
-        emit_json({"out": str(out), "release": result.metadata()})
+        ledger_doc = {
+            "path": str(path),
+            "entry": charge.entry_id,
+            "budget": charge.budget_label,
+            "epsilon_request": charge.accounting["epsilon_request"],
+            "balance": balance.to_dict(),
+        }
+        emit_json({"out": str(out), "release": result.metadata(), "ledger": ledger_doc})
         return
     click.echo(f"Released {mechanism.name} to {out}/")
     click.echo(f"  event:   {result.event.describe()}")
+    if epsilon == "rest":
+        click.echo(f"  epsilon: {params.epsilon:.6g} (the rest of the budget)")
     click.echo(
         f"  sampler: {result.sampler['kind']}"
         + (" (reproducible, NOT secure)" if seed is not None else "")
     )
     click.echo(f"  arrays:  {', '.join(f'{k} {v.shape}' for k, v in result.arrays.items())}")
+    click.echo(
+        f"  charged: ε={cost:.6g} at δ={balance.delta:.3g} to budget {charge.budget_label!r} "
+        f"({balance.budget.accountant}), entry {charge.entry_id}"
+    )
+    click.echo(f"  budget:  {balance.describe()}")
+
+
+def _budget_spec(
+    epsilon: float | None, delta: float | None, accountant: str | None
+) -> NewBudget | None:
+    """The budget to create on first use, from the --budget-* options."""
+    if epsilon is None:
+        if delta is not None or accountant is not None:
+            raise ParameterError("--budget-delta and --accountant need --budget-epsilon.")
+        return None
+    return NewBudget(Budget(epsilon, 0.0 if delta is None else delta), accountant)
+
+
+def _rest_params(
+    led: Ledger, mechanism: Mechanism, values: dict, dataset: Dataset, request: dict
+) -> object:
+    """Parameters at the largest ε whose event still fits the budget (``--epsilon rest``):
+    the smallest noise ``x = 1/ε`` found by :meth:`Ledger.spend_rest`."""
+    budget = led.resolve(
+        request["budget_label"],
+        dataset.fingerprint(led.fingerprint_key),
+        relation=dataset.domain.relation,
+        create=request["create_budget"],
+        data_changed=request["data_changed"],
+    )
+
+    def params_at(noise: float) -> object:
+        return build(mechanism.Params, {**values, "epsilon": 1.0 / noise})
+
+    def event_at(noise: float) -> PrivacyEvent:
+        return planned_event(mechanism, params_at(noise), dataset.domain)
+
+    lower = 1.0 / budget.cap.epsilon
+    rest = led.spend_rest(budget, event_at, lower=lower, upper=2 * lower)
+    return params_at(rest.noise)

@@ -1,0 +1,243 @@
+"""Export a ledger to JSON Lines and import it back, losslessly.
+
+The file is a header line followed by one line per entry, in chain order, each the
+canonical JSON (:func:`dpframe.ledger.chain.canonical_json`) of::
+
+    {"format": "dpframe-ledger", "version": 1, "schema_version": 1, "ledger_id": ...,
+     "created": ..., "exported": ..., "fingerprint_key": HEX or null,
+     "entries": N, "head": {"seq": N, "hash": ...}}
+    {"seq": 1, "entry_id": ..., "kind": "init", "ref": null, "budget_id": null,
+     "created": ..., "body": {...}, "prev_hash": ..., "hash": ...}
+    ...
+
+Import checks the whole chain before writing anything, then either creates a new ledger
+file holding exactly these entries (same ids, hashes and fingerprint key), or appends
+to an existing ledger *of the same chain* the entries it does not have yet (a backup
+catching up). It refuses to merge different ledgers, or a ledger that has diverged from
+the export: their budgets, keys and hash chains cannot be combined soundly.
+
+An export made with ``include_key=False`` omits the fingerprint key: it can be imported,
+listed, verified and audited, but not charged (new fingerprints need the key).
+"""
+
+from __future__ import annotations
+
+import contextlib
+import json
+import os
+from collections.abc import Iterator
+from pathlib import Path
+from typing import IO, Any
+
+from dpframe.errors import LedgerError
+from dpframe.ledger import schema
+from dpframe.ledger.chain import Row, canonical_json, verify_rows
+from dpframe.ledger.store import Ledger, _sqlite_errors, key_digest, ledger_path
+
+FORMAT = "dpframe-ledger"
+FORMAT_VERSION = 1
+
+_ENTRY_FIELDS = (
+    "seq",
+    "entry_id",
+    "kind",
+    "ref",
+    "budget_id",
+    "created",
+    "body",
+    "prev_hash",
+    "hash",
+)
+
+
+def export_jsonl(
+    ledger: Ledger, destination: str | os.PathLike[str] | IO[str], *, include_key: bool = True
+) -> int:
+    """Write the ledger to ``destination`` (a path or a text file); returns the number of
+    entries written."""
+    with ledger._reading():
+        entries = ledger.entries()
+        head = ledger.head()
+    header = {
+        "format": FORMAT,
+        "version": FORMAT_VERSION,
+        "schema_version": schema.SCHEMA_VERSION,
+        "ledger_id": ledger.ledger_id,
+        "created": ledger.created,
+        "exported": schema.now(),
+        "fingerprint_key": ledger.fingerprint_key.hex() if include_key and ledger.has_key else None,
+        "entries": len(entries),
+        "head": {"seq": head[0], "hash": head[1]},
+    }
+    with _text_out(destination) as out:
+        out.write(canonical_json(header) + "\n")
+        for entry in entries:
+            out.write(canonical_json(entry.to_dict()) + "\n")
+    return len(entries)
+
+
+def import_jsonl(
+    source: str | os.PathLike[str] | IO[str],
+    path: str | os.PathLike[str] | None = None,
+    **options: Any,
+) -> Ledger:
+    """Import an export into a new ledger at ``path``, or bring an existing ledger of the
+    same chain up to date. Nothing is written unless the whole export verifies."""
+    header, rows = _read(source)
+    key = bytes.fromhex(header["fingerprint_key"]) if header.get("fingerprint_key") else None
+    problems = verify_rows(
+        rows,
+        head=(int(header["head"]["seq"]), str(header["head"]["hash"])),
+        ledger_id=header["ledger_id"],
+        key_digest=key_digest(key) if key is not None else None,
+    )
+    if problems:
+        first = problems[0]
+        more = f" ({len(problems) - 1} more problems)" if len(problems) > 1 else ""
+        raise LedgerError(f"the export is not intact: {first}{more}; nothing was imported.")
+    target = ledger_path(path)
+    if target.exists():
+        ledger = Ledger.open(target, **options)
+        _catch_up(ledger, header, rows, key)
+        ledger.close()
+    else:
+        if not target.parent.is_dir():
+            raise LedgerError(f"directory {str(target.parent)!r} does not exist.")
+        with _sqlite_errors(target):
+            conn = schema.connect(str(target), options.get("timeout", 60.0))
+            try:
+                schema.migrate(conn)
+                conn.execute("BEGIN IMMEDIATE")
+                try:
+                    if conn.execute("SELECT COUNT(*) FROM meta").fetchone()[0]:
+                        raise LedgerError(f"a ledger appeared at {str(target)!r} meanwhile.")
+                    meta = [("ledger_id", header["ledger_id"]), ("created", header["created"])]
+                    if key is not None:
+                        meta.append(("fingerprint_key", key.hex()))
+                    conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", meta)
+                    _insert(conn, rows)
+                    conn.execute("COMMIT")
+                except BaseException:
+                    conn.execute("ROLLBACK")
+                    raise
+            finally:
+                conn.close()
+    ledger = Ledger.open(target, **options)
+    report = ledger.verify()
+    if not report.ok:  # pragma: no cover - the export was verified before writing
+        ledger.close()
+        raise LedgerError(f"the imported ledger does not verify: {report.problems[0]}.")
+    return ledger
+
+
+def _catch_up(ledger: Ledger, header: dict[str, Any], rows: list[Row], key: bytes | None) -> None:
+    if ledger.ledger_id != header["ledger_id"]:
+        raise LedgerError(
+            f"{str(ledger.path)!r} is another ledger ({ledger.ledger_id}, the export is "
+            f"{header['ledger_id']}); ledgers cannot be merged, import into a new file."
+        )
+    with ledger._writing():
+        have = ledger._rows("1", ())
+        if len(have) > len(rows) or any(a.hash != b.hash for a, b in zip(have, rows, strict=False)):
+            raise LedgerError(
+                f"{str(ledger.path)!r} has entries the export does not have (the two have "
+                "diverged); import into a new file."
+            )
+        _insert(ledger._conn, rows[len(have) :])
+        if key is not None and not ledger.has_key:
+            ledger._conn.execute(
+                "INSERT INTO meta (key, value) VALUES ('fingerprint_key', ?)", (key.hex(),)
+            )
+    if key is not None and not ledger.has_key:
+        ledger._key = key
+
+
+def _insert(conn: Any, rows: list[Row]) -> None:
+    placeholders = ", ".join("?" for _ in _ENTRY_FIELDS)
+    conn.executemany(
+        f"INSERT INTO entries ({', '.join(_ENTRY_FIELDS)}) VALUES ({placeholders})",
+        [tuple(getattr(row, f) for f in _ENTRY_FIELDS) for row in rows],
+    )
+    if rows:
+        conn.executemany(
+            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
+            (("head_seq", str(rows[-1].seq)), ("head_hash", rows[-1].hash)),
+        )
+
+
+def _read(source: str | os.PathLike[str] | IO[str]) -> tuple[dict[str, Any], list[Row]]:
+    with _text_in(source) as handle:
+        lines = [line for line in handle.read().splitlines() if line.strip()]
+    if not lines:
+        raise LedgerError("the export is empty.")
+    header = _line(lines[0], 1)
+    if header.get("format") != FORMAT:
+        raise LedgerError("this file is not a dpframe ledger export (line 1 has no header).")
+    if header.get("version") != FORMAT_VERSION:
+        raise LedgerError(
+            f"ledger export version {header.get('version')!r} is not supported (this dpframe "
+            f"reads version {FORMAT_VERSION})."
+        )
+    for name in ("ledger_id", "created", "head", "entries"):
+        if name not in header:
+            raise LedgerError(f"the export header has no {name!r}.")
+    rows = []
+    for number, text in enumerate(lines[1:], start=2):
+        data = _line(text, number)
+        if not _is_entry(data):
+            raise LedgerError(f"line {number} of the export is not a ledger entry.")
+        values = {**data, "body": canonical_json(data["body"])}
+        rows.append(Row(**values))
+    if len(rows) != header["entries"]:
+        raise LedgerError(
+            f"the export header announces {header['entries']} entries but the file holds "
+            f"{len(rows)}; it was truncated or extended."
+        )
+    return header, rows
+
+
+def _is_entry(data: dict[str, Any]) -> bool:
+    if set(data) != set(_ENTRY_FIELDS) or not isinstance(data["body"], dict):
+        return False
+    seq = data["seq"]
+    if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
+        return False
+    required = ("entry_id", "kind", "created", "prev_hash", "hash")
+    optional = ("ref", "budget_id")
+    return all(isinstance(data[k], str) for k in required) and all(
+        data[k] is None or isinstance(data[k], str) for k in optional
+    )
+
+
+def _line(text: str, number: int) -> dict[str, Any]:
+    try:
+        value = json.loads(text)
+    except json.JSONDecodeError as exc:
+        raise LedgerError(f"line {number} of the export is not valid JSON: {exc.msg}.") from None
+    if not isinstance(value, dict):
+        raise LedgerError(f"line {number} of the export is not a JSON object.")
+    return value
+
+
+@contextlib.contextmanager
+def _text_out(destination: str | os.PathLike[str] | IO[str]) -> Iterator[IO[str]]:
+    if hasattr(destination, "write"):
+        yield destination  # type: ignore[misc]
+        return
+    path = Path(destination)  # type: ignore[arg-type]
+    tmp = path.with_name(path.name + ".tmp")
+    with tmp.open("w", encoding="ascii", newline="\n") as handle:
+        yield handle
+    tmp.replace(path)
+
+
+@contextlib.contextmanager
+def _text_in(source: str | os.PathLike[str] | IO[str]) -> Iterator[IO[str]]:
+    if hasattr(source, "read"):
+        yield source  # type: ignore[misc]
+        return
+    path = Path(source)  # type: ignore[arg-type]
+    if not path.is_file():
+        raise LedgerError(f"export file {str(path)!r} does not exist.")
+    with path.open(encoding="utf-8") as handle:
+        yield handle

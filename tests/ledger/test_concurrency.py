@@ -1,0 +1,120 @@
+"""Real processes racing for one budget, and processes killed mid-release."""
+
+from __future__ import annotations
+
+import json
+import math
+import os
+import random
+import signal
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import pytest
+
+from dpframe.ledger import Ledger
+
+WORKER = Path(__file__).with_name("ledger_worker.py")
+
+
+def spawn(*args: object) -> subprocess.Popen:
+    return subprocess.Popen(
+        [sys.executable, str(WORKER), *map(str, args)],
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        cwd=WORKER.parent,
+    )
+
+
+def wait_for(path: Path, process: subprocess.Popen, timeout: float = 120.0) -> None:
+    deadline = time.monotonic() + timeout
+    while not path.exists():
+        if process.poll() is not None:
+            raise AssertionError(f"worker exited early: {process.communicate()[1]}")
+        if time.monotonic() > deadline:
+            process.kill()
+            raise AssertionError("worker never reached its run")
+        time.sleep(0.02)
+
+
+def test_racing_processes_never_overspend_nor_lose_an_entry(ledger_file, tmp_path):
+    """8 processes x 5 requests of epsilon 0.1 against a pure cap of 2: exactly 20 fit."""
+    workers, requests, epsilon, cap = 8, 5, 0.1, 2.0
+    with Ledger.open(ledger_file, create=True) as ledger:
+        ledger.create_budget("shared", (cap, 0.0), accountant="pure")
+    start = tmp_path / "go"
+    processes = [spawn("race", ledger_file, start, requests, epsilon) for _ in range(workers)]
+    for process in processes:  # every worker has its ledger open before the race starts
+        assert json.loads(process.stdout.readline()) == {"ready": True}
+    start.touch()
+    results = []
+    for process in processes:
+        out, err = process.communicate(timeout=300)
+        assert process.returncode == 0, err
+        results += [json.loads(line) for line in out.splitlines()]
+    admitted = [r["entry"] for r in results if r["ok"]]
+    refused = [r for r in results if not r["ok"]]
+    assert len(results) == workers * requests
+    assert len(admitted) == 20
+    assert {r["error"] for r in refused} == {"BudgetExceededError"}
+    with Ledger.open(ledger_file) as ledger:
+        assert ledger.verify().ok
+        charges = ledger.charges("shared")
+        assert sorted(c.entry_id for c in charges) == sorted(admitted)
+        assert {c.status for c in charges} == {"committed"}
+        # Independent of the accountant: pure epsilons of the recorded Laplace events add.
+        spent = math.fsum(1 / c.event.noise_multiplier for c in charges)
+        assert spent <= cap * (1 + 1e-9)
+        assert ledger.head()[0] == 3 + 2 * len(admitted)  # init, budget, data binding
+
+
+def test_a_process_killed_between_reserve_and_commit_stays_charged(ledger_file, tmp_path):
+    with Ledger.open(ledger_file, create=True) as ledger:
+        ledger.create_budget("shared", (1.0, 0.0), accountant="pure")
+    marker = tmp_path / "running"
+    process = spawn("block", ledger_file, marker, 0.6)
+    wait_for(marker, process)
+    os.kill(process.pid, signal.SIGKILL)
+    process.wait(timeout=30)
+    assert process.returncode == -signal.SIGKILL
+    with Ledger.open(ledger_file) as ledger:
+        assert ledger.verify().ok
+        (pending,) = ledger.charges("shared")
+        assert pending.status == "pending"
+        assert pending.mechanism == "test-blocking"
+        balance = ledger.remaining("shared")
+        assert balance.pending == 1
+        assert balance.spent == pytest.approx(0.6)
+    # 0.5 would fit if the killed run were forgotten; it must be refused, 0.4 still fits.
+    process = spawn("race", ledger_file, tmp_path / "go", 1, 0.5)
+    (tmp_path / "go").touch()
+    out, err = process.communicate(timeout=120)
+    assert [json.loads(line).get("error") for line in out.splitlines()[1:]] == [
+        "BudgetExceededError"
+    ], err
+    process = spawn("race", ledger_file, tmp_path / "go", 1, 0.4)
+    out, err = process.communicate(timeout=120)
+    assert [json.loads(line)["ok"] for line in out.splitlines()[1:]] == [True], err
+
+
+@pytest.mark.slow
+def test_kills_at_random_moments_leave_a_consistent_ledger(ledger_file):
+    """SIGKILL a process charging in a loop at seeded random moments (inside or outside
+    SQLite transactions): every time the chain verifies and at most one charge is left
+    pending, the one that was in flight."""
+    with Ledger.open(ledger_file, create=True) as ledger:
+        ledger.create_budget("shared", (1e6, 0.0), accountant="pure")
+    moments = random.Random(20240601)
+    for round_number in range(5):
+        process = spawn("loop", ledger_file, 0.01)
+        time.sleep(2.0 + moments.uniform(0.0, 2.0))
+        os.kill(process.pid, signal.SIGKILL)
+        process.wait(timeout=30)
+        with Ledger.open(ledger_file) as ledger:
+            assert ledger.verify().ok, round_number
+            balance = ledger.remaining("shared")
+            assert balance.pending <= round_number + 1
+            assert balance.spent == pytest.approx(0.01 * balance.charges)
