@@ -168,13 +168,15 @@ def calibrate_exact(
     q = shape * (mu / sensitivity.value(shape)) ** (1 / sensitivity.power)
     while sensitivity.value(q) > mu:
         q = q * _SHRINK
-    if linear is not None:
-        budget, form, spent = target, "sum_j a_j q_j <= B", math.fsum(linear * q)
-        coefficients = linear
+    # Report the bound that binds (the smaller of the two terms of S).
+    linear_term = math.inf if linear is None else math.fsum(linear * q)
+    cap_term = math.inf if sensitivity.cap is None else sensitivity.cap * float(q.max())
+    if linear is not None and linear_term <= cap_term:
+        budget, form, spent, coefficients = target, "sum_j a_j q_j <= B", linear_term, linear
     else:
         assert sensitivity.cap is not None
-        budget, form, spent = target / sensitivity.cap, "max_j q_j <= B", float(q.max())
-        coefficients = None
+        budget, form = target / sensitivity.cap, "max_j q_j <= B"
+        spent, coefficients = float(q.max()), None
     whitened = sensitivity.value(q)  # <= mu, equal up to rounding
     return Calibration(
         method="exact",

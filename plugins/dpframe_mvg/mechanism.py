@@ -300,8 +300,7 @@ class MVGMechanism(Mechanism):
     )
     reference = (
         "Chanyaswad, Dytso, Poor, Mittal. MVG Mechanism: Differential Privacy under "
-        "Matrix-Valued Query. CCS 2018 (full version: A Differential Privacy Mechanism "
-        "Design Under Matrix-Valued Query, arXiv:1802.10077)."
+        "Matrix-Valued Query. CCS 2018 (arXiv:1801.00823)."
     )
     privacy = (
         "(ε, δ)-DP, replace-one; exact: mu-GDP on the whitened query (analytic Gaussian); "

@@ -99,3 +99,22 @@ def test_sensitivity_hook_and_noise_scale_agree_with_the_event(mvg):
     assert declared.norm == "l2"
     # Unit noise on the whitened query: noise scale / sensitivity = the event's multiplier.
     assert 1.0 / declared.value == pytest.approx(event.noise_multiplier, rel=1e-15)
+
+
+@pytest.mark.parametrize(
+    "domain",
+    [
+        BOX,
+        Domain(row_norm_bound=1.0, records=40, feature_names=("a", "b", "c", "d")),
+        # A large box and a small ball: the ball (cap) bound binds.
+        Domain(lower=-10.0, upper=10.0, row_norm_bound=1.0, records=40).bind(4),
+    ],
+)
+@pytest.mark.parametrize("query", ["identity", "covariance"])
+def test_reported_budget_is_the_binding_one_and_fully_spent(mvg, domain, query):
+    params = mvg.params(
+        epsilon=1.0, delta=1e-5, query=query, allocation="binary", focus=(0,), focus_share=0.5
+    )
+    budget = mvg.design(params, domain).calibration
+    assert budget.spent <= budget.budget * (1 + 1e-12)
+    assert budget.spent >= budget.budget * (1 - 1e-9)
