@@ -48,6 +48,12 @@ def _open_fraction(instance: Any, attribute: attrs.Attribute, value: Any) -> Non
         raise ParameterError(f"{attribute.name} must lie strictly between 0 and 1, got {value!r}.")
 
 
+def _open_delta(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    ok = isinstance(value, (int, float)) and not isinstance(value, bool) and 0 < value < 1
+    if not ok:
+        raise ParameterError(f"the MVG mechanism needs 0 < delta < 1, got {value!r}.")
+
+
 def _shape(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if value is None:
         return
@@ -60,6 +66,11 @@ def _shape(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
 class MVGParams(PrivacyParams):
     """Parameters of the MVG mechanism (checked on construction, before any data)."""
 
+    delta: float = param(
+        help="failure probability δ of this release (the MVG mechanism needs δ > 0)",
+        constraint="0 < δ < 1",
+        validator=_open_delta,
+    )
     query: Literal["identity", "covariance", "custom"] = param(
         "identity",
         help="identity: the data matrix (N x d); covariance: (1/N) sum (x-c)(x-c)^T about the "
@@ -147,8 +158,6 @@ class MVGParams(PrivacyParams):
     )
 
     def __attrs_post_init__(self) -> None:
-        if not 0 < self.delta < 1:
-            raise ParameterError(f"the MVG mechanism needs 0 < delta < 1, got {self.delta!r}.")
         self._check_calibration()
         self._check_allocation()
         self._check_query()
