@@ -170,6 +170,13 @@ class Domain:
                     "a public record count contradicts the add_remove relation (under "
                     "add/remove the count is private); drop 'records' or use replace_one."
                 )
+        if self.row_norm_bound is not None and self.lower is not None and self.upper is not None:
+            lo, hi = np.broadcast_arrays(np.array(self.lower), np.array(self.upper))
+            if float(np.linalg.norm(np.clip(0.0, lo, hi))) > self.row_norm_bound:
+                raise DomainError(
+                    "the feature bounds and row_norm_bound admit no record (every point of the "
+                    "box has a larger norm); widen one of them."
+                )
         width = self._declared_width()
         if (
             width is not None
@@ -213,8 +220,11 @@ class Domain:
             lower = tuple(np.broadcast_to(np.array(self.lower), (n_features,)).tolist())
             upper = tuple(np.broadcast_to(np.array(self.upper), (n_features,)).tolist())
         feature_names = self.feature_names
-        if feature_names is None and names is not None:
-            feature_names = tuple(str(n) for n in names)
+        if feature_names is None:
+            feature_names = tuple(
+                str(n)
+                for n in (names if names is not None else (f"x{j}" for j in range(n_features)))
+            )
         return attrs.evolve(self, lower=lower, upper=upper, feature_names=feature_names)
 
     def with_records(self, n: int) -> Domain:
@@ -306,7 +316,14 @@ class Domain:
     # -- clipping --------------------------------------------------------------------
 
     def clip(self, features: np.ndarray) -> tuple[np.ndarray, ClipReport]:
-        """Clip rows in place to the box, then to the row-norm ball; report the counts."""
+        """Map every row, in place, into the domain; report how many rows moved.
+
+        Rows are clipped to the box; a row still outside the row-norm ball is then moved
+        along the segment towards ``p0``, the box point nearest the origin (a public point
+        of box ∩ ball), until its norm equals the bound. Both steps stay inside the box (it
+        is convex), so every output row lies in box ∩ ball. Without a box, ``p0`` is the
+        origin and this is the usual rescaling.
+        """
         n = features.shape[0]
         box_rows = norm_rows = 0
         per_feature = np.zeros(features.shape[1], dtype=np.int64)
@@ -317,11 +334,23 @@ class Domain:
             box_rows = int(np.count_nonzero(outside.any(axis=1)))
             np.clip(features, lo, hi, out=features)
         if self.row_norm_bound is not None:
+            bound = self.row_norm_bound
             norms = np.sqrt(np.einsum("ij,ij->i", features, features))
-            over = norms > self.row_norm_bound
+            over = norms > bound
             norm_rows = int(np.count_nonzero(over))
             if norm_rows:
-                features[over] *= (self.row_norm_bound / norms[over])[:, None]
+                anchor = self._ball_anchor()
+                rows = features[over]
+                if not np.any(anchor):
+                    features[over] = rows * (bound / norms[over])[:, None]
+                else:
+                    # Solve ||p0 + t (x - p0)|| = bound for t in (0, 1).
+                    step = rows - anchor
+                    a = np.einsum("ij,ij->i", step, step)
+                    b = 2 * step @ anchor
+                    c = float(anchor @ anchor) - bound**2
+                    t = (-b + np.sqrt(b * b - 4 * a * c)) / (2 * a)
+                    features[over] = anchor + np.clip(t, 0.0, 1.0)[:, None] * step
         report = ClipReport(
             records=n,
             rows_clipped_to_box=box_rows,
@@ -329,6 +358,13 @@ class Domain:
             values_clipped_per_feature=tuple(int(c) for c in per_feature),
         )
         return features, report
+
+    def _ball_anchor(self) -> np.ndarray:
+        """The box point nearest the origin (the origin when there is no box)."""
+        if self.lower is None:
+            return np.zeros(self.n_features or 0)
+        lo, hi = self.box()
+        return np.clip(np.zeros_like(lo), lo, hi)
 
     # -- (de)serialisation ------------------------------------------------------------
 

@@ -37,7 +37,8 @@ def psd_project(matrix: np.ndarray, floor: float = 0.0) -> np.ndarray:
     """
     sym = (matrix + matrix.T) / 2
     values, vectors = np.linalg.eigh(sym)
-    return (vectors * np.maximum(values, floor)) @ vectors.T
+    projected = (vectors * np.maximum(values, floor)) @ vectors.T
+    return (projected + projected.T) / 2
 
 
 def top_eigen(matrix: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarray]:

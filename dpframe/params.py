@@ -151,7 +151,34 @@ def build(params_class: type, values: Mapping[str, Any]) -> Any:
     ]
     if missing:
         raise ParameterError(f"missing required parameter {missing[0]!r}.")
+    hints = typing.get_type_hints(params_class)
+    for name, value in values.items():
+        _check_literal(name, value, hints.get(name))
     return params_class(**values)
+
+
+def _check_literal(name: str, value: Any, tp: Any) -> None:
+    """One sentence when ``value`` is not among the choices of a ``Literal`` annotation."""
+    options = (
+        [tp]
+        if get_origin(tp) is Literal
+        else [a for a in get_args(tp) if get_origin(a) is Literal]
+        if get_origin(tp) in (typing.Union, types.UnionType)
+        else []
+    )
+    if not options:
+        return
+    choices = [c for option in options for c in get_args(option)]
+    allows_none = type(None) in get_args(tp)
+    if value in choices or (value is None and allows_none):
+        return
+    if get_origin(tp) in (typing.Union, types.UnionType) and any(
+        get_origin(a) is not Literal and a is not type(None) for a in get_args(tp)
+    ):
+        return  # other (non-literal) alternatives are allowed; their validators decide
+    raise ParameterError(
+        f"{name} must be one of {', '.join(repr(c) for c in choices)}, got {value!r}."
+    )
 
 
 # -- describe ------------------------------------------------------------------------------

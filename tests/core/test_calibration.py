@@ -112,3 +112,11 @@ def test_smallest_noise_never_exceeds_the_target():
     x = smallest_noise(cost, 1.5)
     assert cost(x) <= 1.5
     assert cost(x * (1 - 1e-6)) > 1.5
+
+
+def test_literal_parameters_are_validated_when_built():
+    import dpframe
+
+    laplace = dpframe.mechanism("laplace")
+    with pytest.raises(ParameterError, match="query must be one of 'mean', 'covariance'"):
+        laplace.params(epsilon=1.0, query="bogus")

@@ -124,3 +124,27 @@ def test_requirements_are_one_sentence():
             Domain(labels=Classes((1, 2))).target()
         with pytest.raises(DomainError, match="bounded records"):
             Domain().bind(2).radius()
+
+
+def test_clipping_with_box_and_ball_lands_in_their_intersection():
+    domain = Domain(lower=[1.0, -1.0], upper=[3.0, 1.0], row_norm_bound=2.0).bind(2)
+    rng = np.random.default_rng(0)
+    x = rng.uniform(-10, 10, size=(2000, 2))
+    clipped, report = domain.clip(x.copy())
+    assert np.all(clipped[:, 0] >= 1.0 - 1e-12) and np.all(clipped <= [3.0, 1.0])
+    assert np.all(clipped[:, 1] >= -1.0)
+    assert np.all(np.linalg.norm(clipped, axis=1) <= 2.0 + 1e-9)
+    assert report.rows_clipped_to_norm > 0
+    inside = np.array([[1.5, 0.5]])
+    np.testing.assert_array_equal(domain.clip(inside.copy())[0], inside)
+
+
+def test_box_and_ball_without_common_points_are_refused():
+    with pytest.raises(DomainError, match="admit no record"):
+        Domain(lower=[2.0, 2.0], upper=[3.0, 3.0], row_norm_bound=1.0)
+
+
+def test_unnamed_ball_domain_learns_its_width_from_the_data():
+    domain = Domain(row_norm_bound=1.0).bind(3)
+    assert domain.n_features == 3
+    assert domain.centre().tolist() == [0.0, 0.0, 0.0]

@@ -27,6 +27,7 @@ DOMAIN = Domain(lower=0, upper=1, labels=Classes((0, 1)))
 EXAMPLES: dict[str, dict] = {
     "laplace": {"epsilon": 1.0, "query": "covariance"},
     "gaussian": {"epsilon": 1.0, "delta": 1e-6},
+    "mvg": {"epsilon": 1.0, "delta": 1e-6, "query": "covariance"},
 }
 
 

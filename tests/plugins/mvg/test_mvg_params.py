@@ -145,6 +145,8 @@ def test_cli_bad_parameter_exits_2_without_traceback(tmp_path):
             "shares=" + str(data),
             "--out",
             str(tmp_path / "out"),
+            "--ledger",
+            str(tmp_path / "ledger"),
         ],
     )
     assert result.exit_code == 2

@@ -101,16 +101,17 @@ def test_identity_ball_is_attained_along_the_least_noisy_direction(mvg):
 
 
 def test_box_and_ball_with_box_excluding_the_origin(mvg):
-    # Clipping scales rows towards 0, which can leave a box that excludes 0: the declared
-    # sensitivity must cover the widened box (PRIVACY: records the domain really produces).
+    # The box excludes 0: the declared sensitivity must cover every record the clipped
+    # domain produces (PRIVACY: records the domain really produces).
     domain = Domain(lower=(1.0, 1.0), upper=(2.0, 2.0), row_norm_bound=1.5)
     rows = np.full((3, 2), 1.05)
     params = mvg.params(epsilon=1.0, delta=1e-5, allocation="given", shares=np.array([0.8, 0.2]))
     bound = declared(mvg, params, Dataset.from_arrays(rows, domain=domain).domain)
     assert search(mvg, params, domain, rows, spread=3.0, starts=16) <= bound * (1 + 1e-9)
-    # (2, 1) is scaled to (1.34, 0.67): outside the declared box, inside the widened one.
+    # (2, 1) is moved into box ∩ ball: it stays inside the declared box.
     clipped = Dataset.from_arrays(np.array([[2.0, 1.0]]), domain=domain).features[0]
-    assert clipped[1] < 1.0
+    assert np.all(clipped >= 1.0) and np.all(clipped <= 2.0)
+    assert np.linalg.norm(clipped) == pytest.approx(1.5)
 
 
 def test_covariance_equimodal_bound_is_attained_by_orthogonal_vertices(mvg):
