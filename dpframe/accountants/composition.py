@@ -36,7 +36,11 @@ def amplify(epsilon: float, delta: float, q: float) -> tuple[float, float]:
         return 0.0, 0.0
     if math.isinf(epsilon):
         return math.inf, q * delta
-    return math.log1p(q * math.expm1(epsilon)), q * delta
+    if epsilon < 1.0:
+        return math.log1p(q * math.expm1(epsilon)), q * delta
+    # log((1-q) + q e^ε), without overflow for large ε
+    rest = math.log1p(-q) if q < 1 else -math.inf
+    return float(np.logaddexp(rest, math.log(q) + epsilon)), q * delta
 
 
 def advanced_composition_epsilon(eps0: float, delta0: float, count: int, delta: float) -> float:
@@ -46,6 +50,8 @@ def advanced_composition_epsilon(eps0: float, delta0: float, count: int, delta: 
         return math.inf
     if slack >= 1:
         return 0.0
+    if eps0 > 700:
+        return math.inf
     return math.sqrt(2 * count * math.log(1 / slack)) * eps0 + count * eps0 * math.expm1(eps0)
 
 
@@ -58,7 +64,9 @@ def optimal_composition_floor(delta0: float, count: int) -> float:
 def _binomial_window(eps0: float, count: int) -> tuple[np.ndarray, np.ndarray, float, float]:
     """``L ~ Binomial(k, 1/(1+e^{ε0}))`` on ``mean ± 40 sd``: values, log-pmf, and the
     probability masses below and above the window."""
-    p = 1 / (1 + math.exp(eps0))  # probability of each "unfavourable" coordinate
+    # probability of each "unfavourable" coordinate, 1/(1 + e^ε0), in log space
+    log_p, log_1mp = -float(np.logaddexp(0.0, eps0)), -float(np.logaddexp(0.0, -eps0))
+    p = math.exp(log_p)
     mean, sd = count * p, math.sqrt(count * p * (1 - p))
     lo = max(0, math.floor(mean - _WINDOW_SD * sd))
     hi = min(count, math.ceil(mean + _WINDOW_SD * sd))
@@ -67,8 +75,8 @@ def _binomial_window(eps0: float, count: int) -> tuple[np.ndarray, np.ndarray, f
         gammaln(count + 1.0)
         - gammaln(bad + 1)
         - gammaln(count - bad + 1)
-        + bad * math.log(p)
-        + (count - bad) * math.log1p(-p)
+        + bad * log_p
+        + (count - bad) * log_1mp
     )
     below = float(bdtr(lo - 1, count, p)) if lo > 0 else 0.0
     above = float(bdtrc(hi, count, p)) if hi < count else 0.0
