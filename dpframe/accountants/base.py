@@ -185,7 +185,7 @@ class EventCache(Generic[K, V]):
     mostly unchanged costs one lookup per entry.
     """
 
-    def __init__(self, maxsize: int = 65536) -> None:
+    def __init__(self, maxsize: int = 16384) -> None:
         self.maxsize = maxsize
         self._data: OrderedDict[K, V] = OrderedDict()
         self._lock = threading.Lock()

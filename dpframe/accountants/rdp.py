@@ -188,7 +188,12 @@ class RDPAccountant(Accountant):
         return eps + curve.opaque_epsilon, order
 
     def _curve(self, event: PrivacyEvent) -> RDPCurve:
-        return self._cache.get_or_compute(event, self._compute)
+        return self._cache.get_or_compute(event, self._compute_frozen)
+
+    def _compute_frozen(self, event: PrivacyEvent) -> RDPCurve:
+        curve = self._compute(event)
+        curve.rdp.flags.writeable = False  # cached and shared: never modified in place
+        return curve
 
     def _compute(self, event: PrivacyEvent) -> RDPCurve:
         orders = self.orders

@@ -63,11 +63,7 @@ def log_comb(n: np.ndarray | float, k: np.ndarray | float) -> np.ndarray:
 def log_expm1(x: np.ndarray) -> np.ndarray:
     """``log(e^x - 1)`` for ``x > 0`` without overflow or cancellation."""
     x = np.asarray(x, dtype=float)
-    out = np.empty_like(x)
-    big = x > 1.0
-    out[big] = x[big] + np.log1p(-np.exp(-x[big]))
-    out[~big] = np.log(np.expm1(x[~big]))
-    return out
+    return x + np.log(-np.expm1(-x))
 
 
 def _segment_logsumexp(values: np.ndarray, starts: np.ndarray, lengths: np.ndarray) -> np.ndarray:

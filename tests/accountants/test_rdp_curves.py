@@ -108,12 +108,43 @@ def test_without_replacement_matches_dp_accounting(sampled, q, sigma):
     np.testing.assert_allclose(ours, np.minimum(theirs, gaussian), rtol=RTOL)
 
 
-@pytest.mark.parametrize(("q", "sigma"), [(0.2, 10.0), (0.01, 8.0)])
-def test_without_replacement_with_large_noise_is_never_above_dp_accounting(sampled, q, sigma):
-    # dp-accounting's float forward differences lose accuracy here; ours are exact.
-    ours = sampled.without_replacement(q, sigma)
-    theirs = dpa._compute_rdp_sample_wor_gaussian(q, sigma, DPA_ORDERS)
-    assert np.all(ours <= theirs * (1 + 1e-12))
+def _wor_reference(q: float, sigma: float, alpha: int) -> float:
+    """WBK's bound with the forward differences as direct alternating sums in 800 digits."""
+    mp.mp.dps = 800
+    c = 1 / (2 * mp.mpf(sigma) ** 2)
+    moments = [mp.exp(k * (k - 1) * c) for k in range(258)]
+    differences = {
+        ell: mp.fsum(mp.binomial(ell, k) * (-1) ** (ell - k) * moments[k] for k in range(ell + 1))
+        for ell in range(2, 257, 2)
+    }
+    total = mp.mpf(1)
+    for j in range(2, alpha + 1):
+        plain = 2 * mp.exp((j - 1) * j * c)
+        if j == 2:
+            refined = 4 * mp.expm1(2 * c)
+        elif j <= 256:
+            refined = 4 * mp.sqrt(differences[2 * (j // 2)] * differences[2 * ((j + 1) // 2)])
+        else:
+            refined = plain
+        total += mp.mpf(q) ** j * mp.binomial(alpha, j) * min(plain, refined)
+    return min(float(mp.log(total) / (alpha - 1)), alpha / (2 * sigma**2))
+
+
+@pytest.mark.parametrize(("q", "sigma", "alpha"), [(0.5, 9.0, 256), (0.2, 10.0, 200)])
+def test_without_replacement_with_large_noise_matches_a_high_precision_reference(q, sigma, alpha):
+    # dp-accounting's float forward differences are wrong here in both directions (at
+    # (0.5, 9, 256) its value is below the bound it means to compute); ours are exact.
+    ours = float(SubsampledGaussian(np.array([float(alpha)])).without_replacement(q, sigma)[0])
+    assert ours == pytest.approx(_wor_reference(q, sigma, alpha), rel=1e-12)
+
+
+def test_without_replacement_above_256_is_never_above_dp_accounting(sampled):
+    # Above order 256 dp-accounting drops the forward differences; we keep them for j <= 256.
+    large = DPA_ORDERS > 256
+    for q, sigma in [(0.2, 10.0), (0.01, 8.0), (0.05, 1.0)]:
+        ours = sampled.without_replacement(q, sigma)[large]
+        theirs = dpa._compute_rdp_sample_wor_gaussian(q, sigma, DPA_ORDERS[large])
+        assert np.all(ours <= theirs * (1 + 1e-12))
 
 
 @pytest.mark.parametrize(("sigma", "order"), [(10.0, 50), (10.0, 100), (3.0, 256), (0.5, 20)])
@@ -187,3 +218,24 @@ def test_extreme_parameters_give_numbers_never_nan():
         for sigma in (0.05, 30.0):
             curve = grid.without_replacement(q, sigma)
             assert not np.isnan(curve).any() and np.all(curve >= 0)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("q", [1e-4, 3e-3, 0.03, 0.2, 0.5, 0.9])
+@pytest.mark.parametrize("sigma", [0.4, 0.7, 1.0, 2.0, 4.0, 9.0])
+def test_wide_grid_against_dp_accounting(sampled, q, sigma):
+    ours = sampled.poisson(q, sigma)
+    theirs = dpa._compute_rdp_poisson_subsampled_gaussian(q, sigma, DPA_ORDERS)
+    meaningful = INTEGER & (theirs > 1e-10)  # below that dp-accounting's own sum loses digits
+    np.testing.assert_allclose(ours[meaningful], theirs[meaningful], rtol=RTOL)
+    finite = ~INTEGER & np.isfinite(theirs)
+    # 1e-12 absolute: our rounding allowance when A_α - 1 is tiny.
+    assert np.all(ours[finite] <= theirs[finite] * (1 + 1e-9) + 1e-12)
+    wor_ours = sampled.without_replacement(q, sigma)
+    wor_theirs = dpa._compute_rdp_sample_wor_gaussian(q, sigma, DPA_ORDERS)
+    large = DPA_ORDERS > 256
+    assert np.all(wor_ours[large] <= wor_theirs[large] * (1 + 1e-12))
+    if sigma <= 2.0:  # where dp-accounting's float forward differences are accurate
+        small = DPA_ORDERS <= 256
+        capped = np.minimum(wor_theirs, DPA_ORDERS / (2 * sigma**2))
+        np.testing.assert_allclose(wor_ours[small], capped[small], rtol=RTOL)
