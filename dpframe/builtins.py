@@ -9,9 +9,22 @@ from dpframe.hookspecs import hookimpl
 
 @hookimpl
 def register_accountants(register: Any) -> None:
+    from dpframe.accountants.approx import ApproxAccountant
+    from dpframe.accountants.best import BestAccountant
+    from dpframe.accountants.gdp import GDPAccountant
     from dpframe.accountants.pure import PureAccountant
+    from dpframe.accountants.rdp import RDPAccountant
+    from dpframe.accountants.zcdp import ZCDPAccountant
 
-    register(PureAccountant)
+    for accountant in (
+        PureAccountant,
+        ApproxAccountant,
+        RDPAccountant,
+        ZCDPAccountant,
+        GDPAccountant,
+        BestAccountant,
+    ):
+        register(accountant)
 
 
 @hookimpl

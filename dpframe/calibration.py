@@ -19,13 +19,19 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable
+from typing import TYPE_CHECKING
 
 from scipy.optimize import brentq
 from scipy.special import log_ndtr
 
 from dpframe.errors import ParameterError
 
+if TYPE_CHECKING:
+    from dpframe.accountants.base import Accountant
+    from dpframe.events import PrivacyEvent
+
 __all__ = [
+    "calibrate",
     "check_epsilon_delta",
     "gaussian_sigma",
     "gdp_delta",
@@ -207,3 +213,44 @@ def _check_shares(shares: list[float]) -> None:
         raise ParameterError(f"budget shares must lie in (0, 1], got {shares!r}.")
     if abs(math.fsum(shares) - 1) > 1e-9:
         raise ParameterError(f"budget shares must sum to 1, got {math.fsum(shares)!r}.")
+
+
+def calibrate(
+    accountant: Accountant,
+    make_event: Callable[[float], PrivacyEvent],
+    epsilon: float,
+    delta: float = 0.0,
+    *,
+    prior: PrivacyEvent | None = None,
+    lower: float = 1e-6,
+    upper: float = 1.0,
+    rtol: float = 1e-9,
+) -> float:
+    """The smallest noise parameter ``x`` such that, under ``accountant``,
+    ``compose(prior, make_event(x))`` is ``(epsilon, delta)``-DP; never above the target.
+
+    ``make_event(x)`` builds the event of a release with one free noise parameter (usually a
+    noise multiplier; more noise must never cost more). ``prior`` is what was already spent
+    on the same data (for example a ledger's committed and reserved entries), so with the
+    budget's cap as target this answers "spend the rest". The result satisfies the target
+    exactly (``accountant.epsilon(...) <= epsilon``, no tolerance) and is minimal to a
+    relative ``rtol`` (bisection, :func:`smallest_noise`).
+    """
+    from dpframe.events import NoOpEvent, compose
+
+    check_epsilon_delta(epsilon, delta)
+    if not (0 < lower <= upper and math.isfinite(upper)):
+        raise ParameterError(f"need 0 < lower <= upper < inf, got lower={lower}, upper={upper}.")
+    before = NoOpEvent() if prior is None else prior
+    accountant.require(compose(before, make_event(upper)))
+    spent = accountant.epsilon(before, delta)
+    if not spent < epsilon:
+        raise ParameterError(
+            f"the prior spend already costs ε={spent:.6g} at δ={delta:.3g} under the "
+            f"{accountant.name!r} accountant, leaving nothing of the target ε={epsilon:.6g}."
+        )
+
+    def cost(x: float) -> float:
+        return accountant.epsilon(compose(before, make_event(x)), delta)
+
+    return smallest_noise(cost, epsilon, lower=lower, upper=upper, rtol=rtol)

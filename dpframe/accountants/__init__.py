@@ -1,4 +1,9 @@
-"""Accountants: turn privacy events into (epsilon, delta) guarantees."""
+"""Accountants: turn privacy events into (epsilon, delta) guarantees.
+
+Built in (registered by name through :mod:`dpframe.builtins`): ``pure``, ``approx``,
+``rdp``, ``zcdp``, ``gdp`` and ``best``. Submodules are imported lazily by the registry, so
+``import dpframe`` stays light.
+"""
 
 from dpframe.accountants.base import Accountant, Guarantee, Support
 

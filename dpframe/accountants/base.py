@@ -19,7 +19,10 @@ from __future__ import annotations
 
 import abc
 import math
-from typing import ClassVar
+import threading
+from collections import OrderedDict
+from collections.abc import Callable
+from typing import ClassVar, Generic, TypeVar
 
 import attrs
 
@@ -140,3 +143,71 @@ def check_delta(delta: float) -> None:
     """Raise unless ``0 <= delta <= 1``."""
     if not (isinstance(delta, (int, float)) and 0 <= delta <= 1) or math.isnan(delta):
         raise ParameterError(f"delta must lie in [0, 1], got {delta!r}.")
+
+
+def check_epsilon(epsilon: float) -> None:
+    """Raise unless ``epsilon >= 0`` (``inf`` allowed)."""
+    if not (isinstance(epsilon, (int, float)) and epsilon >= 0) or math.isnan(epsilon):
+        raise ParameterError(f"epsilon must be a number >= 0, got {epsilon!r}.")
+
+
+COMBINATORS = (ComposedEvent, SelfComposedEvent, ParallelEvent)
+
+
+def find_unsupported(event: PrivacyEvent, leaf: Callable[[PrivacyEvent], Support]) -> Support:
+    """Walk the combinators of ``event`` and ask ``leaf`` about every other sub-event.
+
+    Returns the first unsupported answer (which names its sub-event), else ``SUPPORTED``.
+    Sampling wrappers are "leaves" here: ``leaf`` decides about their inner events.
+    """
+    if isinstance(event, COMBINATORS):
+        for child in event.children():
+            found = find_unsupported(child, leaf)
+            if not found:
+                return found
+        return SUPPORTED
+    return leaf(event)
+
+
+def unsupported(event: PrivacyEvent, reason: str) -> Support:
+    """A negative :class:`Support` naming ``event``."""
+    return Support(False, event, reason)
+
+
+K = TypeVar("K")
+V = TypeVar("V")
+
+
+class EventCache(Generic[K, V]):
+    """A bounded, thread-safe least-recently-used map (events are hashable frozen attrs).
+
+    Accountants keep per-event results here so that recomposing a ledger whose entries are
+    mostly unchanged costs one lookup per entry.
+    """
+
+    def __init__(self, maxsize: int = 16384) -> None:
+        self.maxsize = maxsize
+        self._data: OrderedDict[K, V] = OrderedDict()
+        self._lock = threading.Lock()
+
+    def get_or_compute(self, key: K, compute: Callable[[K], V]) -> V:
+        """The cached value for ``key``, computing and storing it on a miss."""
+        with self._lock:
+            if key in self._data:
+                self._data.move_to_end(key)
+                return self._data[key]
+        value = compute(key)
+        with self._lock:
+            self._data[key] = value
+            self._data.move_to_end(key)
+            while len(self._data) > self.maxsize:
+                self._data.popitem(last=False)
+        return value
+
+    def __len__(self) -> int:
+        return len(self._data)
+
+    def clear(self) -> None:
+        """Forget everything."""
+        with self._lock:
+            self._data.clear()

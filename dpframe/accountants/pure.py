@@ -1,9 +1,12 @@
-"""Pure differential privacy: basic, self- and parallel composition.
+"""Pure differential privacy: basic, self- and parallel composition, and subsampling.
 
 * Laplace with noise multiplier ``b/D1`` is ``D1/b``-DP (Dwork et al. 2006).
 * Sequential composition adds epsilons (Dwork et al. 2006; Dwork and Roth 2014, Thm 3.14).
 * Parallel composition over disjoint partitions (McSherry 2009, Thm 4): a record touching
   at most ``k`` partitions costs the sum of the ``k`` largest partition epsilons.
+* Subsampling (Balle, Barthe, Gaboardi 2018, Thms 8 and 9): an ε-DP mechanism run on a
+  Poisson sample with rate ``q`` (add/remove) or on ``m`` of ``n`` records drawn without
+  replacement (replace-one, ``q = m/n``) is ``log(1 + q (e^ε - 1))``-DP.
 """
 
 from __future__ import annotations
@@ -11,7 +14,17 @@ from __future__ import annotations
 import heapq
 import math
 
-from dpframe.accountants.base import SUPPORTED, Accountant, Support, check_delta
+from dpframe.accountants.base import (
+    SUPPORTED,
+    Accountant,
+    EventCache,
+    Support,
+    check_delta,
+    check_epsilon,
+    find_unsupported,
+    unsupported,
+)
+from dpframe.accountants.composition import amplify
 from dpframe.errors import UnsupportedEventError
 from dpframe.events import (
     ComposedEvent,
@@ -20,7 +33,9 @@ from dpframe.events import (
     NonPrivateEvent,
     NoOpEvent,
     ParallelEvent,
+    PoissonSampledEvent,
     PrivacyEvent,
+    SampledWithoutReplacementEvent,
     SelfComposedEvent,
 )
 
@@ -35,32 +50,31 @@ class PureAccountant(Accountant):
         conflict = self.relation_conflict(event)
         if not conflict:
             return conflict
-        return _supports(event)
+        return find_unsupported(event, _leaf_support)
 
     def epsilon(self, event: PrivacyEvent, delta: float = 0.0) -> float:
         check_delta(delta)
         self.require(event)
-        return _epsilon(event)
+        return _CACHE.get_or_compute(event, _epsilon)
 
     def delta(self, event: PrivacyEvent, epsilon: float) -> float:
-        self.require(event)
-        return 0.0 if epsilon >= _epsilon(event) else 1.0
+        check_epsilon(epsilon)
+        return 0.0 if epsilon >= self.epsilon(event) else 1.0
 
 
-def _supports(event: PrivacyEvent) -> Support:
+_CACHE: EventCache = EventCache()
+
+
+def _leaf_support(event: PrivacyEvent) -> Support:
     if isinstance(event, (NoOpEvent, NonPrivateEvent, LaplaceEvent)):
         return SUPPORTED
     if isinstance(event, EpsilonDeltaEvent):
         if event.delta == 0:
             return SUPPORTED
-        return Support(False, event, "it has delta > 0, which pure DP cannot express.")
-    if isinstance(event, (ComposedEvent, SelfComposedEvent, ParallelEvent)):
-        for child in event.children():
-            found = _supports(child)
-            if not found:
-                return found
-        return SUPPORTED
-    return Support(False, event, f"pure DP has no bound for {type(event).__name__}.")
+        return unsupported(event, "it has delta > 0, which pure DP cannot express.")
+    if isinstance(event, (PoissonSampledEvent, SampledWithoutReplacementEvent)):
+        return find_unsupported(event.event, _leaf_support)
+    return unsupported(event, f"pure DP has no bound for {type(event).__name__}.")
 
 
 def _epsilon(event: PrivacyEvent) -> float:
@@ -73,10 +87,14 @@ def _epsilon(event: PrivacyEvent) -> float:
     if isinstance(event, EpsilonDeltaEvent):
         return event.epsilon
     if isinstance(event, ComposedEvent):
-        return math.fsum(_epsilon(e) for e in event.events)
+        return math.fsum(_CACHE.get_or_compute(e, _epsilon) for e in event.events)
     if isinstance(event, SelfComposedEvent):
-        return event.count * _epsilon(event.event)
+        return event.count * _CACHE.get_or_compute(event.event, _epsilon)
     if isinstance(event, ParallelEvent):
-        costs = [_epsilon(e) for e in event.events]
+        costs = [_CACHE.get_or_compute(e, _epsilon) for e in event.events]
         return math.fsum(heapq.nlargest(event.partitions_touched, costs))
+    if isinstance(event, PoissonSampledEvent):
+        return amplify(_epsilon(event.event), 0.0, event.sampling_probability)[0]
+    if isinstance(event, SampledWithoutReplacementEvent):
+        return amplify(_epsilon(event.event), 0.0, event.sample_size / event.source_size)[0]
     raise UnsupportedEventError(f"pure DP has no bound for {type(event).__name__}.")

@@ -1,0 +1,133 @@
+"""Composition and amplification theorems for (ε, δ)-DP, as plain functions.
+
+* Basic composition: ``k`` runs of an ``(ε0, δ0)``-DP mechanism are ``(k ε0, k δ0)``-DP
+  (Dwork, Kenthapadi, McSherry, Mironov, Naor 2006).
+* Advanced composition (Dwork, Rothblum, Vadhan 2010, Thm III.3): for every ``δ' > 0`` they
+  are ``(sqrt(2k ln(1/δ')) ε0 + k ε0 (e^{ε0} - 1), k δ0 + δ')``-DP.
+* Optimal homogeneous composition (Kairouz, Oh, Viswanath 2015, Thm 3.3; the exact profile
+  in this form is Murtagh and Vadhan 2016, Thm 1.5): they are ``(ε, δ)``-DP if and only if
+  ``δ >= 1 - (1-δ0)^k (1 - S(ε))`` with
+  ``S(ε) = (1+e^{ε0})^{-k} Σ_l C(k,l) max(0, e^{(k-l)ε0} - e^{ε} e^{l ε0})``
+  ``= E[(1 - e^{ε - (k-2L) ε0})_+]`` for ``L ~ Binomial(k, 1/(1+e^{ε0}))``.
+  We sum the binomial terms in log space over the window ``mean ± 40 sd`` and add the
+  binomial tail masses outside it, each term being at most its probability, so the result
+  stays an upper bound for any ``k``.
+* Amplification by subsampling (Balle, Barthe, Gaboardi 2018, Thms 8 and 9): an
+  ``(ε, δ)``-DP mechanism run on a Poisson sample with rate ``q`` (add/remove) or on a uniform
+  sample of ``m`` out of ``n`` records without replacement (replace-one, ``q = m/n``) is
+  ``(log(1 + q (e^ε - 1)), q δ)``-DP.
+"""
+
+from __future__ import annotations
+
+import functools
+import math
+
+import numpy as np
+from scipy.optimize import brentq
+from scipy.special import bdtr, bdtrc, gammaln
+
+_WINDOW_SD = 40.0
+
+
+def amplify(epsilon: float, delta: float, q: float) -> tuple[float, float]:
+    """``(log(1 + q (e^ε - 1)), q δ)``: the guarantee after subsampling with ratio ``q``."""
+    if q == 0:
+        return 0.0, 0.0
+    if math.isinf(epsilon):
+        return math.inf, q * delta
+    if epsilon < 1.0:
+        return math.log1p(q * math.expm1(epsilon)), q * delta
+    # log((1-q) + q e^ε), without overflow for large ε
+    rest = math.log1p(-q) if q < 1 else -math.inf
+    return float(np.logaddexp(rest, math.log(q) + epsilon)), q * delta
+
+
+def advanced_composition_epsilon(eps0: float, delta0: float, count: int, delta: float) -> float:
+    """Dwork-Rothblum-Vadhan: ε for ``count`` runs at total ``delta`` (``inf`` if too small)."""
+    slack = delta - count * delta0
+    if not slack > 0:
+        return math.inf
+    if slack >= 1:
+        return 0.0
+    if eps0 > 700:
+        return math.inf
+    return math.sqrt(2 * count * math.log(1 / slack)) * eps0 + count * eps0 * math.expm1(eps0)
+
+
+def optimal_composition_floor(delta0: float, count: int) -> float:
+    """``1 - (1-δ0)^k``: the smallest δ at which ``k`` runs have a finite ε (it is ``k ε0``)."""
+    return -math.expm1(count * math.log1p(-delta0)) if delta0 < 1 else 1.0
+
+
+@functools.lru_cache(maxsize=1024)
+def _binomial_window(eps0: float, count: int) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """``L ~ Binomial(k, 1/(1+e^{ε0}))`` on ``mean ± 40 sd``: values, log-pmf, and the
+    probability masses below and above the window."""
+    # probability of each "unfavourable" coordinate, 1/(1 + e^ε0), in log space
+    log_p, log_1mp = -float(np.logaddexp(0.0, eps0)), -float(np.logaddexp(0.0, -eps0))
+    p = math.exp(log_p)
+    mean, sd = count * p, math.sqrt(count * p * (1 - p))
+    lo = max(0, math.floor(mean - _WINDOW_SD * sd))
+    hi = min(count, math.ceil(mean + _WINDOW_SD * sd))
+    bad = np.arange(lo, hi + 1, dtype=float)
+    log_pmf = (
+        gammaln(count + 1.0)
+        - gammaln(bad + 1)
+        - gammaln(count - bad + 1)
+        + bad * log_p
+        + (count - bad) * log_1mp
+    )
+    below = float(bdtr(lo - 1, count, p)) if lo > 0 else 0.0
+    above = float(bdtrc(hi, count, p)) if hi < count else 0.0
+    return bad, log_pmf, below, above
+
+
+def _excess_mass(eps0: float, count: int, epsilon: float) -> float:
+    """``S(ε)`` of the optimal composition theorem (an upper bound, exact up to ~1e-300)."""
+    if eps0 == 0 or epsilon >= count * eps0:
+        return 0.0
+    bad, log_pmf, below, above = _binomial_window(eps0, count)
+    gap = (count - 2 * bad) * eps0 - epsilon
+    keep = gap > 0  # the terms with (k - 2l) ε0 > ε
+    total = below  # terms left of the window: at most their probability mass
+    if keep.any():
+        log_terms = log_pmf[keep] + np.log(-np.expm1(-gap[keep]))
+        peak = float(log_terms.max())
+        total += math.exp(peak) * float(np.exp(log_terms - peak).sum())
+        if keep[-1]:  # terms beyond the window may also count: bound them by their mass
+            total += above
+    return min(1.0, total)
+
+
+def optimal_composition_delta(eps0: float, delta0: float, count: int, epsilon: float) -> float:
+    """Kairouz-Oh-Viswanath: the exact δ of ``count`` adaptive runs of ``(ε0, δ0)``-DP at ε."""
+    excess = _excess_mass(eps0, count, epsilon)
+    if excess >= 1:
+        return 1.0
+    log_keep = count * math.log1p(-delta0) + math.log1p(-excess) if delta0 < 1 else -math.inf
+    return -math.expm1(log_keep)
+
+
+def optimal_composition_epsilon(eps0: float, delta0: float, count: int, delta: float) -> float:
+    """Kairouz-Oh-Viswanath: the smallest ε of ``count`` runs of ``(ε0, δ0)``-DP at ``delta``.
+
+    Solved by root finding on ε; the returned ε always satisfies the theorem's condition.
+    """
+    if delta >= 1:
+        return 0.0
+    if delta0 >= 1:
+        return math.inf
+    log_room = math.log1p(-delta) - count * math.log1p(-delta0)
+    if log_room > 0:
+        return math.inf  # delta below the floor 1 - (1-δ0)^k
+    target = -math.expm1(log_room)  # the largest admissible S(ε)
+    if _excess_mass(eps0, count, 0.0) <= target:
+        return 0.0
+    hi = count * eps0
+    root = brentq(lambda e: _excess_mass(eps0, count, e) - target, 0.0, hi, xtol=1e-14, rtol=1e-12)
+    # brentq may stop on either side of the root: step up until the condition holds.
+    step = max(1e-12 * root, 1e-15)
+    while root < hi and _excess_mass(eps0, count, root) > target:
+        root, step = min(hi, root + step), 2 * step
+    return root

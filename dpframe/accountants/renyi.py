@@ -1,0 +1,132 @@
+"""Rényi differential privacy: orders, closed-form curves and the conversion to (ε, δ).
+
+A mechanism is ``(α, r)``-RDP when ``D_α(M(D) || M(D')) <= r`` for all neighbours
+(Mironov 2017). Curves here are numpy arrays of ``r`` over a grid of orders ``α > 1``;
+every value is an upper bound.
+
+* Gaussian with noise multiplier ``z``: ``r(α) = α / (2 z²)`` (Mironov 2017, Prop. 7).
+* Laplace with noise multiplier ``b`` (Mironov 2017, Prop. 6), with ``ε = 1/b``:
+  ``r(α) = ε + log1p((α-1)/(2α-1) · expm1(-(2α-1) ε)) / (α-1)``.
+* Any ε-DP mechanism: its output pair on neighbours is a post-processing of binary
+  randomised response with parameter ε (Kairouz, Oh, Viswanath 2015, Thm 2.4), so by the
+  data-processing inequality ``r(α) <= log((e^{αε} + e^{(1-α)ε}) / (1 + e^ε)) / (α-1)``,
+  which is itself at most ``min(ε, α ε²/2)`` (Mironov 2017 Prop. 3; Bun and Steinke 2016
+  Prop. 3.3). We report the minimum of the three.
+* Conversion to (ε, δ) (Canonne, Kamath, Steinke 2020, Prop. 12; Asoodeh et al. 2021):
+  ``ε = min_α r(α) + log1p(-1/α) - (log δ + log α)/(α-1)``; and ``ε = 0`` whenever
+  ``δ >= sqrt(1 - exp(-r))`` for some order, because ``KL <= r(α)`` for every ``α >= 1`` and
+  the total variation distance is at most ``sqrt(1 - exp(-KL))`` (Bretagnolle and Huber
+  1979). The inverse gives δ for ε.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Iterable, Sequence
+
+import numpy as np
+
+from dpframe.errors import ParameterError
+
+_LARGE_ORDERS = (64, 80, 96, 112, 128, 160, 192, 224, 256, 320, 384, 448, 512, 640, 768, 896)
+DEFAULT_ORDERS: tuple[float, ...] = tuple(
+    sorted(
+        {1 + x / 100 for x in range(1, 10)}
+        | {1 + x / 10 for x in range(1, 100)}
+        | {float(a) for a in range(11, 64)}
+        | {float(a) for a in _LARGE_ORDERS}
+        | {1024.0, 1536.0, 2048.0, 3072.0, 4096.0}
+    )
+)
+"""The default grid: dp-accounting's orders (1.1 to 10.9 by 0.1, 11 to 63, 128 to 1024)
+plus 1.01 to 1.09 (large epsilons) and more large orders up to 4096 (tiny epsilons and
+tiny deltas)."""
+
+
+def check_orders(orders: Iterable[float]) -> np.ndarray:
+    """A sorted float array of distinct finite orders ``> 1``; one clear sentence otherwise."""
+    try:
+        values = sorted({float(a) for a in orders})
+    except (TypeError, ValueError):
+        raise ParameterError("RDP orders must be numbers.") from None
+    if not values:
+        raise ParameterError("RDP needs at least one order.")
+    bad = [a for a in values if not (math.isfinite(a) and a > 1)]
+    if bad:
+        raise ParameterError(f"RDP orders must be finite and > 1, got {bad[0]!r}.")
+    return np.asarray(values, dtype=float)
+
+
+def gaussian_rdp(orders: np.ndarray, noise_multiplier: float) -> np.ndarray:
+    """``α / (2 z²)``: the RDP of the Gaussian mechanism (exact)."""
+    return orders / (2.0 * noise_multiplier**2)
+
+
+def laplace_rdp(orders: np.ndarray, noise_multiplier: float) -> np.ndarray:
+    """The exact RDP of the Laplace mechanism with ``b / D1 = noise_multiplier``."""
+    eps = 1.0 / noise_multiplier
+    a = orders
+    with np.errstate(over="ignore"):
+        exact = eps + np.log1p((a - 1) / (2 * a - 1) * np.expm1(-(2 * a - 1) * eps)) / (a - 1)
+    return np.minimum(exact, pure_rdp(orders, eps))
+
+
+def pure_rdp(orders: np.ndarray, epsilon: float) -> np.ndarray:
+    """An RDP bound valid for every ε-DP mechanism (randomised response is the worst case)."""
+    if epsilon == 0:
+        return np.zeros_like(orders)
+    a = orders
+    rr = (np.logaddexp(a * epsilon, (1 - a) * epsilon) - np.logaddexp(0.0, epsilon)) / (a - 1)
+    return np.minimum(np.minimum(rr, epsilon), a * epsilon**2 / 2)
+
+
+def rdp_epsilon(orders: np.ndarray, rdp: np.ndarray, delta: float) -> tuple[float, float]:
+    """The smallest ε certified at ``delta`` by the curve, and the order achieving it.
+
+    Returns ``(inf, nan)`` when no order gives a finite bound (``delta == 0`` with a
+    nonzero curve, or an infinite curve).
+    """
+    if np.all(rdp == 0):
+        return 0.0, math.nan
+    if delta <= 0:
+        return math.inf, math.nan
+    if delta >= 1:
+        return 0.0, math.nan
+    finite = np.isfinite(rdp)
+    if not finite.any():
+        return math.inf, math.nan
+    a, r = orders[finite], rdp[finite]
+    if delta * delta >= -math.expm1(-float(r.min())):
+        return 0.0, math.nan
+    eps = r + np.log1p(-1 / a) - (math.log(delta) + np.log(a)) / (a - 1)
+    best = int(np.argmin(eps))
+    return max(0.0, float(eps[best])), float(a[best])
+
+
+def rdp_delta(orders: np.ndarray, rdp: np.ndarray, epsilon: float) -> tuple[float, float]:
+    """The smallest δ certified at ``epsilon`` by the curve, and the order achieving it."""
+    if np.all(rdp == 0):
+        return 0.0, math.nan
+    if math.isinf(epsilon):
+        return 0.0, math.nan
+    finite = np.isfinite(rdp)
+    if not finite.any():
+        return 1.0, math.nan
+    a, r = orders[finite], rdp[finite]
+    with np.errstate(over="ignore"):
+        log_delta = (a - 1) * (r - epsilon + np.log1p(-1 / a)) - np.log(a)
+    best = int(np.argmin(log_delta))
+    r_min = float(r.min())
+    # Bretagnolle-Huber: δ(ε) <= δ(0) = TV <= sqrt(1 - exp(-KL)), for every ε >= 0.
+    pinsker = 0.5 * math.log(-math.expm1(-r_min)) if r_min > 0 else -math.inf
+    log_best = min(float(log_delta[best]), pinsker)
+    return min(1.0, math.exp(log_best)), float(a[best])
+
+
+def top_k_sum(curves: Sequence[np.ndarray], k: int) -> np.ndarray:
+    """Per order, the sum of the ``k`` largest values among ``curves`` (parallel composition)."""
+    stacked = np.vstack(curves)
+    if k >= stacked.shape[0]:
+        return stacked.sum(axis=0)
+    part = np.partition(stacked, stacked.shape[0] - k, axis=0)[stacked.shape[0] - k :]
+    return part.sum(axis=0)

@@ -1,0 +1,1 @@
+"""dpframe-pld: a privacy-loss-distribution accountant wrapping Google's dp-accounting."""
