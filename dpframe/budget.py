@@ -20,12 +20,13 @@ RTOL = 1e-9
 
 
 def within(value: float, cap: float, rtol: float = RTOL) -> bool:
-    """``value <= cap`` up to the relative tolerance ``rtol``."""
+    """``value <= cap`` up to the relative tolerance ``rtol`` (never for an infinite value
+    against a finite cap, never for NaN)."""
     if math.isnan(value) or math.isnan(cap):
         return False
-    if math.isinf(cap):
-        return cap > 0 or value <= cap
-    return value <= cap + rtol * max(abs(cap), abs(value), 1e-300)
+    if math.isinf(value) or math.isinf(cap):
+        return value <= cap
+    return value <= cap + rtol * max(abs(cap), abs(value))
 
 
 def _check_epsilon(instance: object, attribute: attrs.Attribute, value: float) -> None:

@@ -147,6 +147,12 @@ def test_installed_third_party_plugin_releases(fresh_env, tmp_path):
         "1",
         "--out",
         str(tmp_path / "rel"),
+        "--ledger",
+        str(tmp_path / "ledger"),
+        "--budget-epsilon",
+        "10",
+        "--accountant",
+        "pure",
         "--json",
     )
     assert result.returncode == 0, result.stderr
@@ -155,6 +161,9 @@ def test_installed_third_party_plugin_releases(fresh_env, tmp_path):
     assert meta["distribution"] == "dpframe-noisysum" and meta["version"] == "1.2.3"
     assert meta["event"] == {"type": "laplace", "noise_multiplier": 1.0, "relation": "replace_one"}
     assert meta["noise_scales"] == {"sum": 10.0}
+    shown = _dpframe(fresh_env, "ledger", "show", "--ledger", str(tmp_path / "ledger"), "--json")
+    assert shown.returncode == 0, shown.stderr
+    assert "noisysum" in shown.stdout
 
 
 def test_the_fresh_environment_uses_its_own_installed_copies(fresh_env):

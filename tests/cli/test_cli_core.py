@@ -37,8 +37,22 @@ def liver(datasets_dir):
     return datasets_dir / "liver_disorders" / "bupa.data"
 
 
+@pytest.fixture(autouse=True)
+def ledger(tmp_path, monkeypatch):
+    """Every release in these tests charges a fresh ledger with a generous budget."""
+    path = tmp_path / "test.ledger"
+    monkeypatch.setenv("DPFRAME_LEDGER", str(path))
+    return path
+
+
+LEDGER_FLAGS = ["--budget-epsilon", "1000", "--budget-delta", "0.001", "--accountant", "rdp"]
+
+
 def run(*args):
-    return CliRunner().invoke(cli, list(args), catch_exceptions=False)
+    args = list(args)
+    if args and args[0] == "release" and "--budget-epsilon" not in args:
+        args += LEDGER_FLAGS
+    return CliRunner().invoke(cli, args, catch_exceptions=False)
 
 
 def test_plugins_json_lists_reference_mechanisms_with_distribution():
@@ -134,7 +148,7 @@ def test_clip_counts_go_to_the_curator_not_the_release(tmp_path, liver):
 
 
 def test_inferred_bounds_warn_and_are_recorded_as_non_private(tmp_path, liver):
-    result = run(
+    common = [
         "release",
         "laplace",
         "--data",
@@ -146,11 +160,26 @@ def test_inferred_bounds_warn_and_are_recorded_as_non_private(tmp_path, liver):
         "0:20",
         "--epsilon",
         "1",
+    ]
+    # A finite budget cannot admit a non-private release: refused, nothing written.
+    refused = run(*common, "--out", str(tmp_path / "refused"))
+    assert refused.exit_code == 1
+    assert "NOT differentially private" in refused.stderr
+    assert "exceed" in refused.stderr or "inf" in refused.stderr
+    assert not (tmp_path / "refused").exists()
+    # An explicitly unbounded (non-private) budget records it as such.
+    result = run(
+        *common,
         "--out",
         str(tmp_path / "r"),
+        "--budget-label",
+        "experiments",
+        "--budget-epsilon",
+        "inf",
+        "--accountant",
+        "pure",
     )
-    assert result.exit_code == 0
-    assert "NOT differentially private" in result.stderr
+    assert result.exit_code == 0, result.stderr
     release = Release.load(tmp_path / "r")
     assert any(e.type_name == "non_private" for e in release.event.walk())
     assert release.domain["inferred"] is True
@@ -235,7 +264,7 @@ def test_missing_files_are_one_sentence(tmp_path):
     assert result.exit_code == 1 and "domain file" in result.stderr
 
 
-def test_real_process_exit_codes_and_no_traceback(tmp_path):
+def test_real_process_exit_codes_and_no_traceback(tmp_path, ledger):
     proc = subprocess.run(
         [
             sys.executable,
