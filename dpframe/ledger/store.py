@@ -29,7 +29,7 @@ from typing import Any
 import attrs
 
 from dpframe.accountants.base import Accountant
-from dpframe.budget import Budget, within
+from dpframe.budget import RTOL, Budget, within
 from dpframe.calibration import smallest_noise
 from dpframe.errors import (
     BudgetExceededError,
@@ -303,7 +303,7 @@ class Ledger:
                     f"account for {what} ({support.reason.rstrip('.')}); nothing was charged."
                 )
             prior = [event_of(entry.body) for entry in self._reserves(budget.budget_id)]
-            delta = budget.cap.delta
+            delta = accounting_delta(budget)
             alone = accountant.epsilon(req.event, delta)
             after = accountant.epsilon(composition(accountant, [*prior, req.event]), delta)
             if not within(after, budget.cap.epsilon):
@@ -372,7 +372,7 @@ class Ledger:
         if balance.remaining == 0:
             raise BudgetExceededError(f"{found.describe()} has no room left: {balance.describe()}.")
         accountant = self._accountant(found)
-        delta = found.cap.delta
+        delta = found.cap.delta  # exact: the calibrated rest never exceeds the cap
 
         def cost(noise: float) -> float:
             return accountant.epsilon(composition(accountant, [*prior, factory(noise)]), delta)
@@ -393,7 +393,9 @@ class Ledger:
         events = [event_of(entry.body) for entry in reserves]
         accountant = self._accountant(found)
         spent = (
-            accountant.epsilon(composition(accountant, events), found.cap.delta) if events else 0.0
+            accountant.epsilon(composition(accountant, events), accounting_delta(found))
+            if events
+            else 0.0
         )
         committed = sum(1 for e in reserves if closed.get(e.entry_id) == "commit")
         failed = sum(1 for e in reserves if closed.get(e.entry_id) == "fail")
@@ -720,6 +722,13 @@ class Ledger:
 
 
 # -- helpers -------------------------------------------------------------------------------
+
+
+def accounting_delta(budget: DatasetBudget) -> float:
+    """The delta at which a budget's epsilon is computed: its cap, with the same relative
+    tolerance ``within()`` gives epsilon, so that opaque deltas summing to the cap in
+    decimal (``0.5e-5 + 0.5e-5``) are not refused for a rounding error."""
+    return min(budget.cap.delta * (1 + RTOL), 1.0)
 
 
 def composition(accountant: Accountant, events: list[PrivacyEvent]) -> PrivacyEvent:

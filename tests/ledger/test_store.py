@@ -494,3 +494,24 @@ def test_a_deleted_charge_does_not_free_budget(ledger, ledger_file):
     conn.close()
     with pytest.raises(LedgerError, match="lost rows"):
         laplace(ledger, data, 0.9)
+
+
+def test_opaque_deltas_that_sum_to_the_cap_in_decimal_fit(tmp_path):
+    from dpframe.budget import Budget
+    from dpframe.events import EpsilonDeltaEvent
+    from dpframe.ledger import Ledger
+    from dpframe.ledger.store import accounting_delta
+
+    with Ledger.open(tmp_path / "l", create=True) as ledger:
+        budget = ledger.create_budget("d", Budget(1.0, 0.3), accountant="approx")
+        # 0.1 + 0.2 > 0.3 in binary floating point; the tolerance admits it.
+        assert 0.1 + 0.2 > 0.3
+        accountant = ledger._accountant(budget)
+        event = compose_events(EpsilonDeltaEvent(0.5, 0.1), EpsilonDeltaEvent(0.5, 0.2))
+        assert accountant.epsilon(event, accounting_delta(budget)) <= 1.0
+
+
+def compose_events(*events):
+    from dpframe.events import compose
+
+    return compose(*events)
