@@ -23,7 +23,7 @@ import datetime
 import math
 import os
 from collections import Counter
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import attrs
 
@@ -31,11 +31,14 @@ from dpframe.budget import RTOL, within
 from dpframe.domain import Domain
 from dpframe.errors import DPFrameError
 from dpframe.events import PrivacyEvent
-from dpframe.ledger import FLAG_INFERRED, FLAG_SEEDED, Charge, DatasetBudget, Ledger
-from dpframe.ledger.records import encode_number
-from dpframe.ledger.store import composition
 from dpframe.mechanism import planned_event
 from dpframe.params import params_from_dict
+
+if TYPE_CHECKING:  # the ledger is imported on use: `import dpframe` stays light
+    from dpframe.ledger import Charge, DatasetBudget, Ledger
+
+FLAG_SEEDED = "seeded_sampler"  # = dpframe.ledger.FLAG_SEEDED
+FLAG_INFERRED = "bounds_inferred"  # = dpframe.ledger.FLAG_INFERRED
 
 SCHEMA_VERSION = 1
 """Version of the audit's JSON form; bumped on any incompatible change."""
@@ -366,6 +369,8 @@ def audit(
 ) -> AuditReport:
     """Audit ``ledger`` (an open Ledger or a path); ``accountants`` limits the totals to
     these registry names (default: every registered accountant)."""
+    from dpframe.ledger import Ledger
+
     if not isinstance(ledger, Ledger):
         with Ledger.open(ledger) as opened:
             return audit(opened, accountants=accountants)
@@ -587,6 +592,20 @@ def accountant_totals(
             result["error"] = str(exc)
         out[name] = result
     return out
+
+
+def encode_number(value: float) -> float | str:
+    """A float for JSON (``"inf"`` for infinity), as the ledger writes it."""
+    from dpframe.ledger.records import encode_number as encode
+
+    return encode(value)
+
+
+def composition(accountant: Any, events: list[PrivacyEvent]) -> PrivacyEvent:
+    """The budget's charges composed as the ledger composes them."""
+    from dpframe.ledger.store import composition as compose_charges
+
+    return compose_charges(accountant, events)
 
 
 def _number(value: float | None) -> float | str | None:
