@@ -236,9 +236,9 @@ class Search:
             self._violation(finding)
 
     def _violation(self, finding: Finding) -> None:
-        same = [
-            v for v in self.report.violations if (v.stage, v.kind) == (finding.stage, finding.kind)
-        ]
+        """Keep the worst violation per stage, kind and strategy."""
+        key = (finding.stage, finding.kind, finding.found_by)
+        same = [v for v in self.report.violations if (v.stage, v.kind, v.found_by) == key]
         if not same:
             self.report.violations.append(finding)
         elif finding.measured > same[0].measured:

@@ -192,7 +192,7 @@ def test_a_paper_constant_is_caught():
         label="RON-Gauss Lemma 4",
     )
     report = Kit(lemma4, {"epsilon": 1.0, "query": "covariance"}, ball).search("fast")
-    (finding,) = report.violations
+    finding = max(report.violations, key=lambda v: v.ratio)
     n = finding.pair.first.n_records
     assert finding.declared == pytest.approx(2 * math.sqrt(p) / n)
     assert finding.measured > 1.05 * finding.declared
