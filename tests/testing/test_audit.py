@@ -22,6 +22,7 @@ from dpframe.events import (
     SelfComposedEvent,
 )
 from dpframe.testing import (
+    FAST,
     ApproxDP,
     GaussianDP,
     Kit,
@@ -209,4 +210,4 @@ def test_the_default_hook_audits_released_arrays():
     out = plain.noisy_stages(worst_pair().first, plain.params(epsilon=1.0), SeededSampler(1), 5)
     assert set(out) == {"sum"} and out["sum"].shape == (5, 1)
     result = Kit(plain, {"epsilon": 1.0}, UNIT).check_audit("fast")[0]
-    assert result.samples == 20_000  # the loop over run() gets the smaller budget
+    assert result.samples == FAST.loop_samples  # the loop over run() gets a smaller budget

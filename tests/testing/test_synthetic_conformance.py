@@ -3,6 +3,7 @@ add/remove neighbours, class labels, and two noisy stages."""
 
 from __future__ import annotations
 
+import pytest
 from synthetic import ClassSums, NoisySum, TwoStageGaussian
 
 from dpframe import Classes, Domain
@@ -19,3 +20,13 @@ TestClassSums = conformance(
 TestTwoStage = conformance(
     TwoStageGaussian, {"epsilon": 1.0, "delta": 1e-6}, Domain(lower=[0, -1], upper=[1, 1])
 )
+
+
+def test_skips_carry_their_reason_and_typos_are_refused():
+    box = Domain(lower=[0, 0], upper=[1, 1])
+    cls = conformance(NoisySum, {"epsilon": 1.0}, box, skip={"test_release_audit": "costly"})
+    (mark,) = cls.test_release_audit.pytestmark
+    assert mark.name == "skip" and mark.kwargs == {"reason": "costly"}
+    assert not hasattr(cls.test_audit, "pytestmark")
+    with pytest.raises(ValueError, match=r"unknown tests \['test_adit'\]"):
+        conformance(NoisySum, {"epsilon": 1.0}, box, skip={"test_adit": "typo"})
