@@ -196,3 +196,13 @@ def test_a_paper_constant_is_caught():
     n = finding.pair.first.n_records
     assert finding.declared == pytest.approx(2 * math.sqrt(p) / n)
     assert finding.measured > 1.05 * finding.declared
+
+
+def test_the_default_noisy_stages_loop_still_catches_1_5_on_one_coordinate():
+    class Plain(NoisySum):  # no override: every audit sample is a call to run()
+        noisy_stages = dpframe.Mechanism.noisy_stages
+
+    kit = Kit(Plain(), {"epsilon": 1.0}, Domain(lower=0, upper=1, feature_names=("a",)))
+    kit.check_audit("fast")
+    (result,) = kit.variant(noise_scaled(Plain(), 1 / 1.5)).audit("fast")
+    assert result.samples == 10_000 and not result.passed
