@@ -8,15 +8,15 @@ FPR (under D) and false-negative rate FNR (under D') must satisfy
 * (epsilon, delta)-DP: ``FNR >= max(0, 1 - delta - e^eps FPR, e^-eps (1 - delta - FPR))``;
 * mu-GDP: ``FNR >= Phi(Phi^-1(1 - FPR) - mu)``;
 
-and the same with FPR and FNR exchanged. The audit (in the spirit of Ding et al. 2018
-and Jagielski, Ullman and Oprea 2020, with the two-sample split of Lu et al. 2022):
+and the same with FPR and FNR exchanged. The audit (in the spirit of Ding et al. 2018,
+which also chooses its test on separate samples, and of Jagielski, Ullman and Oprea 2020):
 
 1. draws ``N`` outputs on D and on D' with fixed seeds (``Mechanism.noisy_stages``);
 2. on the first half (selection) fits, per view (each stage and all stages together), a
    scalar statistic: the log-likelihood ratio of Laplace or Gaussian noise around the
    query values (or around fitted centres), Gaussian whitened by the fitted covariance,
-   keeping whichever family separates the halves best; and picks the ``T`` thresholds
-   whose tests would refute the claim most strongly;
+   keeping whichever would refute the claim most strongly; and picks the ``T`` best
+   thresholds at least 5% of the samples apart;
 3. on the second half (evaluation), for each of the ``m = T x views`` tests, bounds FPR
    and FNR from above with one-sided Clopper-Pearson intervals at level ``alpha/(2m)``;
 4. fails when some test's bounds lie below the claimed curve.
