@@ -102,7 +102,7 @@ def test_consistent_mechanisms_pass(mechanism, params):
 
 
 def test_noise_not_computed_from_the_declared_sensitivity_is_caught():
-    with pytest.raises(ConsistencyError, match="not to twice it"):
+    with pytest.raises(ConsistencyError, match="multiplied the noise by 1, not 2"):
         kit(DataScaledNoise()).check_noise_follows_sensitivity()
 
 
@@ -149,3 +149,22 @@ def test_bad_records_must_be_refused_in_one_sentence(monkeypatch):
     monkeypatch.setattr(kit_module, "make_dataset", imputing)
     with pytest.raises(ConsistencyError, match="was accepted; it must be refused"):
         kit(NoisySum()).check_bad_records()
+
+
+def test_without_comparable_stages_the_reported_noise_scales_are_checked():
+    # The default noisy_stages yields the released array "total", which no stage names,
+    # so the check falls back to the noise_scales the releases report.
+    def renamed(base):
+        class Renamed(base):
+            noisy_stages = dpframe.Mechanism.noisy_stages
+
+            def run(self, dataset, params, sampler):
+                release = super().run(dataset, params, sampler)
+                release.arrays = {"total": release.arrays["sum"]}
+                return release
+
+        return Renamed()
+
+    kit(renamed(NoisySum)).check_noise_follows_sensitivity()
+    with pytest.raises(ConsistencyError, match="not to twice it"):
+        kit(renamed(DataScaledNoise)).check_noise_follows_sensitivity()
