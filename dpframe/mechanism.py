@@ -22,7 +22,14 @@ Testing hooks (optional for third parties, required for built-ins), used by
 * ``query(dataset, params) -> {stage: vector}``: the pre-noise value of each stage,
   flattened to the entries that receive independent noise, in the norm of its
   Sensitivity (where a stage depends on an earlier stage's noisy output, the plugin
-  documents the public stand-in it uses).
+  documents the public stand-in it uses);
+* ``noisy_stages(dataset, params, sampler, count) -> {name: array (count, k)}``: the
+  randomised values of ``count`` independent runs in one call, for statistical audits.
+  The default runs :meth:`Mechanism.run` ``count`` times and returns each released array
+  flattened to one row per run (post-processing of the noisy stages, so auditing it is
+  valid, only slower and less powerful). Override it to return, per noisy stage (the
+  ``noise_scales`` keys), ``query + noise`` before post-processing, drawn in one
+  vectorised call from ``sampler`` with exactly the noise ``run()`` would add.
 """
 
 from __future__ import annotations
@@ -87,6 +94,18 @@ class Mechanism(abc.ABC):
     def query(self, dataset: Dataset, params: Any) -> dict[str, np.ndarray]:
         """Pre-noise value of each noisy stage, flattened (testing hook)."""
         raise NotImplementedError(f"mechanism {self.name!r} exposes no query")
+
+    def noisy_stages(
+        self, dataset: Dataset, params: Any, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        """Randomised values of ``count`` independent runs, ``{name: (count, k)}`` (testing
+        hook; the default stacks the flattened arrays of ``count`` calls to ``run``)."""
+        rows: dict[str, list[np.ndarray]] = {}
+        for _ in range(count):
+            release = self.run(dataset, params, sampler)
+            for name, array in release.arrays.items():
+                rows.setdefault(name, []).append(_numeric(array).ravel())
+        return {name: np.stack(values) for name, values in rows.items()}
 
     def check_relation(self, domain: Domain) -> None:
         """One clear sentence if this mechanism has no analysis for the domain's relation."""
@@ -200,6 +219,21 @@ def execute(
     if ledger is not None:
         release.ledger_entry = ledger.commit(reservation, release)
     return release
+
+
+def _numeric(array: Any) -> np.ndarray:
+    """``array`` as floats; a non-numeric value (a class name) becomes a fixed code derived
+    from its text, the same in every run."""
+    arr = np.asarray(array)
+    try:
+        return arr.astype(np.float64)
+    except (TypeError, ValueError):
+        import hashlib
+
+        def code(value: Any) -> float:
+            return float(int.from_bytes(hashlib.blake2b(str(value).encode()).digest()[:6], "big"))
+
+        return np.array([code(v) for v in arr.ravel()], dtype=np.float64).reshape(arr.shape)
 
 
 def _ephemeral_key() -> bytes:

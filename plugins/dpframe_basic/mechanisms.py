@@ -108,6 +108,15 @@ class LaplaceMechanism(Mechanism):
         )
         return _release(dataset, params, value + sampler.laplace(scale, value.shape), scale)
 
+    def noisy_stages(
+        self, dataset: Dataset, params: LaplaceParams, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        value = _query_value(dataset, params.query)
+        scale = laplace_scale(
+            params.epsilon, self.sensitivity(params, dataset.domain)[params.query].value
+        )
+        return {params.query: value + sampler.laplace(scale, (count, value.size))}
+
 
 class GaussianMechanism(Mechanism):
     """Gaussian noise calibrated by the analytic Gaussian mechanism: (ε, δ)-DP."""
@@ -141,3 +150,10 @@ class GaussianMechanism(Mechanism):
         value = _query_value(dataset, params.query)
         sigma, _ = self._sigma(params, dataset.domain)
         return _release(dataset, params, value + sampler.gaussian(sigma, value.shape), sigma)
+
+    def noisy_stages(
+        self, dataset: Dataset, params: GaussianParams, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        value = _query_value(dataset, params.query)
+        sigma, _ = self._sigma(params, dataset.domain)
+        return {params.query: value + sampler.gaussian(sigma, (count, value.size))}

@@ -1,0 +1,762 @@
+"""The kit: every layer applied to one mechanism, and the pytest class generator.
+
+``Kit(mechanism, params, domain)`` holds what the layers need: the mechanism, its
+parameters (a dict, a Params instance, or a function of the bound domain returning
+either), the public domain, and a factory of small base datasets. Its ``check_*``
+methods raise an AssertionError subclass with the evidence; :meth:`Kit.run` collects
+every check into a :class:`KitReport` (for asserting that a broken mechanism is caught);
+:func:`conformance` turns a Kit into a pytest test class in one line.
+
+Tiers (:data:`FAST`, :data:`THOROUGH`) fix every budget in advance, so verdicts are
+reproducible and never depend on timing.
+"""
+
+from __future__ import annotations
+
+import math
+import tempfile
+import warnings
+from collections.abc import Callable, Iterable
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+
+from dpframe.calibration import gdp_epsilon
+from dpframe.dataset import Dataset
+from dpframe.domain import Domain
+from dpframe.errors import DataError
+from dpframe.events import GaussianEvent, LaplaceEvent
+from dpframe.mechanism import Mechanism, Sensitivity, execute
+from dpframe.samplers import SeededSampler
+from dpframe.testing.audits import (
+    ALPHA,
+    AuditResult,
+    GaussianDP,
+    PrivacyViolation,
+    TradeOff,
+    audit,
+    claimed_tradeoff,
+)
+from dpframe.testing.hygiene import (
+    check_cli_secure_by_default,
+    check_no_global_rng,
+    check_secure_by_default,
+    check_seeded_reproducible,
+)
+from dpframe.testing.mutants import (
+    RecordingSampler,
+    noise_scaled,
+    sensitivity_scaled,
+    without_clipping,
+)
+from dpframe.testing.neighbours import (
+    BaseFactory,
+    Pair,
+    RecordSpace,
+    default_base,
+    make_dataset,
+    raw_rows,
+)
+from dpframe.testing.sensitivity import STRATEGIES, Search, SensitivityReport
+
+SCALE_RTOL = 1e-9
+
+
+def _quietly(method: Callable[..., Any]) -> Callable[..., Any]:
+    def wrapper(*args: Any, **kwargs: Any) -> Any:
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)
+            return method(*args, **kwargs)
+
+    return wrapper
+
+
+class ConsistencyError(AssertionError):
+    """The mechanism's hooks, noise scales and plan disagree."""
+
+
+class PowerError(AssertionError):
+    """The kit failed to catch a mutant of the mechanism."""
+
+
+@attrs.frozen
+class Tier:
+    """Budgets of one tier (per mechanism and parameter set)."""
+
+    name: str
+    structured_bases: int
+    random_bases: int
+    random_records: int
+    hypothesis_examples: int
+    local_steps: int
+    local_starts: int
+    audit_samples: int  # per dataset, when noisy_stages is vectorised
+    loop_samples: int  # per dataset, when noisy_stages is the default loop over run()
+    audit_pairs: int
+    release_samples: int  # per dataset, audit of run()'s released arrays as well
+    thresholds: int
+
+    def budgets(self) -> dict[str, dict[str, int]]:
+        return {
+            "structured": {"bases": self.structured_bases},
+            "random": {"bases": self.random_bases, "records": self.random_records},
+            "hypothesis": {"examples": self.hypothesis_examples},
+            "local": {"steps": self.local_steps, "starts": self.local_starts},
+        }
+
+
+FAST = Tier(
+    name="fast",
+    structured_bases=4,
+    random_bases=6,
+    random_records=40,
+    hypothesis_examples=150,
+    local_steps=600,
+    local_starts=2,
+    audit_samples=200_000,
+    loop_samples=10_000,
+    audit_pairs=1,
+    release_samples=1000,
+    thresholds=3,
+)
+THOROUGH = Tier(
+    name="thorough",
+    structured_bases=6,
+    random_bases=40,
+    random_records=80,
+    hypothesis_examples=2000,
+    local_steps=6000,
+    local_starts=4,
+    audit_samples=2_000_000,
+    loop_samples=50_000,
+    audit_pairs=3,
+    release_samples=20_000,
+    thresholds=5,
+)
+
+
+@attrs.define
+class KitReport:
+    """Outcome of every check: ``"passed"``, or the failure's message."""
+
+    outcomes: dict[str, str] = attrs.field(factory=dict)
+
+    @property
+    def failed(self) -> dict[str, str]:
+        return {k: v for k, v in self.outcomes.items() if v != "passed"}
+
+    @property
+    def passed(self) -> bool:
+        return not self.failed
+
+    def __str__(self) -> str:
+        return "\n".join(f"{k}: {v}" for k, v in self.outcomes.items())
+
+
+class Kit:
+    """The testing kit bound to one mechanism, parameter set and domain."""
+
+    def __init__(
+        self,
+        mechanism: Mechanism | type[Mechanism],
+        params: Any,
+        domain: Domain,
+        *,
+        base: BaseFactory | Dataset | None = None,
+        records: int = 5,
+        n_features: int | None = None,
+        claim: TradeOff | None = None,
+        alpha: float = ALPHA,
+        seed: int = 0,
+        fast: Tier = FAST,
+        thorough: Tier = THOROUGH,
+    ) -> None:
+        self.mechanism = mechanism() if isinstance(mechanism, type) else mechanism
+        self._params_spec = params
+        self._params: dict[Domain, Any] = {}
+        self.domain = domain
+        self.claim = claim
+        self.alpha = alpha
+        self.seed = seed
+        self._base_spec = base
+        if isinstance(base, Dataset):
+            n_features = n_features or base.n_features
+        n_features = n_features or domain.n_features
+        if n_features is None and callable(base):
+            n_features = base(SeededSampler(seed)).n_features
+        if n_features is None:
+            raise ValueError("give the domain's feature count (bounds per feature or n_features=).")
+        self.space = RecordSpace.of(domain, n_features)
+        self.base = self._base_factory(base, records)
+        self.tiers = {"fast": fast, "thorough": thorough}
+        self._searches: dict[str, tuple[Search, set[str]]] = {}
+
+    def tier(self, tier: str | Tier) -> Tier:
+        """The budgets of ``tier`` ("fast", "thorough" or a Tier)."""
+        return tier if isinstance(tier, Tier) else self.tiers[tier]
+
+    def _base_factory(self, base: BaseFactory | Dataset | None, records: int) -> BaseFactory:
+        if base is None:
+            return default_base(self.space, records)
+        space = self.space
+
+        def rebuild(dataset: Dataset) -> Dataset:
+            return make_dataset(space.domain, *raw_rows(dataset))
+
+        if isinstance(base, Dataset):
+            fixed = rebuild(base)
+            return lambda sampler: fixed
+        return lambda sampler: rebuild(base(sampler))
+
+    def params(self, domain: Domain) -> Any:
+        """The parameters for data bound to ``domain``."""
+        if domain not in self._params:
+            spec = self._params_spec
+            if callable(spec) and not attrs.has(type(spec)):
+                spec = spec(domain)
+            if isinstance(spec, dict):
+                spec = self.mechanism.params(**spec)
+            self._params[domain] = spec
+        return self._params[domain]
+
+    def dataset(self) -> Dataset:
+        """The first base dataset (fixed seed)."""
+        return self.base(SeededSampler(self.seed))
+
+    def variant(self, mechanism: Mechanism) -> Kit:
+        """The same kit for another mechanism (a mutant)."""
+        other = Kit.__new__(Kit)
+        other.__dict__.update(self.__dict__)
+        other.mechanism = mechanism
+        other._searches = {}
+        return other
+
+    # -- Layer A -----------------------------------------------------------------------------
+
+    def search(
+        self, tier: str | Tier = "fast", strategies: Iterable[str] = STRATEGIES
+    ) -> SensitivityReport:
+        """Run (once per tier) the sensitivity-search strategies not yet run."""
+        t = self.tier(tier)
+        if t.name not in self._searches:
+            search = Search(self.mechanism, self.params, self.space, self.base, seed=self.seed)
+            self._searches[t.name] = (search, set())
+        search, done = self._searches[t.name]
+        budgets = t.budgets()
+        for name in strategies:
+            if name not in done:
+                search.run([name], **{name: budgets[name]})
+                done.add(name)
+        return search.report
+
+    def check_sensitivity(
+        self, tier: str | Tier = "fast", strategies: Iterable[str] = STRATEGIES
+    ) -> SensitivityReport:
+        """Layer A: fail with the counterexample if a strategy finds a violation."""
+        strategies = tuple(strategies)
+        report = self.search(tier, strategies)
+        mine = [v for v in report.violations if v.found_by in strategies]
+        if mine:
+            subset = SensitivityReport(report.best, mine, report.evaluations, report.joint)
+            subset.check()
+        return report
+
+    def check_bad_records(self) -> None:
+        """NaN and infinite features (and labels, a label outside the classes) are refused
+        with a one-sentence DataError before any mechanism runs."""
+        x, y = raw_rows(self.dataset())
+        cases: list[tuple[str, np.ndarray, Any]] = []
+        for value in (np.nan, np.inf, -np.inf):
+            bad = x.copy()
+            bad[0, -1] = value
+            cases.append((f"feature {value}", bad, y))
+        if self.space.target is not None and y is not None:
+            bad_y = y.copy()
+            bad_y[0] = np.nan
+            cases.append(("NaN label", x, bad_y))
+        if self.space.classes is not None and y is not None:
+            bad_y = y.copy()
+            bad_y[0] = "dpframe-testing: not a declared class"
+            cases.append(("undeclared class", x, bad_y))
+        for what, features, labels in cases:
+            try:
+                make_dataset(self.space.domain, features, labels)
+            except DataError as exc:
+                text = str(exc)
+                if "\n" in text or not text.endswith(".") or len(text) > 300:
+                    raise ConsistencyError(
+                        f"{what}: the DataError is not one sentence: {text!r}"
+                    ) from None
+                continue
+            raise ConsistencyError(f"a dataset with a {what} was accepted; it must be refused.")
+
+    # -- consistency ----------------------------------------------------------------------------
+
+    def _declared(self, dataset: Dataset) -> dict[str, Sensitivity]:
+        return self.mechanism.sensitivity(self.params(dataset.domain), dataset.domain)
+
+    def check_noise_follows_sensitivity(self) -> None:
+        """Doubling the declared sensitivity doubles the noise and leaves the plan unchanged:
+        the noise is computed from ``sensitivity()``, which is what lets a wrong declared
+        value (and the sensitivity mutants) become a wrong noise.
+
+        Compared under one seed: the noise ``noisy_stages`` adds around ``query()`` for
+        each stage both hooks cover, else the scalar or array ``noise_scales``."""
+        dataset = self.dataset()
+        params = self.params(dataset.domain)
+        declared = self._declared(dataset)
+        doubled = sensitivity_scaled(self.mechanism, 2.0)
+        if doubled.plan(params, dataset.domain) != self.mechanism.plan(params, dataset.domain):
+            raise ConsistencyError(
+                "doubling the declared sensitivity changed plan(): the event's noise multiplier "
+                "(noise scale / sensitivity) must not depend on the sensitivity's value."
+            )
+        query = self._query(dataset, params)
+        one = self.mechanism.noisy_stages(dataset, params, SeededSampler(31), 4)
+        two = doubled.noisy_stages(dataset, params, SeededSampler(31), 4)
+        compared = [
+            s for s in declared if s in query and s in one and one[s].shape[1] == query[s].size
+        ]
+        for stage in compared:
+            centre = query[stage].ravel()
+            noise, noise2 = one[stage] - centre, two[stage] - centre
+            slack = 1e-9 * (np.abs(centre).max() + np.abs(noise2).max())
+            if not np.allclose(noise2, 2 * noise, rtol=1e-6, atol=slack):
+                ratio = np.abs(noise2).sum() / max(np.abs(noise).sum(), np.finfo(float).tiny)
+                raise ConsistencyError(
+                    f"stage {stage!r}: doubling the declared sensitivity multiplied the noise "
+                    f"by {ratio:.6g}, not 2; compute the noise from sensitivity()."
+                )
+        if compared:
+            return
+        one_release = execute(self.mechanism, dataset, params, SeededSampler(31))
+        two_release = execute(doubled, dataset, params, SeededSampler(31))
+        for stage in declared:
+            a = _numeric(one_release.noise_scales.get(stage))
+            b = _numeric(two_release.noise_scales.get(stage))
+            if a is None or b is None:
+                raise ConsistencyError(
+                    f"stage {stage!r}: neither noisy_stages with query() nor a numeric "
+                    "noise_scales entry shows the noise, so it cannot be checked."
+                )
+            if not np.allclose(b, 2 * a, rtol=SCALE_RTOL, atol=0):
+                raise ConsistencyError(
+                    f"stage {stage!r}: doubling the declared sensitivity changed the noise scale "
+                    f"from {a} to {b}, not to twice it; compute the noise from sensitivity()."
+                )
+
+    def _query(self, dataset: Dataset, params: Any) -> dict[str, np.ndarray]:
+        try:
+            out = self.mechanism.query(dataset, params)
+        except NotImplementedError:
+            return {}
+        return {k: np.asarray(v, dtype=float).ravel() for k, v in out.items()}
+
+    def check_scales_match_event(self) -> None:
+        """Each stage's noise scale over its declared sensitivity is a noise multiplier of
+        a Laplace (L1) or Gaussian (L2) leaf of the planned event."""
+        dataset = self.dataset()
+        params = self.params(dataset.domain)
+        declared = self._declared(dataset)
+        release = execute(self.mechanism, dataset, params, SeededSampler(32))
+        leaves = list(release.event.walk()) if release.event is not None else []
+        families = {
+            "l1": [e.noise_multiplier for e in leaves if isinstance(e, LaplaceEvent)],
+            "l2": [e.noise_multiplier for e in leaves if isinstance(e, GaussianEvent)],
+        }
+        if not (families["l1"] or families["l2"]):
+            return
+        for stage, sens in declared.items():
+            scale = _numeric(release.noise_scales.get(stage))
+            if scale is None or scale.ndim:
+                continue
+            ratio = float(scale) / sens.value
+            if not any(math.isclose(ratio, z, rel_tol=SCALE_RTOL) for z in families[sens.norm]):
+                raise ConsistencyError(
+                    f"stage {stage!r}: noise scale {float(scale):.10g} over the declared "
+                    f"{sens.norm} sensitivity {sens.value:.10g} is {ratio:.10g}, which is not the "
+                    f"noise multiplier of any {'Laplace' if sens.norm == 'l1' else 'Gaussian'} "
+                    f"event in the plan {release.event.describe()}."
+                )
+
+    def check_noisy_stages(self) -> None:
+        """``noisy_stages`` adds the noise ``run()`` adds: for an override, the same Laplace
+        and Gaussian draws (method, scale, count) per run, and per stage with a scalar
+        noise scale at least that much noise around the query."""
+        if type(self.mechanism).noisy_stages is Mechanism.noisy_stages:
+            return
+        dataset = self.dataset()
+        params = self.params(dataset.domain)
+        runs = RecordingSampler(SeededSampler(41))
+        release = self.mechanism.run(dataset, params, runs)
+        count = 7
+        batched = RecordingSampler(SeededSampler(42))
+        self.mechanism.noisy_stages(dataset, params, batched, count)
+        one = {k: v for k, v in runs.tally().items() if k[0] != "standard_normal"}
+        many = {k: v for k, v in batched.tally().items() if k[0] != "standard_normal"}
+        if {k: count * v for k, v in one.items()} != many:
+            raise ConsistencyError(
+                f"noisy_stages draws other noise than run(): one run draws {one} (method, "
+                f"scale): count, but noisy_stages(count={count}) draws {many}."
+            )
+        try:
+            query = self.mechanism.query(dataset, params)
+        except NotImplementedError:
+            return
+        for stage, reported in release.noise_scales.items():
+            scale = _numeric(reported)
+            sens = self._declared(dataset).get(stage)
+            if scale is None or scale.ndim or sens is None or stage not in query:
+                continue
+            centre = np.asarray(query[stage], dtype=float).ravel()
+            draws = max(100, math.ceil(40_000 / centre.size))
+            values = self.mechanism.noisy_stages(dataset, params, SeededSampler(43), draws)[stage]
+            if values.shape[1] != centre.size:
+                continue
+            residual = values - centre
+            # Laplace: E|X| = b; Gaussian: E X^2 = s^2. With >= 40 000 values the relative
+            # standard error is <= 0.5%, so 5% is over 10 standard errors.
+            measured = (
+                float(np.mean(np.abs(residual)))
+                if sens.norm == "l1"
+                else float(np.sqrt(np.mean(residual**2)))
+            )
+            if measured < 0.95 * float(scale):
+                raise ConsistencyError(
+                    f"stage {stage!r}: noisy_stages adds noise of scale {measured:.6g} around "
+                    f"the query, but run() reports {float(scale):.6g}."
+                )
+
+    def check_plan(self) -> None:
+        """The planned event meets the parameters' (epsilon, delta): exactly through mu-GDP
+        for Gaussian events, else with the most favourable registered accountant that
+        supports it (skipped when none does)."""
+        from dpframe.plugins import registry
+
+        dataset = self.dataset()
+        params = self.params(dataset.domain)
+        epsilon, delta = float(params.epsilon), float(getattr(params, "delta", 0.0))
+        event = self.mechanism.plan(params, dataset.domain)
+        claim = claimed_tradeoff(self.mechanism, params, dataset)
+        answers = {}
+        if isinstance(claim, GaussianDP):
+            answers["mu-GDP"] = gdp_epsilon(claim.mu, delta)
+        for name, entry in registry().entries("accountant").items():
+            try:
+                accountant = entry.obj(dataset.domain.relation)
+            except TypeError:
+                continue
+            if accountant.supports(event):
+                answers[name] = float(accountant.epsilon(event, delta))
+        if answers and min(answers.values()) > epsilon * (1 + SCALE_RTOL):
+            raise ConsistencyError(
+                f"the planned event {event.describe()} costs epsilon {answers} at delta "
+                f"{delta:g}, more than the parameters' epsilon {epsilon:g}."
+            )
+
+    # -- Layer B -------------------------------------------------------------------------------
+
+    def audit_pairs(self, tier: str | Tier = "fast") -> list[Pair]:
+        """The neighbouring pairs to audit: Layer A's pairs with the largest change (summed
+        over stages, each over its declared sensitivity), best first."""
+        t = self.tier(tier)
+        report = self.search(t, ("structured", "random", "local"))
+        candidates = [p for _, p in report.joint] + [f.pair for f in report.best.values()]
+        scored = sorted(
+            ((self._score(p), i, p) for i, p in enumerate(candidates)), key=lambda s: (-s[0], s[1])
+        )
+        out: list[Pair] = []
+        for score, _, pair in scored:
+            if not any(_same_pair(pair, o) for o in out) and math.isfinite(score):
+                out.append(pair)
+        return out[: t.audit_pairs]
+
+    def _score(self, pair: Pair) -> float:
+        params = self.params(pair.first.domain)
+        try:
+            q0 = self.mechanism.query(pair.first, params)
+            q1 = self.mechanism.query(pair.second, params)
+        except Exception:
+            return -math.inf
+        total = 0.0
+        for stage, sens in self._declared(pair.first).items():
+            order = 1 if sens.norm == "l1" else 2
+            diff = np.ravel(q0[stage]) - np.ravel(q1[stage])
+            total += float(np.linalg.norm(diff, ord=order)) / sens.value
+        return total
+
+    def audit(
+        self,
+        tier: str | Tier = "fast",
+        *,
+        source: str = "stages",
+        pairs: list[Pair] | None = None,
+        claim: TradeOff | None = None,
+    ) -> list[AuditResult]:
+        """Layer B on the tier's pairs (one audit per pair, each with its own seed)."""
+        t = self.tier(tier)
+        pairs = pairs if pairs is not None else self.audit_pairs(t)
+        if source == "release":
+            pairs = pairs[:1]  # a loop over run(): the costliest audit, on the best pair only
+        looped = source == "release" or type(self.mechanism).noisy_stages is Mechanism.noisy_stages
+        if source == "release":
+            samples = t.release_samples
+        else:
+            samples = t.loop_samples if looped else t.audit_samples
+        results = []
+        for i, pair in enumerate(pairs):
+            params = self.params(pair.first.domain)
+            results.append(
+                audit(
+                    self.mechanism,
+                    params,
+                    pair,
+                    claim=claim or self.claim,
+                    samples=samples,
+                    alpha=self.alpha,
+                    thresholds=t.thresholds,
+                    seed=self.seed + 100 * i,
+                    source=source,
+                )
+            )
+        return results
+
+    def check_audit(
+        self, tier: str | Tier = "fast", *, source: str = "stages"
+    ) -> list[AuditResult]:
+        """Layer B: raise PrivacyViolation when an audit refutes the claim. ``source=
+        "release"`` audits the arrays ``run()`` releases (the stage audit already does
+        when ``noisy_stages`` is not overridden)."""
+        if source == "release" and type(self.mechanism).noisy_stages is Mechanism.noisy_stages:
+            return []
+        results = self.audit(tier, source=source)
+        if not results:
+            raise PrivacyViolation(
+                "Layer A found no neighbouring pair the query accepts, so nothing was audited."
+            )
+        for result in results:
+            result.check()
+        return results
+
+    # -- Layer D ------------------------------------------------------------------------------
+
+    def check_hygiene(self, workdir: Path | None = None) -> None:
+        """No global RNG, seeded reproducibility, secure by default (API, and CLI when the
+        mechanism is registered under its name)."""
+        dataset = self.dataset()
+        params = self.params(dataset.domain)
+        check_no_global_rng(self.mechanism, dataset, params)
+        check_seeded_reproducible(self.mechanism, dataset, params)
+        check_secure_by_default(self.mechanism, dataset, params)
+        if self.registered():
+            if workdir is None:
+                with tempfile.TemporaryDirectory() as tmp:
+                    check_cli_secure_by_default(self.mechanism, dataset, params, Path(tmp))
+            else:
+                check_cli_secure_by_default(self.mechanism, dataset, params, workdir)
+
+    def registered(self) -> bool:
+        """Whether ``dpframe`` (and its CLI) know this mechanism's class by its name."""
+        from dpframe.plugins import registry
+
+        entry = registry().entries("mechanism").get(self.mechanism.name)
+        return entry is not None and entry.obj is type(self.mechanism)
+
+    # -- power ------------------------------------------------------------------------------
+
+    def check_power(self, tier: str | Tier = "fast") -> dict[str, str]:
+        """Build three mutants and assert that the tier catches each: sensitivity halved
+        (Layer A), clipping removed (Layer A, unless removing it changes no query:
+        an equivalent mutant), noise halved (Layer B on this mechanism's audit pair)."""
+        t = self.tier(tier)
+        outcome: dict[str, str] = {}
+        missed = []
+        halved = self.variant(sensitivity_scaled(self.mechanism, 0.5)).search(
+            t, ("structured", "random")
+        )
+        tight = self.search(t, ("structured", "random")).tightness()
+        if halved.passed:
+            missed.append(f"sensitivity halved: Layer A found no violation (tightness {tight})")
+        else:
+            outcome["sensitivity halved"] = "caught by Layer A"
+        clipless = self.variant(without_clipping(self.mechanism))
+        with warnings.catch_warnings(), np.errstate(all="ignore"):
+            warnings.simplefilter("ignore", RuntimeWarning)  # unclipped 1e200 overflows
+            report = clipless.search(t, ("structured",))
+        if not report.passed:
+            outcome["clipping removed"] = "caught by Layer A"
+        elif self._clipping_irrelevant():
+            outcome["clipping removed"] = "equivalent mutant: no query depends on clipping"
+        else:
+            missed.append("clipping removed: Layer A found no violation")
+        pairs = self.audit_pairs(t)[:1]
+        try:
+            results = self.variant(noise_scaled(self.mechanism, 0.5)).audit(t, pairs=pairs)
+            caught = any(not r.passed for r in results)
+            evidence = results[0].message() if results else "no pair to audit"
+        except PrivacyViolation as exc:  # outputs of different shapes, for example
+            caught, evidence = True, str(exc)
+        if caught:
+            outcome["noise halved"] = "caught by Layer B"
+        else:
+            missed.append(
+                f"noise halved: the audit did not refute the claim ({evidence}); "
+                f"Layer A tightness {tight}"
+            )
+        if missed:
+            raise PowerError("the kit missed mutants of this mechanism:\n" + "\n".join(missed))
+        return outcome
+
+    @_quietly
+    def _clipping_irrelevant(self) -> bool:
+        clipless = without_clipping(self.mechanism)
+        base = self.dataset()
+        x, y = raw_rows(base)
+        outliers = self.space.outliers()
+        for i in range(len(outliers)):
+            rows = x.copy()
+            rows[0] = outliers.features[i]
+            labels = None if y is None else y.copy()
+            if labels is not None:
+                labels[0] = outliers.labels[i]
+            dataset = make_dataset(self.space.domain, rows, labels)
+            params = self.params(dataset.domain)
+            try:
+                a = self.mechanism.query(dataset, params)
+                b = clipless.query(dataset, params)
+            except Exception:
+                continue
+            if any(not np.allclose(a[k], b[k], rtol=1e-12, atol=0) for k in a):
+                return False
+        return True
+
+    # -- everything -----------------------------------------------------------------------------
+
+    def run(self, tier: str | Tier = "fast") -> KitReport:
+        """Every check except the power self-check, collected (nothing raised)."""
+        checks: dict[str, Callable[[], Any]] = {
+            "sensitivity": lambda: self.check_sensitivity(tier),
+            "bad records": self.check_bad_records,
+            "noise follows sensitivity": self.check_noise_follows_sensitivity,
+            "scales match event": self.check_scales_match_event,
+            "noisy_stages match run": self.check_noisy_stages,
+            "plan within params": self.check_plan,
+            "audit": lambda: self.check_audit(tier),
+            "hygiene": self.check_hygiene,
+        }
+        report = KitReport()
+        for name, check in checks.items():
+            try:
+                check()
+            except AssertionError as exc:
+                report.outcomes[name] = f"failed: {exc}"
+            else:
+                report.outcomes[name] = "passed"
+        return report
+
+
+def _numeric(value: Any) -> np.ndarray | None:
+    """A noise scale as a float array, or None when it is not one (a dict, for example)."""
+    try:
+        out = np.asarray(value, dtype=float)
+    except (TypeError, ValueError):
+        return None
+    return out if np.all(np.isfinite(out)) else None
+
+
+def _same_pair(a: Pair, b: Pair) -> bool:
+    def same(d: Dataset, e: Dataset) -> bool:
+        return (
+            d.features.shape == e.features.shape
+            and np.array_equal(d.features, e.features)
+            and (
+                (d.labels is None and e.labels is None)
+                or (
+                    d.labels is not None
+                    and e.labels is not None
+                    and np.array_equal(d.labels, e.labels)
+                )
+            )
+        )
+
+    return (same(a.first, b.first) and same(a.second, b.second)) or (
+        same(a.first, b.second) and same(a.second, b.first)
+    )
+
+
+def conformance(
+    mechanism: Mechanism | type[Mechanism],
+    params: Any,
+    domain: Domain,
+    *,
+    skip: dict[str, str] | None = None,
+    **options: Any,
+) -> type:
+    """A pytest test class running the kit on ``mechanism``::
+
+        TestMine = conformance(Mine, params={"epsilon": 1.0}, domain=Domain(lower=0, upper=1))
+
+    ``options`` go to :class:`Kit` (``base=``, ``claim=``, ``records=``, ...). ``skip``
+    maps test names to the reason they do not apply. Thorough-tier tests carry the
+    ``thorough`` marker (run them with ``pytest -m thorough``)."""
+    import pytest
+
+    kit = Kit(mechanism, params, domain, **options)
+    skip = dict(skip or {})
+
+    def case(
+        run: Callable[..., Any], name: str, *, thorough: bool = False, uses_tmp: bool = False
+    ) -> Callable[..., Any]:
+        if uses_tmp:
+
+            def test(self: Any, tmp_path: Path) -> None:
+                run(tmp_path)
+        else:
+
+            def test(self: Any) -> None:
+                run()
+
+        test.__name__ = name
+        test.__doc__ = (run.__doc__ or "").strip().split("\n")[0] or None
+        if name in skip:
+            test = pytest.mark.skip(reason=skip[name])(test)
+        if thorough:
+            test = pytest.mark.thorough(test)
+        return test
+
+    tests = {
+        "test_sensitivity_structured": lambda: kit.check_sensitivity("fast", ("structured",)),
+        "test_sensitivity_random": lambda: kit.check_sensitivity("fast", ("random",)),
+        "test_sensitivity_hypothesis": lambda: kit.check_sensitivity("fast", ("hypothesis",)),
+        "test_sensitivity_local": lambda: kit.check_sensitivity("fast", ("local",)),
+        "test_bad_records_refused": kit.check_bad_records,
+        "test_noise_follows_sensitivity": kit.check_noise_follows_sensitivity,
+        "test_noise_scales_match_event": kit.check_scales_match_event,
+        "test_noisy_stages_match_run": kit.check_noisy_stages,
+        "test_plan_within_params": kit.check_plan,
+        "test_audit": lambda: kit.check_audit("fast"),
+        "test_release_audit": lambda: kit.check_audit("fast", source="release"),
+        "test_power_self_check": lambda: kit.check_power("fast"),
+    }
+    namespace: dict[str, Any] = {"kit": kit}
+    for name, run in tests.items():
+        namespace[name] = case(run, name)
+    namespace["test_hygiene"] = case(
+        lambda tmp: kit.check_hygiene(tmp), "test_hygiene", uses_tmp=True
+    )
+    thorough = {
+        "test_sensitivity_thorough": lambda: kit.check_sensitivity("thorough"),
+        "test_audit_thorough": lambda: kit.check_audit("thorough"),
+        "test_release_audit_thorough": lambda: kit.check_audit("thorough", source="release"),
+        "test_power_thorough": lambda: kit.check_power("thorough"),
+    }
+    for name, run in thorough.items():
+        namespace[name] = case(run, name, thorough=True)
+    names = sorted(n for n in namespace if n.startswith("test_"))
+    unknown = sorted(set(skip) - set(names))
+    if unknown:
+        raise ValueError(f"skip names unknown tests {unknown}; the tests are {names}")
+    title = "".join(part.title() for part in str(kit.mechanism.name).replace("-", "_").split("_"))
+    return type(f"TestConformance{title}", (), namespace)

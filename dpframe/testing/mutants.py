@@ -1,0 +1,206 @@
+"""Mutants: deliberately broken copies of a mechanism.
+
+The kit's power self-check builds three mutants of every mechanism it tests and asserts
+that the fast tier catches each: the noise halved (a sampler wrapper scales every Laplace,
+Gaussian and standard-normal draw), the declared sensitivity halved (``sensitivity()``
+wrapped; a mechanism that computes its noise from its own ``sensitivity()``, as it must,
+then adds half the noise), and the clipping removed (the mechanism sees the records the
+kit generated before the Dataset clipped them). :func:`with_sensitivity` builds the mutant
+with any declared sensitivity, for example a paper's published constant, so a test can
+assert that the kit catches it.
+
+A mutant is an instance of a dynamic subclass of the mechanism's class; the original is
+not modified.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Callable, Mapping
+from typing import Any
+
+import attrs
+import numpy as np
+from numpy.typing import ArrayLike
+
+from dpframe.dataset import Dataset
+from dpframe.domain import Domain
+from dpframe.mechanism import Mechanism, Sensitivity
+from dpframe.release import Release
+from dpframe.samplers import Sampler, Shape
+from dpframe.testing.neighbours import unclipped
+
+SensitivityValue = Sensitivity | float
+Replacement = (
+    Callable[[Any, Domain], Mapping[str, SensitivityValue]]
+    | Mapping[str, Callable[[Any, Domain], SensitivityValue]]
+)
+
+
+def patched(mechanism: Mechanism, label: str, **methods: Callable[..., Any]) -> Mechanism:
+    """A copy of ``mechanism`` whose class overrides ``methods`` (plain functions taking
+    ``self``); ``label`` names the mutation in its class name."""
+    cls = type(mechanism)
+    namespace = {"__module__": cls.__module__, "mutation": label, **methods}
+    subclass = type(f"{cls.__name__}[{label}]", (cls,), namespace)
+    copy = subclass.__new__(subclass)
+    copy.__dict__.update(getattr(mechanism, "__dict__", {}))
+    return copy
+
+
+def with_sensitivity(
+    mechanism: Mechanism, replacement: Replacement, label: str = "declared sensitivity replaced"
+) -> Mechanism:
+    """``mechanism`` declaring other sensitivities: ``replacement(params, domain)`` returns
+    ``{stage: value}``, or ``replacement`` maps stages to such functions. A float keeps the
+    stage's norm and relation; stages not named keep their declared value."""
+    cls = type(mechanism)
+
+    def sensitivity(self: Mechanism, params: Any, domain: Domain) -> dict[str, Sensitivity]:
+        declared = dict(cls.sensitivity(self, params, domain))
+        if callable(replacement):
+            new = dict(replacement(params, domain))
+        else:
+            new = {stage: fn(params, domain) for stage, fn in replacement.items()}
+        for stage, value in new.items():
+            if isinstance(value, Sensitivity):
+                declared[stage] = value
+            else:
+                declared[stage] = attrs.evolve(declared[stage], value=float(value))
+        return declared
+
+    return patched(mechanism, label, sensitivity=sensitivity)
+
+
+def sensitivity_scaled(mechanism: Mechanism, factor: float) -> Mechanism:
+    """``mechanism`` declaring ``factor`` times its sensitivities."""
+    cls = type(mechanism)
+
+    def sensitivity(self: Mechanism, params: Any, domain: Domain) -> dict[str, Sensitivity]:
+        return {
+            stage: attrs.evolve(s, value=s.value * factor)
+            for stage, s in cls.sensitivity(self, params, domain).items()
+        }
+
+    return patched(mechanism, f"sensitivity x{factor:g}", sensitivity=sensitivity)
+
+
+def noise_scaled(mechanism: Mechanism, factor: float) -> Mechanism:
+    """``mechanism`` whose every noise draw is ``factor`` times what it asks for."""
+    cls = type(mechanism)
+    overrides_stages = cls.noisy_stages is not Mechanism.noisy_stages
+
+    def run(self: Mechanism, dataset: Dataset, params: Any, sampler: Sampler) -> Release:
+        return cls.run(self, dataset, params, NoiseScaledSampler(sampler, factor))
+
+    methods: dict[str, Callable[..., Any]] = {"run": run}
+    if overrides_stages:
+
+        def noisy_stages(
+            self: Mechanism, dataset: Dataset, params: Any, sampler: Sampler, count: int
+        ) -> dict[str, np.ndarray]:
+            return cls.noisy_stages(
+                self, dataset, params, NoiseScaledSampler(sampler, factor), count
+            )
+
+        methods["noisy_stages"] = noisy_stages
+    return patched(mechanism, f"noise x{factor:g}", **methods)
+
+
+def without_clipping(mechanism: Mechanism) -> Mechanism:
+    """``mechanism`` reading the records the kit generated before clipping (datasets not
+    built by the kit are unaffected)."""
+    cls = type(mechanism)
+
+    def query(self: Mechanism, dataset: Dataset, params: Any) -> dict[str, np.ndarray]:
+        return cls.query(self, unclipped(dataset), params)
+
+    def run(self: Mechanism, dataset: Dataset, params: Any, sampler: Sampler) -> Release:
+        return cls.run(self, unclipped(dataset), params, sampler)
+
+    def noisy_stages(
+        self: Mechanism, dataset: Dataset, params: Any, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        return cls.noisy_stages(self, unclipped(dataset), params, sampler, count)
+
+    return patched(mechanism, "clipping removed", query=query, run=run, noisy_stages=noisy_stages)
+
+
+class WrappedSampler(Sampler):
+    """A sampler drawing from another's stream (same generator), to observe or alter the
+    draws a mechanism makes. Derived draws (symmetric matrices, matrix normal,
+    multivariate normal) go through the overridable ``laplace``, ``gaussian`` and
+    ``standard_normal``."""
+
+    def __init__(self, inner: Sampler) -> None:
+        self.inner = inner
+        self._generator = inner._generator
+        self.name = inner.name  # type: ignore[misc]
+        self.secure = inner.secure  # type: ignore[misc]
+
+    def _bit_generator(self) -> np.random.BitGenerator:  # pragma: no cover - never called
+        raise NotImplementedError
+
+    def _rewrap(self, inner: Sampler) -> WrappedSampler:
+        return type(self)(inner)
+
+    def spawn(self) -> WrappedSampler:
+        return self._rewrap(self.inner.spawn())
+
+    def describe(self) -> dict:
+        return self.inner.describe()
+
+
+class NoiseScaledSampler(WrappedSampler):
+    """Every Laplace, Gaussian and standard-normal draw multiplied by ``factor``."""
+
+    def __init__(self, inner: Sampler, factor: float) -> None:
+        super().__init__(inner)
+        self.factor = factor
+
+    def _rewrap(self, inner: Sampler) -> NoiseScaledSampler:
+        return NoiseScaledSampler(inner, self.factor)
+
+    def laplace(self, scale: float | ArrayLike, size: Shape = None) -> np.ndarray:
+        return super().laplace(np.asarray(scale, dtype=float) * self.factor, size)
+
+    def gaussian(self, scale: float | ArrayLike, size: Shape = None) -> np.ndarray:
+        return super().gaussian(np.asarray(scale, dtype=float) * self.factor, size)
+
+    def standard_normal(self, size: Shape = None) -> np.ndarray:
+        return super().standard_normal(size) * self.factor
+
+
+class RecordingSampler(WrappedSampler):
+    """Records the noise draws: ``(method, scale of each value drawn)``."""
+
+    def __init__(self, inner: Sampler, log: list[tuple[str, np.ndarray]] | None = None) -> None:
+        super().__init__(inner)
+        self.log: list[tuple[str, np.ndarray]] = [] if log is None else log
+
+    def _rewrap(self, inner: Sampler) -> RecordingSampler:
+        return RecordingSampler(inner, self.log)
+
+    def laplace(self, scale: float | ArrayLike, size: Shape = None) -> np.ndarray:
+        out = super().laplace(scale, size)
+        self.log.append(("laplace", np.broadcast_to(np.asarray(scale, float), np.shape(out))))
+        return out
+
+    def gaussian(self, scale: float | ArrayLike, size: Shape = None) -> np.ndarray:
+        out = super().gaussian(scale, size)
+        self.log.append(("gaussian", np.broadcast_to(np.asarray(scale, float), np.shape(out))))
+        return out
+
+    def standard_normal(self, size: Shape = None) -> np.ndarray:
+        out = super().standard_normal(size)
+        self.log.append(("standard_normal", np.ones(np.shape(out))))
+        return out
+
+    def tally(self) -> dict[tuple[str, float], int]:
+        """How many values were drawn per (method, scale to 12 significant digits)."""
+        out: dict[tuple[str, float], int] = {}
+        for method, scales in self.log:
+            values, counts = np.unique(np.ravel(scales), return_counts=True)
+            for v, c in zip(values, counts, strict=True):
+                key = (method, float(f"{v:.12g}"))
+                out[key] = out.get(key, 0) + int(c)
+        return out
