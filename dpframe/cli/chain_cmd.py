@@ -160,15 +160,15 @@ def run_cmd(
         raise ParameterError("no domain given: pass --domain or add [domain] to the spec.")
     check_out_dir(out, spec)
     seed = seed if seed is not None else spec.seed
+    dataset = load_dataset(
+        data_file,
+        domain,
+        label=label if label is not None else spec.data.label,
+        header=header if header is not None else spec.data.header,
+    )
     with Ledger.open(path, create=True) as led:
         if led.is_new:
             click.echo(f"Created a new ledger at {led.path}.", err=True)
-        dataset = load_dataset(
-            data_file,
-            domain,
-            label=label if label is not None else spec.data.label,
-            header=header if header is not None else spec.data.header,
-        )
         click.echo(
             f"Clipping (curator only, not in the releases): {dataset.clip_report.summary()}",
             err=True,
