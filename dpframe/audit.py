@@ -406,7 +406,7 @@ def _audit_budget(
     names: list[str] | None,
 ) -> BudgetAudit:
     from dpframe.plugins import registry
-    from dpframe.session import planning_unit
+    from dpframe.session import is_filter, planning_unit
 
     delta = min(budget.cap.delta * (1 + RTOL), 1.0)
     events = [c.event for c in charges]
@@ -424,7 +424,7 @@ def _audit_budget(
             spent = math.inf
         if not within(spent, budget.cap.epsilon):
             flags.append("over_cap")
-    filter_ok = None if accountant is None else accountant.adaptive_filter
+    filter_ok = None if accountant is None else is_filter(accountant, events)
     units = [planning_unit(c) for c in charges]
     first_unit = units[0] if units else None
     entries = []

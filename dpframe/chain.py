@@ -62,6 +62,7 @@ from dpframe.session import (
     StepPlan,
     budget_view,
     check_step_name,
+    is_filter,
     is_reference,
     plan_step,
     step_params,
@@ -829,7 +830,8 @@ def run_chain(
             f"the session charges budget {session.label!r}, the plan budget {plan.view.label!r}."
         )
     view = session.view()
-    if view.prior_units >= 1 and not view.accountant.adaptive_filter:
+    events = [s.event for s in plan.steps]
+    if view.prior_units >= 1 and not is_filter(view.accountant, [*view.prior, *events]):
         warnings.warn(
             f"budget {view.label!r} already holds releases planned separately from this chain "
             f"and accounts with {view.accountant_name!r}, which is not a privacy filter: the "
@@ -896,7 +898,9 @@ def _run_step(
         delta=planned.delta,
         share=None,
     )
-    if not same_event(event, planned.event) and not view.accountant.adaptive_filter:
+    if not same_event(event, planned.event) and not is_filter(
+        view.accountant, [*view.prior, event]
+    ):
         return refused(
             f"its event with the real outputs of earlier steps, {event.describe()}, differs "
             f"from the planned {planned.event.describe()}, so its cost would depend on those "

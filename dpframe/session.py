@@ -53,7 +53,7 @@ from dpframe.calibration import smallest_noise
 from dpframe.dataset import Dataset
 from dpframe.domain import Domain
 from dpframe.errors import BudgetExceededError, LedgerError, ParameterError
-from dpframe.events import PrivacyEvent
+from dpframe.events import EpsilonDeltaEvent, NoOpEvent, PrivacyEvent
 from dpframe.ledger import DEFAULT_ACCOUNTANT, Charge, DatasetBudget, Ledger, NewBudget
 from dpframe.ledger.store import composition
 from dpframe.mechanism import Mechanism, execute, planned_event
@@ -249,6 +249,23 @@ def budget_view(
         found,
         planning_units(charges),
     )
+
+
+def is_filter(
+    accountant: Accountant, events: list[PrivacyEvent] | tuple[PrivacyEvent, ...]
+) -> bool:
+    """Whether admitting ``events`` one by one under ``accountant`` is a privacy filter:
+    its ``adaptive_filter``, unless opaque ``(ε, δ > 0)`` events are composed with events
+    of another kind. The hybrid rule then trades the opaque ε against the others' ρ
+    (``docs/accounting.md``): its admission region is a union of filters, each of which
+    may spend the whole δ, and no filter theorem covers it."""
+    if not accountant.adaptive_filter:
+        return False
+    leaves = [e for event in events for e in event.walk() if not e.children()]
+    opaque = [e for e in leaves if isinstance(e, EpsilonDeltaEvent) and e.delta > 0]
+    others = [e for e in leaves if not isinstance(e, (EpsilonDeltaEvent, NoOpEvent))]
+    others += [e for e in leaves if isinstance(e, EpsilonDeltaEvent) and e.delta == 0]
+    return not (opaque and others)
 
 
 def planning_units(charges: list[Charge]) -> int:
@@ -521,7 +538,7 @@ class Session:
         are read (nothing charged) when it does not fit the budget."""
         view = self.view()
         plan = self._plan(mechanism, step, epsilon, delta, share, params, view)
-        if view.prior_units >= 1 and not view.accountant.adaptive_filter:
+        if view.prior_units >= 1 and not is_filter(view.accountant, (*view.prior, plan.event)):
             self._warn_adaptive(view)
         return self.execute(plan, {"planned": False})
 
@@ -674,9 +691,10 @@ class Session:
         self._warned = True
         warnings.warn(
             f"budget {view.label!r} accounts with {view.accountant_name!r}, which is not a "
-            "privacy filter: releases whose parameters are chosen after seeing earlier outputs "
-            "are proven private under it only if planned in advance; plan them as one chain "
-            "(dpframe.chain) or use a budget under 'zcdp', 'gdp' or 'pure'.",
+            "privacy filter for these releases: releases whose parameters are chosen after "
+            "seeing earlier outputs are proven private under it only if planned in advance; "
+            "plan them as one chain (dpframe.chain) or use a budget under 'zcdp', 'gdp' or "
+            "'pure'.",
             AdaptivityWarning,
             stacklevel=3,
         )

@@ -272,3 +272,25 @@ def test_the_flag_table_is_consistent_with_the_ledger():
     docs = (Path(__file__).parents[2] / "docs" / "auditing.md").read_text()
     for flag in FLAGS:
         assert f"| `{flag}` |" in docs
+
+
+def test_opaque_events_mixed_with_others_are_not_a_filter_even_under_zcdp(ledger):
+    with Session(make_dataset(), ledger, "toy", cap=(20.0, 1e-4), accountant="zcdp") as s:
+        s.release("laplace", epsilon=0.5)
+        s.release("mvg", epsilon=1.0, delta=1e-6, calibration="theorem2")  # opaque (ε, δ)
+    report = audit(ledger)
+    assert only_budget(report).adaptive_filter is False
+    assert entry_flags(report) == [[], ["adaptive_without_filter"]]
+
+
+def test_is_filter_follows_the_events():
+    from dpframe.events import EpsilonDeltaEvent, GaussianEvent, LaplaceEvent
+    from dpframe.plugins import registry
+    from dpframe.session import is_filter
+
+    zcdp, rdp = registry().accountant("zcdp"), registry().accountant("rdp")
+    opaque = EpsilonDeltaEvent(0.5, 1e-7)
+    assert is_filter(zcdp, [LaplaceEvent(2.0), GaussianEvent(3.0)])
+    assert is_filter(zcdp, [opaque, opaque])  # basic composition only
+    assert not is_filter(zcdp, [opaque, GaussianEvent(3.0)])
+    assert not is_filter(rdp, [LaplaceEvent(2.0)])
