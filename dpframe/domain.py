@@ -335,7 +335,7 @@ class Domain:
             np.clip(features, lo, hi, out=features)
         if self.row_norm_bound is not None:
             bound = self.row_norm_bound
-            norms = np.sqrt(np.einsum("ij,ij->i", features, features))
+            norms = _row_norms(features)
             over = norms > bound
             norm_rows = int(np.count_nonzero(over))
             if norm_rows:
@@ -502,6 +502,20 @@ class ClipReport:
         if self.labels_clipped:
             parts.append(f"{self.labels_clipped} labels clipped to the target range")
         return f"{', '.join(parts)} (of {self.records} records)"
+
+
+def _row_norms(features: np.ndarray) -> np.ndarray:
+    """Row L2 norms, without overflow for huge finite values (rescaled where needed)."""
+    with np.errstate(over="ignore"):
+        norms = np.sqrt(np.einsum("ij,ij->i", features, features))
+    huge = ~np.isfinite(norms)
+    if np.any(huge):
+        rows = features[huge]
+        scale = np.max(np.abs(rows), axis=1)
+        norms[huge] = scale * np.sqrt(
+            np.einsum("ij,ij->i", rows / scale[:, None], rows / scale[:, None])
+        )
+    return norms
 
 
 def _label_key(value: Any) -> Any:

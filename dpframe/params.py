@@ -86,6 +86,12 @@ def positive_int(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
         raise ParameterError(f"{attribute.name} must be an integer >= 1, got {value!r}.")
 
 
+def nonnegative_int(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
+    """An integer >= 0."""
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 0:
+        raise ParameterError(f"{attribute.name} must be an integer >= 0, got {value!r}.")
+
+
 def optional(validator: Callable[..., None]) -> Callable[..., None]:
     """``validator`` unless the value is None."""
 

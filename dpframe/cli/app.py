@@ -46,6 +46,7 @@ class DPFrameGroup(click.Group):
 
     def invoke(self, ctx: click.Context) -> Any:
         debug = bool(ctx.params.get("debug"))
+        previous = warnings.showwarning
         if not debug:
             warnings.showwarning = _show_warning
         try:
@@ -65,6 +66,8 @@ class DPFrameGroup(click.Group):
                 f"internal error: {type(exc).__name__}: {_sentence(exc)} (rerun with --debug "
                 "for the traceback, and please report it)."
             ) from None
+        finally:
+            warnings.showwarning = previous
 
 
 def _sentence(exc: BaseException) -> str:

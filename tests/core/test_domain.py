@@ -148,3 +148,9 @@ def test_unnamed_ball_domain_learns_its_width_from_the_data():
     domain = Domain(row_norm_bound=1.0).bind(3)
     assert domain.n_features == 3
     assert domain.centre().tolist() == [0.0, 0.0, 0.0]
+
+
+def test_huge_finite_values_are_projected_not_zeroed():
+    domain = Domain(row_norm_bound=1.0).bind(2)
+    clipped, _ = domain.clip(np.array([[1e200, 1e200]]))
+    np.testing.assert_allclose(clipped, [[2**-0.5, 2**-0.5]])
