@@ -379,10 +379,13 @@ class StepPlan:
         from dpframe.ledger.records import encode_number
         from dpframe.params import params_to_dict
 
+        params = params_to_dict(self.params)
+        for link in self.links:  # the reference, not the (possibly stand-in) array
+            params[link.param] = f"@{link.name}.{link.array}" if link.name else link.entry
         return {
             "name": self.name,
             "mechanism": self.mechanism,
-            "params": params_to_dict(self.params),
+            "params": params,
             "share": self.share,
             "event": self.event.to_dict(),
             "links": [link.to_dict() for link in self.links],

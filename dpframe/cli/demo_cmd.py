@@ -2,11 +2,13 @@
 
 from __future__ import annotations
 
+import sys
 from pathlib import Path
 
 import click
 
 from dpframe.cli.common import emit_json, json_option
+from dpframe.errors import BudgetExceededError
 
 
 @click.command()
@@ -46,3 +48,10 @@ def demo(seed: int | None, ledger_file: Path | None, out: Path | None, as_json: 
         emit_json(result.to_dict())
     else:
         click.echo(result.describe())
+    stop = result.run.stop
+    if stop is not None:
+        message = f"the demo's chain stopped before step {stop.index} {stop.step!r}: {stop.reason}"
+        if as_json:
+            click.echo(f"Error: {message}", err=True)
+            sys.exit(1)
+        raise BudgetExceededError(message)

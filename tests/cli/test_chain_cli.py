@@ -189,3 +189,8 @@ def test_run_refuses_an_output_directory_that_holds_a_run(run, spec, toy_csv, tm
     assert text.exit_code == 2
     assert "already holds 'cov'" in text.stderr
     assert not (tmp_path / "l.ledger").exists()  # refused before the ledger was opened
+
+
+def test_plan_json_shows_references_not_stand_ins(run, spec):
+    doc = json.loads(run("chain", "plan", spec(), "--json").stdout)
+    assert doc["steps"][2]["params"]["signal_covariance"] == "@cov.covariance"

@@ -108,3 +108,19 @@ def test_the_readable_report_and_no_scikit_learn(monkeypatch):
         "The ledger is temporary",
     ):
         assert part in text
+
+
+@needs_plugins
+def test_a_second_demo_on_the_same_ledger_stops_before_charging(tmp_path):
+    ledger = tmp_path / "demo.ledger"
+    args = ["demo", "--seed", "3", "--ledger", str(ledger)]
+    assert CliRunner().invoke(cli, args, catch_exceptions=False).exit_code == 0
+    again = CliRunner().invoke(cli, args, catch_exceptions=False)
+    assert again.exit_code == 1
+    assert (
+        again.stderr.strip()
+        .splitlines()[-1]
+        .startswith("Error: the demo's chain stopped before step 0 'pca':")
+    )
+    with Ledger.open(ledger) as led:
+        assert len(led.charges()) == 3  # the first run's steps only
