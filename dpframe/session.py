@@ -41,7 +41,6 @@ import os
 import uuid
 import warnings
 from collections.abc import Callable, Iterator, Mapping
-from pathlib import Path
 from typing import Any
 
 import attrs
@@ -752,8 +751,3 @@ def check_step_name(name: str) -> str:
             "digits, '_' and '-'."
         )
     return name
-
-
-def open_ledger(path: str | os.PathLike[str] | None) -> Ledger:
-    """Open (or create) the ledger at ``path`` / ``$DPFRAME_LEDGER``."""
-    return Ledger.open(Path(path) if path is not None else None, create=True)

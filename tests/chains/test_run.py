@@ -188,3 +188,17 @@ def test_same_event_tolerates_only_rounding():
     assert same_event(a, GaussianEvent(4.22468))
     assert not same_event(a, GaussianEvent(4.2247))
     assert not same_event(a, LaplaceEvent(4.22468))
+
+
+def test_a_chain_after_separate_releases_warns_under_a_non_filter(
+    write_spec, ledger, toy_csv, tmp_path
+):
+    from dpframe.session import AdaptivityWarning
+
+    plan, session = start(write_spec(three_steps(0.1), accountant="best"), ledger, toy_csv)
+    Session(session.dataset, ledger, "toy", cap=(1.0, 1e-6), accountant="best").release(
+        "laplace", epsilon=0.1
+    )
+    plan = plan_chain(plan.spec, session.domain, ledger=ledger)
+    with pytest.warns(AdaptivityWarning, match="planned separately from this chain"):
+        assert run_chain(plan, session).completed
