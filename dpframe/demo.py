@@ -211,8 +211,9 @@ def _describe_utility(utility: dict[str, Any], test: int) -> str:
             f"  {row['name']:<38} {row['accuracy']:>8.3f} {row['balanced_accuracy']:>9.3f}"
         )
     lines.append(
-        "  (balanced = the mean of the per-class recalls: 1/3 for a constant prediction; the "
-        "real-data row is the non-private reference)"
+        "  (balanced = the mean of the per-class recalls, 1/3 for a constant prediction. The "
+        "real-data row is a\n  non-private reference, computed only because this dataset is "
+        "public; the test split is not protected.)"
     )
     return "\n".join(lines)
 
