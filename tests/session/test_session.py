@@ -259,3 +259,17 @@ def test_the_default_accountant_is_never_looser_than_rdp(ledger):
     assert spent <= rdp.epsilon(composition(rdp, events), 1e-6 * (1 + 1e-9))
     assert spent < 0.5 + 0.7 + 0.5 + 1e-12  # also at least as tight as basic composition
     assert math.isfinite(spent)
+
+
+@pytest.mark.skipif(
+    "lap_pca" not in registry().entries("mechanism"), reason="needs the lap_pca plugin"
+)
+def test_dp_components_become_mvg_directions(ledger):
+    session = Session(make_dataset(m=4), ledger, "toy", cap=(5.0, 1e-5), accountant="zcdp", seed=1)
+    pca = session.release("lap_pca", step="pca", epsilon=1.0, dimension=2)
+    mvg = session.release(
+        "mvg", epsilon=1.0, delta=1e-6, query="covariance", directions=pca["components"]
+    )
+    (link,) = ledger.charge(mvg.ledger_entry).chain["parents"]
+    assert (link["param"], link["array"], link["name"]) == ("directions", "components", "pca")
+    assert mvg.params["directions"]["shape"] == [4, 2]
