@@ -270,6 +270,7 @@ class ApproxAccountant(Accountant):
     """(ε, δ)-DP: basic, advanced and optimal composition; exact Gaussian composition."""
 
     name = "approx"
+    adaptive_filter = False  # advanced/optimal composition assume fixed (ε_i, δ_i)
     summary = (
         "approximate DP: basic, advanced (DRV) and optimal (KOV) composition, exact Gaussian "
         "composition, amplification by subsampling"

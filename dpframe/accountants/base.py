@@ -69,6 +69,13 @@ class Accountant(abc.ABC):
 
     name: ClassVar[str]
     summary: ClassVar[str] = ""
+    adaptive_filter: ClassVar[bool] = False
+    """True when admitting releases while ``epsilon(composition, cap.delta) <= cap.epsilon``
+    is a valid privacy filter, i.e. sound when each release's parameters are chosen after
+    seeing earlier outputs (Rogers, Roth, Ullman, Vadhan 2016; Feldman, Zrnic 2021; Smith,
+    Thakurta 2022). False for bounds optimised over the fixed sequence after the fact (the
+    best Rényi order, optimal composition, PLDs), which are proven for sequences fixed in
+    advance only."""
 
     def __init__(self, relation: Relation | str = Relation.REPLACE_ONE) -> None:
         self.relation = Relation.parse(relation)

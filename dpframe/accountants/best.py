@@ -44,6 +44,7 @@ class BestAccountant(Accountant):
     """The minimum over member accountants that support the event."""
 
     name = "best"
+    adaptive_filter = False  # a minimum over accountants chosen after the fact
     summary = "the smallest ε of the pure, approx, rdp, zcdp and gdp accountants"
 
     def __init__(

@@ -38,6 +38,7 @@ class GDPAccountant(Accountant):
     """μ-GDP: the exact (ε, δ) profile of compositions of Gaussian releases."""
 
     name = "gdp"
+    adaptive_filter = True  # Σ μ_i² <= μ² is a GDP filter (Smith, Thakurta 2022)
     summary = "Gaussian DP: exact for compositions (and parallel compositions) of Gaussians"
 
     def supports(self, event: PrivacyEvent) -> Support:

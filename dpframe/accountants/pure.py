@@ -44,6 +44,7 @@ class PureAccountant(Accountant):
     """Pure epsilon-DP accounting (delta is always 0)."""
 
     name = "pure"
+    adaptive_filter = True  # basic composition: the pointwise loss is at most Σ ε_i (RRUV 2016)
     summary = "pure ε-DP: basic, self- and parallel composition of Laplace and ε-DP events"
 
     def supports(self, event: PrivacyEvent) -> Support:

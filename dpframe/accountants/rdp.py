@@ -130,6 +130,7 @@ class RDPAccountant(Accountant):
     """Rényi DP with the tight conversion to ``(ε, δ)``."""
 
     name = "rdp"
+    adaptive_filter = False  # the order is chosen after the fact; a filter needs it fixed
     summary = (
         "Rényi DP over a grid of orders: Gaussian, Laplace, pure ε, zCDP, subsampled Gaussian "
         "(Poisson, without replacement); tight conversion"

@@ -111,6 +111,7 @@ class ZCDPAccountant(Accountant):
     """zCDP: Gaussian, pure ε, zCDP events; composition, parallel composition, conversion."""
 
     name = "zcdp"
+    adaptive_filter = True  # Σ ρ_i <= ρ is a Rényi filter at every order (Feldman, Zrnic 2021)
     summary = "zero-concentrated DP: Gaussian, pure ε and zCDP events; CKS conversion"
 
     def supports(self, event: PrivacyEvent) -> Support:

@@ -88,13 +88,15 @@ def main(argv: list[str] | None = None) -> Any:
 
 
 def _add_core_commands() -> None:
-    from dpframe.cli import ledger_cmd, plugins_cmd, release_cmd
+    from dpframe.cli import chain_cmd, demo_cmd, ledger_cmd, plugins_cmd, release_cmd
 
     for command in (
         plugins_cmd.plugins,
         plugins_cmd.describe,
         release_cmd.release,
         ledger_cmd.ledger,
+        chain_cmd.chain,
+        demo_cmd.demo,
     ):
         cli.add_command(command)
 

@@ -231,6 +231,34 @@ def verify(
     )
 
 
+@ledger.command("audit")
+@ledger_option
+@click.option(
+    "--accountant",
+    "accountants",
+    multiple=True,
+    metavar="NAME",
+    help="Total only under these accountants (repeatable; default: every installed one).",
+)
+@json_option
+def audit_cmd(ledger_file: Path | None, accountants: tuple[str, ...], as_json: bool) -> None:
+    """Audit the ledger: totals per budget under each accountant, balances, the hash
+    chain, every charge re-derived from its recorded plugin, parameters and domain, and
+    flags. Exits 1 when a problem is found (see docs/auditing.md)."""
+    from dpframe.audit import audit
+
+    with Ledger.open(ledger_file) as led:
+        report = audit(led, accountants=list(accountants) or None)
+    if as_json:
+        emit_json(report.to_dict())
+        if not report.ok:
+            sys.exit(1)
+        return
+    click.echo(report.describe())
+    if not report.ok:
+        raise LedgerError(f"the audit found {report.problems} problem(s), listed above.")
+
+
 @ledger.command("export")
 @click.argument("destination", type=click.Path(path_type=Path, dir_okay=False, allow_dash=True))
 @ledger_option

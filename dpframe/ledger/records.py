@@ -121,7 +121,8 @@ class ChargeRequest:
     version, params, event, sampler, domain, dataset_fingerprint``. Keys set by the
     caller: ``budget_label`` (required), ``create_budget`` (a :class:`NewBudget` or a
     mapping ``{"epsilon", "delta", "accountant"}``), ``data_changed`` (bind these data to
-    the existing budget of that label), ``chain`` (``{"id", "step", "name"}``) and
+    the existing budget of that label), ``chain`` (``{"id", "step", "name"}``, optionally
+    ``planned``, ``plan`` and ``parents``: :data:`CHAIN_FIELDS`) and
     ``flags`` (extra flag strings).
     """
 
@@ -194,16 +195,51 @@ class ChargeRequest:
         )
 
 
+CHAIN_FIELDS = ("id", "step", "name", "planned", "plan", "parents")
+"""Fields of a charge's ``chain``: ``id`` (shared by the steps of one chain), ``step``
+(0-based index), ``name``; optionally ``planned`` (True when every step and its privacy
+parameters were fixed before the first one ran: a chain spec), ``plan`` (a digest of
+that plan), ``parents`` (the earlier outputs this step takes as parameters, see
+:data:`PARENT_FIELDS`)."""
+
+PARENT_FIELDS = ("param", "array", "entry", "release_id", "step", "name")
+"""One link of a chained step: parameter ``param`` is array ``array`` of the release
+committed as charge ``entry`` (release ``release_id``), step ``step`` named ``name``."""
+
+
 def _check_chain(chain: Any) -> dict[str, Any]:
     if not isinstance(chain, Mapping) or not isinstance(chain.get("id"), str):
         raise LedgerError("chain must be a mapping with a string 'id' (and 'step', 'name').")
     step = chain.get("step")
     if step is not None and (isinstance(step, bool) or not isinstance(step, int) or step < 0):
         raise LedgerError(f"chain step must be an integer >= 0, got {step!r}.")
-    extra = set(chain) - {"id", "step", "name"}
+    extra = set(chain) - set(CHAIN_FIELDS)
     if extra:
         raise LedgerError(f"chain has unknown field(s) {sorted(extra)}.")
-    return {"id": chain["id"], "step": step, "name": chain.get("name")}
+    out = {"id": chain["id"], "step": step, "name": chain.get("name")}
+    if "planned" in chain:
+        if not isinstance(chain["planned"], bool):
+            raise LedgerError(f"chain 'planned' must be true or false, got {chain['planned']!r}.")
+        out["planned"] = chain["planned"]
+    if "plan" in chain:
+        if chain["plan"] is not None and not isinstance(chain["plan"], str):
+            raise LedgerError("chain 'plan' must be a digest string or null.")
+        out["plan"] = chain["plan"]
+    if "parents" in chain:
+        out["parents"] = [_check_parent(p) for p in chain["parents"] or ()]
+    return out
+
+
+def _check_parent(parent: Any) -> dict[str, Any]:
+    if not isinstance(parent, Mapping):
+        raise LedgerError("each chain parent must be a mapping.")
+    extra = set(parent) - set(PARENT_FIELDS)
+    if extra:
+        raise LedgerError(f"chain parent has unknown field(s) {sorted(extra)}.")
+    for key in ("param", "array"):
+        if not isinstance(parent.get(key), str) or not parent[key]:
+            raise LedgerError(f"chain parent needs a string {key!r}.")
+    return {key: parent.get(key) for key in PARENT_FIELDS}
 
 
 @attrs.frozen

@@ -22,7 +22,7 @@ import os
 import sqlite3
 import uuid
 from collections import Counter
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -33,6 +33,7 @@ from dpframe.budget import RTOL, Budget, within
 from dpframe.calibration import smallest_noise
 from dpframe.errors import (
     BudgetExceededError,
+    DPFrameError,
     LedgerError,
     ParameterError,
     UnsupportedEventError,
@@ -61,7 +62,9 @@ from dpframe.relation import Relation
 from dpframe.release import Release
 
 ENV_VAR = "DPFRAME_LEDGER"
-DEFAULT_ACCOUNTANT = "rdp"
+DEFAULT_ACCOUNTANT = "best"
+"""The accountant of a budget created without one: the minimum of pure, approx, rdp, zcdp
+and gdp, never looser than any of them for a sequence fixed in advance (docs/chains.md)."""
 DEFAULT_TIMEOUT = 60.0
 """Seconds a writer waits for another process's transaction before giving up."""
 
@@ -565,30 +568,36 @@ class Ledger:
             )
 
     def _load_budgets(self) -> dict[str, DatasetBudget]:
-        budgets: dict[str, DatasetBudget] = {}
-        for entry in map(self._checked, self._rows("kind IN ('budget', 'fingerprint')", ())):
-            if entry.kind == "budget":
-                budgets[str(entry.budget_id)] = DatasetBudget(
-                    budget_id=str(entry.budget_id),
-                    label=entry.body["label"],
-                    accountant=entry.body["accountant"],
-                    relation=Relation.parse(entry.body["relation"]),
-                    cap=cap_from_dict(entry.body["cap"]),
-                    fingerprints=(),
-                    created=entry.created,
-                    seq=entry.seq,
-                )
-            else:
-                owner = budgets.get(str(entry.budget_id))
-                if owner is None:
-                    raise LedgerError(
-                        f"ledger row {entry.seq} binds data to an unknown budget; run "
-                        "`dpframe ledger verify`."
-                    )
-                budgets[owner.budget_id] = attrs.evolve(
-                    owner, fingerprints=(*owner.fingerprints, entry.body["fingerprint"])
-                )
-        return budgets
+        rows = self._rows("kind IN ('budget', 'fingerprint')", ())
+        return _fold_budgets(map(self._checked, rows), strict=True)
+
+    def recorded(self) -> tuple[list[DatasetBudget], list[Charge]]:
+        """Every budget and charge *as recorded*, without refusing rows whose hash does
+        not match: what an audit reads, reporting integrity separately (:meth:`verify`).
+
+        Rows that cannot be read at all (a body that is not a JSON object, a missing
+        field, an undecodable event) are left out; :meth:`verify` names them. Never base a
+        charging decision on this: :meth:`charges` and :meth:`reserve` refuse changed rows.
+        """
+        with self._reading():
+            rows = self._rows("1", ())
+        entries = []
+        for row in rows:
+            try:
+                entries.append(_entry(row, _json(row.body)))
+            except ValueError:
+                continue
+        budgets = _fold_budgets(
+            (e for e in entries if e.kind in ("budget", "fingerprint")), strict=False
+        )
+        closing = {e.ref: e for e in entries if e.kind in ("commit", "fail")}
+        charges = []
+        for entry in (e for e in entries if e.kind == "reserve"):
+            try:
+                charges.append(_charge(entry, budgets, closing.get(entry.entry_id)))
+            except (KeyError, TypeError, ValueError, AttributeError, DPFrameError):
+                continue
+        return list(budgets.values()), charges
 
     def _reserves(self, budget_id: str) -> list[Entry]:
         rows = self._rows("budget_id = ? AND kind = 'reserve'", (budget_id,))
@@ -841,6 +850,40 @@ def _initialise(conn: sqlite3.Connection, path: Path, create: bool) -> bool:
     except BaseException:
         conn.execute("ROLLBACK")
         raise
+
+
+def _fold_budgets(entries: Iterable[Entry], *, strict: bool) -> dict[str, DatasetBudget]:
+    """The budgets defined by ``budget`` and ``fingerprint`` entries, in chain order.
+    ``strict``: one sentence for a row that cannot be read; otherwise such rows are skipped
+    (for :meth:`Ledger.recorded`)."""
+    budgets: dict[str, DatasetBudget] = {}
+    for entry in entries:
+        try:
+            if entry.kind == "budget":
+                budgets[str(entry.budget_id)] = DatasetBudget(
+                    budget_id=str(entry.budget_id),
+                    label=entry.body["label"],
+                    accountant=entry.body["accountant"],
+                    relation=Relation.parse(entry.body["relation"]),
+                    cap=cap_from_dict(entry.body["cap"]),
+                    fingerprints=(),
+                    created=entry.created,
+                    seq=entry.seq,
+                )
+                continue
+            owner = budgets.get(str(entry.budget_id))
+            if owner is None:
+                raise LedgerError(
+                    f"ledger row {entry.seq} binds data to an unknown budget; run "
+                    "`dpframe ledger verify`."
+                )
+            budgets[owner.budget_id] = attrs.evolve(
+                owner, fingerprints=(*owner.fingerprints, entry.body["fingerprint"])
+            )
+        except (KeyError, TypeError, ValueError, DPFrameError):
+            if strict:
+                raise
+    return budgets
 
 
 def _find(

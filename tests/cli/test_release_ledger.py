@@ -227,9 +227,9 @@ def test_verify_names_a_tampered_row_and_exits_1(run, data, tmp_path):
     ]
 
 
-def test_new_budgets_default_to_the_rdp_accountant(run, tmp_path):
-    if "rdp" not in registry().entries("accountant"):
-        pytest.skip("the rdp accountant is not installed on this branch")
+def test_new_budgets_default_to_the_best_accountant(run, tmp_path):
+    if "best" not in registry().entries("accountant"):
+        pytest.skip("the best accountant is not installed on this branch")
     created = run(
         "ledger",
         "budget",
@@ -243,4 +243,4 @@ def test_new_budgets_default_to_the_rdp_accountant(run, tmp_path):
         tmp_path / "l.ledger",
         "--json",
     )
-    assert json.loads(created.stdout)["accountant"] == "rdp"
+    assert json.loads(created.stdout)["accountant"] == "best"

@@ -1,0 +1,1 @@
+"""Small public datasets bundled with dpframe (see README.md in this folder)."""

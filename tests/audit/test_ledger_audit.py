@@ -1,0 +1,296 @@
+"""Audits: totals, balances, re-derivation, tampering and every flag."""
+
+from __future__ import annotations
+
+import json
+import math
+import sqlite3
+from pathlib import Path
+
+import attrs
+import pytest
+from session_kit import FailingLaplace, make_dataset, register
+
+import dpframe
+from dpframe import Session, execute
+from dpframe.audit import FLAG_INFERRED, FLAG_SEEDED, FLAGS, audit
+from dpframe.calibration import gaussian_sigma, gdp_epsilon
+from dpframe.chain import load_spec, plan_chain, run_chain
+from dpframe.ledger import FLAG_INFERRED as LEDGER_INFERRED
+from dpframe.ledger import FLAG_SEEDED as LEDGER_SEEDED
+from dpframe.ledger import Ledger, export_jsonl, import_jsonl
+from dpframe.ledger.chain import canonical_json, entry_hash
+
+pytestmark = pytest.mark.filterwarnings("ignore::dpframe.session.AdaptivityWarning")
+
+
+def only_budget(report):
+    (budget,) = report.budgets
+    return budget
+
+
+def entry_flags(report) -> list[list[str]]:
+    return [list(e.flags) for e in only_budget(report).entries]
+
+
+class Wrapped:
+    """A ledger whose reservations are altered on the way in (simulating records made by
+    another plugin version, an uninstalled plugin, or a hand-edited request)."""
+
+    def __init__(self, ledger: Ledger, commit: bool = True, **changes) -> None:
+        self.ledger, self.commit_ok, self.changes = ledger, commit, changes
+        self.fingerprint_key = ledger.fingerprint_key
+
+    def reserve(self, request):
+        return self.ledger.reserve({**request, **self.changes})
+
+    def commit(self, reservation, release):
+        if not self.commit_ok:
+            raise KeyboardInterrupt("killed before the commit")
+        return self.ledger.commit(reservation, release)
+
+    def fail(self, reservation, error):
+        self.ledger.fail(reservation, error)
+
+
+def laplace_release(ledger, epsilon=0.2, label="toy", **changes):
+    mechanism = dpframe.mechanism("laplace")
+    params = mechanism.params(epsilon=epsilon)
+    return execute(
+        mechanism,
+        make_dataset(),
+        params,
+        ledger=Wrapped(ledger, **changes),
+        request={"budget_label": label},
+    )
+
+
+def test_a_clean_ledger_audits_ok_with_totals_and_a_composed_chain(ledger):
+    with Session(make_dataset(), ledger, "toy", cap=1.0, accountant="pure") as session:
+        session.release("laplace", epsilon=0.3)
+        session.release("laplace", epsilon=0.2, query="covariance")
+    report = audit(ledger)
+    assert report.ok and report.verification.ok
+    budget = only_budget(report)
+    assert budget.spent == pytest.approx(0.5) and budget.remaining == pytest.approx(0.5)
+    assert budget.totals["pure"]["epsilon"] == pytest.approx(0.5)  # basic composition
+    assert budget.totals["gdp"]["epsilon"] is None and "Laplace" in budget.totals["gdp"]["error"]
+    assert [e.rederived.status for e in budget.entries] == ["match", "match"]
+    assert entry_flags(report) == [[], []]
+    (chain,) = budget.chains
+    assert [e.charge.chain["step"] for e in chain.entries] == [0, 1]
+    assert chain.epsilon == pytest.approx(0.5)
+    assert budget.planning_units == 2 and budget.adaptive_filter is True
+
+
+def test_gaussian_totals_match_exact_gdp_composition(ledger):
+    with Session(make_dataset(), ledger, "toy", cap=(5.0, 1e-6), accountant="gdp") as session:
+        session.release("gaussian", epsilon=0.5, delta=1e-7)
+        session.release("gaussian", epsilon=0.8, delta=1e-7)
+    budget = only_budget(audit(ledger))
+    z = [gaussian_sigma(e, 1e-7, 1.0) for e in (0.5, 0.8)]
+    expected = gdp_epsilon(math.sqrt(sum(1 / v**2 for v in z)), 1e-6 * (1 + 1e-9))
+    assert budget.totals["gdp"]["epsilon"] == pytest.approx(expected, rel=1e-9)
+    assert budget.spent == pytest.approx(expected, rel=1e-9)
+    assert budget.totals["pure"]["epsilon"] is None
+    assert budget.totals["best"]["epsilon"] <= budget.totals["rdp"]["epsilon"]
+
+
+def test_a_row_edited_behind_the_triggers_is_tampered_and_mismatched(ledger, ledger_file):
+    with Session(make_dataset(), ledger, "toy", cap=1.0, accountant="pure") as session:
+        session.release("laplace", epsilon=0.3)
+        session.release("laplace", epsilon=0.2)
+    conn = sqlite3.connect(ledger_file)
+    conn.execute("DROP TRIGGER entries_no_update")
+    changed = conn.execute(
+        "UPDATE entries SET body = replace(body, '\"epsilon\":0.3,', '\"epsilon\":0.9,') "
+        "WHERE kind = 'reserve' AND instr(body, '\"epsilon\":0.3,') > 0"
+    ).rowcount
+    conn.commit()
+    conn.close()
+    assert changed == 1
+    report = audit(ledger)
+    assert not report.ok and not report.verification.ok
+    first, second = only_budget(report).entries
+    assert {"tampered", "event_mismatch"} <= set(first.flags)
+    assert first.rederived.status == "mismatch"
+    assert "Laplace(b/Δ₁=1.11111)" in first.rederived.detail  # re-derived from ε = 0.9
+    assert second.flags == () and second.rederived.status == "match"
+
+
+def _recompute(lines: list[dict]) -> None:
+    """Recompute every hash and link of an export after an edit (what a writer of the
+    file can always do)."""
+    prev = "0" * 64
+    for row in lines[1:]:
+        row["prev_hash"] = prev
+        fields = {k: row[k] for k in ("seq", "entry_id", "kind", "ref", "budget_id", "created")}
+        row["hash"] = prev = entry_hash(**fields, body=row["body"], prev_hash=prev)
+    lines[0]["head"]["hash"] = prev
+
+
+def test_an_edit_with_recomputed_hashes_passes_verify_but_not_re_derivation(ledger, tmp_path):
+    with Session(make_dataset(), ledger, "toy", cap=1.0, accountant="pure") as session:
+        session.release("laplace", epsilon=0.3)
+        session.release("laplace", epsilon=0.2)
+    export_jsonl(ledger, tmp_path / "export.jsonl")
+    lines = [json.loads(x) for x in (tmp_path / "export.jsonl").read_text().splitlines()]
+    reserve = next(row for row in lines[1:] if row["kind"] == "reserve")
+    reserve["body"]["params"]["epsilon"] = 0.9  # a bigger release, recorded as the old cost
+    _recompute(lines)
+    (tmp_path / "forged.jsonl").write_text("".join(canonical_json(x) + "\n" for x in lines))
+    with import_jsonl(tmp_path / "forged.jsonl", tmp_path / "forged.ledger") as forged:
+        report = audit(forged)
+    assert report.verification.ok  # the hash chain cannot see it ...
+    first = only_budget(report).entries[0]
+    assert "event_mismatch" in first.flags  # ... re-derivation does
+    assert not report.ok
+
+
+def test_a_lowered_cap_with_recomputed_hashes_is_over_cap(ledger, tmp_path):
+    with Session(make_dataset(), ledger, "toy", cap=1.0, accountant="pure") as session:
+        session.release("laplace", epsilon=0.6)
+    export_jsonl(ledger, tmp_path / "export.jsonl")
+    lines = [json.loads(x) for x in (tmp_path / "export.jsonl").read_text().splitlines()]
+    budget_row = next(row for row in lines[1:] if row["kind"] == "budget")
+    budget_row["body"]["cap"]["epsilon"] = 0.5
+    _recompute(lines)
+    (tmp_path / "forged.jsonl").write_text("".join(canonical_json(x) + "\n" for x in lines))
+    with import_jsonl(tmp_path / "forged.jsonl", tmp_path / "forged.ledger") as forged:
+        report = audit(forged)
+    assert only_budget(report).flags == ("over_cap",)
+    assert not report.ok
+
+
+def test_seeded_failed_and_pending_charges_are_flagged(ledger, monkeypatch):
+    register(monkeypatch, FailingLaplace)
+    with Session(make_dataset(), ledger, "toy", cap=1.0, accountant="pure", seed=4) as session:
+        session.release("laplace", epsilon=0.1)
+        with pytest.raises(RuntimeError, match="broke"):
+            session.release("test-failing-laplace", epsilon=0.1)
+    with pytest.raises(KeyboardInterrupt):
+        laplace_release(ledger, 0.1, commit=False)
+    report = audit(ledger)
+    assert report.ok  # charged and counted: not problems
+    assert entry_flags(report) == [
+        [FLAG_SEEDED],
+        [FLAG_SEEDED, "failed"],
+        ["pending"],
+    ]
+    budget = only_budget(report).to_dict()
+    assert (budget["committed"], budget["failed"], budget["pending"]) == (1, 1, 1)
+    assert budget["spent_epsilon"] == pytest.approx(0.3)  # every reservation counts
+
+
+def test_inferred_bounds_are_flagged(ledger):
+    dataset = make_dataset()
+    inferred = attrs.evolve(dataset, domain=attrs.evolve(dataset.domain, inferred=True))
+    with Session(inferred, ledger, "toy", cap=(math.inf, 0.0), accountant="pure") as session:
+        session.release("laplace", epsilon=0.1)
+    report = audit(ledger)
+    assert entry_flags(report) == [[FLAG_INFERRED]]
+    assert only_budget(report).entries[0].rederived.status == "match"
+    assert only_budget(report).spent == math.inf
+
+
+def test_version_changes_unknown_plugins_and_unplannable_records_are_flagged(ledger):
+    ledger.create_budget("toy", (1.0, 0.0), accountant="pure")
+    laplace_release(ledger, version="0.0.1")
+    laplace_release(ledger, mechanism="ghost")
+    laplace_release(ledger, params={"epsilon": 0.2, "query": "median", "psd": True})
+    report = audit(ledger)
+    old, ghost, odd = only_budget(report).entries
+    assert old.flags == ("version_changed",) and old.rederived.status == "match"
+    assert old.installed_version == dpframe.__version__
+    assert ghost.flags == ("unknown_plugin",) and ghost.rederived.status == "skipped"
+    assert odd.flags == ("rederivation_failed",) and "median" in odd.rederived.detail
+    assert report.ok  # warnings only
+
+
+def test_adaptive_releases_under_a_non_filter_accountant_are_flagged(ledger):
+    with Session(make_dataset(), ledger, "toy", cap=1.0, accountant="best") as session:
+        for _ in range(3):
+            session.release("laplace", epsilon=0.1)
+    report = audit(ledger)
+    assert entry_flags(report) == [[], ["adaptive_without_filter"], ["adaptive_without_filter"]]
+    assert only_budget(report).planning_units == 3
+
+
+def test_a_planned_chain_is_one_planning_unit(ledger, tmp_path):
+    spec = tmp_path / "spec.toml"
+    spec.write_text(
+        '[budget]\nlabel = "toy"\nepsilon = 1.0\naccountant = "best"\n'
+        "[domain]\nrecords = 200\n[domain.features]\nlower = 0.0\nupper = 1.0\n"
+        'names = ["a", "b", "c"]\n'
+        + "".join(
+            f'[[steps]]\nname = "s{i}"\nmechanism = "laplace"\nepsilon = 0.2\n' for i in range(3)
+        )
+    )
+    loaded = load_spec(spec)
+    dataset = make_dataset()
+    plan = plan_chain(loaded, dataset.domain, ledger=ledger)
+    result = run_chain(plan, Session(dataset, ledger, "toy", cap=1.0, accountant="best"))
+    assert result.completed
+    report = audit(ledger)
+    budget = only_budget(report)
+    assert budget.planning_units == 1
+    assert entry_flags(report) == [[], [], []]
+    (chain,) = budget.chains
+    assert chain.planned and chain.plan == plan.digest
+    # a separate release afterwards is adaptive with respect to the chain
+    laplace_release(ledger, 0.1)
+    assert entry_flags(audit(ledger))[-1] == ["adaptive_without_filter"]
+
+
+def test_links_must_point_to_earlier_committed_charges_of_the_budget(ledger):
+    ledger.create_budget("toy", (1.0, 0.0), accountant="pure")
+    ledger.create_budget("other", (1.0, 0.0), accountant="pure")
+    parent = laplace_release(ledger)
+    foreign = execute(
+        dpframe.mechanism("laplace"),
+        make_dataset(seed=9),
+        dpframe.mechanism("laplace").params(epsilon=0.1),
+        ledger=ledger,
+        request={"budget_label": "other"},
+    )
+
+    def child(entry: str) -> None:
+        link = {"param": "p", "array": "mean", "entry": entry, "release_id": None}
+        laplace_release(ledger, chain={"id": "c", "step": 1, "name": "x", "parents": [link]})
+
+    child(parent.ledger_entry)
+    child("0" * 32)
+    child(foreign.ledger_entry)
+    budget = next(b for b in audit(ledger).budgets if b.budget.label == "toy")
+    assert [list(e.flags) for e in budget.entries[1:]] == [[], ["broken_link"], ["foreign_link"]]
+    assert "not in this ledger" in budget.entries[2].links[0]["problem"]
+
+
+def test_the_flag_table_is_consistent_with_the_ledger():
+    assert (FLAG_SEEDED, FLAG_INFERRED) == (LEDGER_SEEDED, LEDGER_INFERRED)
+    assert {severity for severity, _ in FLAGS.values()} == {"problem", "warning", "info"}
+    docs = (Path(__file__).parents[2] / "docs" / "auditing.md").read_text()
+    for flag in FLAGS:
+        assert f"| `{flag}` |" in docs
+
+
+def test_opaque_events_mixed_with_others_are_not_a_filter_even_under_zcdp(ledger):
+    with Session(make_dataset(), ledger, "toy", cap=(20.0, 1e-4), accountant="zcdp") as s:
+        s.release("laplace", epsilon=0.5)
+        s.release("mvg", epsilon=1.0, delta=1e-6, calibration="theorem2")  # opaque (ε, δ)
+    report = audit(ledger)
+    assert only_budget(report).adaptive_filter is False
+    assert entry_flags(report) == [[], ["adaptive_without_filter"]]
+
+
+def test_is_filter_follows_the_events():
+    from dpframe.events import EpsilonDeltaEvent, GaussianEvent, LaplaceEvent
+    from dpframe.plugins import registry
+    from dpframe.session import is_filter
+
+    zcdp, rdp = registry().accountant("zcdp"), registry().accountant("rdp")
+    opaque = EpsilonDeltaEvent(0.5, 1e-7)
+    assert is_filter(zcdp, [LaplaceEvent(2.0), GaussianEvent(3.0)])
+    assert is_filter(zcdp, [opaque, opaque])  # basic composition only
+    assert not is_filter(zcdp, [opaque, GaussianEvent(3.0)])
+    assert not is_filter(rdp, [LaplaceEvent(2.0)])
