@@ -37,6 +37,12 @@ QUERY_PROJECTION_SEED = 0
 """Seed of the fixed public ``R`` that the ``query()`` testing hook uses as a stand-in."""
 
 
+def _finite_vector(instance: object, attribute: attrs.Attribute, value: object) -> None:
+    array = np.asarray(value)
+    if array.ndim != 1 or not np.issubdtype(array.dtype, np.number) or not np.isfinite(array).all():
+        raise ParameterError(f"{attribute.name} must be a list of finite numbers, one per feature.")
+
+
 @attrs.frozen(kw_only=True)
 class DPRPParams(PrivacyParams):
     k1: int = param(
@@ -44,7 +50,8 @@ class DPRPParams(PrivacyParams):
     )
     k2: int | None = param(
         None,
-        help="number of DP eigenvectors used by the reconstruction (default: min(k1, width))",
+        help="number of DP eigenvectors used by the reconstruction (default: max(1, k1 // 2), "
+        "at most the width, which keeps V'^T R well conditioned)",
         constraint="1 <= k2 <= working width (features + label columns)",
         validator=optional(positive_int),
     )
@@ -68,6 +75,13 @@ class DPRPParams(PrivacyParams):
         "block); rows are clipped to it (default: the bound the domain implies)",
         constraint="> label_weight",
         validator=optional(positive),
+    )
+    centre: np.ndarray | None = param(
+        None,
+        help="public point the rows are centred at, in the original units (default: the "
+        "domain's centre); e.g. published reference values",
+        validator=optional(_finite_vector),
+        eq=False,
     )
     standardise: bool = param(
         True, help="scale each feature to [-1, 1] by the domain's public bounds (needs a box)"
@@ -112,14 +126,26 @@ class Encoding:
                 "domain, or load the data first."
             )
         centre = domain.centre()
-        if params.standardise and domain.has_box:
+        if params.centre is not None:
+            centre = np.asarray(params.centre, dtype=np.float64)
+            if centre.shape != (d,):
+                raise ParameterError(
+                    f"centre has {centre.size} entries but there are {d} features."
+                )
+        if domain.has_box:
             lower, upper = domain.box()
-            half = (upper - lower) / 2
-            scale = np.where(half > 0, half, 1.0)
-            natural = math.sqrt(float(np.count_nonzero(half > 0)))
+            reach = np.maximum(upper - centre, centre - lower)
+            if np.any(reach < 0) or np.any(centre < lower) or np.any(centre > upper):
+                raise ParameterError("centre must lie inside the domain's feature bounds.")
+        if params.standardise and domain.has_box:
+            scale = np.where(reach > 0, reach, 1.0)
+            natural = math.sqrt(float(np.count_nonzero(reach > 0)))
+        elif domain.has_box:
+            scale = np.ones(d)
+            natural = min(float(np.linalg.norm(reach)), _ball_reach(domain, centre))
         else:
             scale = np.ones(d)
-            natural = domain.radius()
+            natural = _ball_reach(domain, centre)
         labels = domain.labels if params.labels == "feature" else None
         weight = params.label_weight if labels is not None else 0.0
         bound = params.row_norm_bound
@@ -135,7 +161,7 @@ class Encoding:
             raise DomainError("the domain leaves no room for features (all bounds are equal).")
         encoding = cls(centre, scale, feature_bound, bound, weight, labels)
         width = encoding.width
-        k2 = params.k2 if params.k2 is not None else min(params.k1, width)
+        k2 = default_k2(params, width)
         if k2 > width:
             raise ParameterError(
                 f"k2 = {k2} exceeds the working width {width} (features plus label columns)."
@@ -182,6 +208,27 @@ class Encoding:
             t = np.clip(rows[:, d] / self.label_weight, -1.0, 1.0)
             return features, self.labels.centre + self.labels.radius * t
         return features, None
+
+
+def default_k2(params: DPRPParams, width: int) -> int:
+    """``k2``, or by default ``max(1, k1 // 2)`` capped at the width: for ``k2 <= k1 / 2`` the
+    smallest singular value of the k2 x k1 Gaussian ``V'^T R`` stays near
+    ``1 - sqrt(k2 / k1) >= 0.29`` (Marchenko-Pastur), so the pseudo-inverse amplifies the
+    projection noise by a bounded factor; with ``k2 = k1`` it can be arbitrarily large."""
+    if params.k2 is not None:
+        return params.k2
+    return min(width, max(1, params.k1 // 2))
+
+
+def _ball_reach(domain: Domain, centre: np.ndarray) -> float:
+    """A bound on ``||x - centre||`` from the row-norm ball (inf without one)."""
+    if domain.row_norm_bound is None:
+        if domain.has_box:
+            return math.inf
+        raise DomainError(
+            "DPRP needs bounded records; declare feature bounds or row_norm_bound in the domain."
+        )
+    return float(domain.row_norm_bound + np.linalg.norm(centre))
 
 
 class DPRPMechanism(Mechanism):
@@ -251,7 +298,7 @@ class DPRPMechanism(Mechanism):
         calibration = self._calibration(params, encoding)
         z = encoding.encode(dataset)
         width = encoding.width
-        k2 = params.k2 if params.k2 is not None else min(params.k1, width)
+        k2 = default_k2(params, width)
         r = sampler.gaussian(1.0 / math.sqrt(params.k1), (width, params.k1))
         projection = z @ r + sampler.gaussian(
             calibration.projection_sigma, (len(dataset), params.k1)

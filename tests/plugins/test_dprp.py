@@ -256,3 +256,34 @@ def test_registered_and_described():
     names = {p["name"] for p in described["parameters"]}
     assert {"k1", "k2", "projection_share", "failure_share", "row_norm_bound"} <= names
     assert described["relations"] == ["replace_one"]
+
+
+def test_default_k2_is_half_of_k1_and_capped_by_the_width():
+    data = _data(d=3)  # width 5: three features and two label columns
+    for k1, expected in ((1, 1), (5, 2), (10, 5), (40, 5)):
+        params = MECH.params(epsilon=1.0, delta=1e-5, k1=k1, release_model=True)
+        assert MECH.run(data, params, SeededSampler(0))["components"].shape == (5, expected)
+
+
+def test_public_centre_moves_the_working_space_not_the_privacy_bound():
+    # A public centre inside the box: features are scaled by their reach from it, so the
+    # working rows still lie in [-1, 1]^d and B (hence both sensitivities) is unchanged.
+    data = _data()
+    centre = np.array([2.0, 5.0, 7.0, 5.0, 1.0])
+    params = MECH.params(epsilon=1.0, delta=1e-5, labels="drop", centre=centre)
+    default = MECH.params(epsilon=1.0, delta=1e-5, labels="drop")
+    assert MECH.sensitivity(params, data.domain) == MECH.sensitivity(default, data.domain)
+    z = np.sqrt(MECH.query(data, params)["covariance"][[0, 5, 9, 12, 14]])  # diagonal
+    assert np.all(z <= np.sqrt(len(data)) + 1e-9)
+    reach = np.maximum(10 - centre, centre)
+    expected = ((data.features - centre) / reach) ** 2
+    assert np.allclose(z**2, expected.sum(axis=0))
+
+
+@pytest.mark.parametrize(
+    "centre", [np.array([1.0, 2.0]), np.array([11.0, 5, 5, 5, 5]), np.array([np.nan, 5, 5, 5, 5])]
+)
+def test_bad_centre_is_one_sentence(centre):
+    with pytest.raises(ParameterError) as info:
+        MECH.plan(MECH.params(epsilon=1.0, delta=1e-5, centre=centre), _data().domain)
+    _one_sentence(info.value)
