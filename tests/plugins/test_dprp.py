@@ -287,3 +287,30 @@ def test_bad_centre_is_one_sentence(centre):
     with pytest.raises(ParameterError) as info:
         MECH.plan(MECH.params(epsilon=1.0, delta=1e-5, centre=centre), _data().domain)
     _one_sentence(info.value)
+
+
+# -- the ILPD reproduction -------------------------------------------------------------------
+
+
+def test_ilpd_loader_applies_only_public_record_by_record_maps(datasets_dir):
+    from dpframe.reproduce.dprp import FEATURES, UPPER, load_ilpd
+
+    x, y, domain = load_ilpd(datasets_dir)
+    # Shape and class counts from the dataset's README (583 rows; 416 / 167).
+    assert x.shape == (583, 10)
+    assert np.bincount(y)[1:].tolist() == [416, 167]
+    # The 4 missing A/G ratios (0-based rows 209, 241, 253, 312) get the declared centre.
+    assert np.all(x[[209, 241, 253, 312], FEATURES.index("Alb_GI")] == UPPER[-1] / 2)
+    assert set(np.unique(x[:, FEATURES.index("sex")])) == {0.0, 1.0}
+    data = Dataset.from_arrays(x, y, domain)
+    assert data.clip_report.total == 0  # the declared bounds cover every record
+
+
+@pytest.mark.slow
+def test_dprp_reproduction_writes_its_report(datasets_dir, tmp_path):
+    from dpframe.reproduce.dprp import EPSILONS, K1S, run
+
+    text = run(trials=2, out_dir=tmp_path, datasets_dir=datasets_dir).read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "±" in line]
+    assert len(rows) == len(EPSILONS) * len(K1S)
+    assert "Real-data baseline" in text
