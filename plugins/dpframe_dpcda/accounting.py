@@ -110,15 +110,15 @@ class Pools:
         return ParallelEvent(children, partitions_touched=touched)
 
 
-def _rdp_accountant(relation: Relation) -> Accountant:
+def _rdp_accountant(relation: Relation, purpose: str, fallback: str) -> Accountant:
     from dpframe.plugins import registry
 
     try:
         return registry().accountant(CALIBRATION_ACCOUNTANT, relation=relation)
     except DPFrameError:
         raise ParameterError(
-            f"calibrating DP-CDA to a target epsilon needs the {CALIBRATION_ACCOUNTANT!r} "
-            "accountant, which is not installed; give noise_multiplier instead."
+            f"{purpose} needs the {CALIBRATION_ACCOUNTANT!r} accountant, which is not "
+            f"installed; {fallback}."
         ) from None
 
 
@@ -133,12 +133,20 @@ def calibrate_noise(pools: Pools, epsilon: float, delta: float) -> float:
             "calibrating DP-CDA to a target epsilon needs dpframe.calibration.calibrate, "
             "which this dpframe does not have; give noise_multiplier instead."
         ) from None
-    return calibrate(_rdp_accountant(pools.relation), pools.event, epsilon, delta)
+    accountant = _rdp_accountant(
+        pools.relation, "calibrating DP-CDA to a target epsilon", "give noise_multiplier instead"
+    )
+    return calibrate(accountant, pools.event, epsilon, delta)
 
 
 def check_cost(pools: Pools, noise_multiplier: float, epsilon: float, delta: float) -> None:
     """Refuse a given noise multiplier whose cost exceeds the stated ``(epsilon, delta)``."""
-    cost = _rdp_accountant(pools.relation).epsilon(pools.event(noise_multiplier), delta)
+    accountant = _rdp_accountant(
+        pools.relation,
+        "checking noise_multiplier against the stated epsilon",
+        "omit epsilon and read the cost from plan()",
+    )
+    cost = accountant.epsilon(pools.event(noise_multiplier), delta)
     if not cost <= epsilon * (1 + 1e-9):
         raise ParameterError(
             f"noise_multiplier = {noise_multiplier} costs epsilon = {cost:.6g} at delta = "

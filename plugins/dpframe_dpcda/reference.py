@@ -86,6 +86,7 @@ def paper_rdp(
     as the paper prints it, with the ``min{2, e^{eps(inf)} - 1} = 2`` simplification)."""
     with localcontext() as ctx:
         ctx.prec = 60
+        ctx.Emax, ctx.Emin = MAX_EMAX, MIN_EMIN
         p = Decimal(sampling_ratio)
         eps2 = Decimal(2 * slope)
         second = min(4 * (eps2.exp() - 1), 2 * eps2.exp())

@@ -452,3 +452,18 @@ def test_missing_labels_are_one_sentence():
     with pytest.raises(DataError) as info:
         MECH.run(data, MECH.params(noise_multiplier=1.0, order=2), SeededSampler(0))
     _one_sentence(info.value)
+
+
+# -- the MNIST reproduction's data handling -------------------------------------------------------
+
+
+def test_idx_loader_and_public_view(datasets_dir):
+    from dpframe.reproduce.dpcda import CLIP, load_idx, public_view
+
+    images, labels = load_idx(datasets_dir, "mnist", "t10k")
+    assert images.shape == (10000, 784) and images.max() == 255
+    # Test-label counts from the dataset's README.
+    assert np.bincount(labels).tolist() == [980, 1135, 1032, 1010, 982, 892, 958, 1028, 974, 1009]
+    view = public_view(images[:500])
+    assert np.all(np.linalg.norm(view, axis=1) <= CLIP + 1e-9)
+    assert np.all(view >= 0)
