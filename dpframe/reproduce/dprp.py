@@ -203,8 +203,8 @@ def report(results: dict, trials: int, seconds: float) -> str:
     cells = results["cells"]
 
     def spread(epsilon: float, key: str) -> str:
-        means = [np.mean(cells[(epsilon, k1)][key]) for k1 in K1S]
-        return f"{min(means):.3f} to {max(means):.3f}"
+        low, high = (f(np.mean(cells[(epsilon, k1)][key]) for k1 in K1S) for f in (min, max))
+        return f"{low:.3f}" if f"{low:.3f}" == f"{high:.3f}" else f"{low:.3f} to {high:.3f}"
 
     from dpframe_dprp.calibration import laurent_massart_factor
 

@@ -134,9 +134,9 @@ class Encoding:
                 )
         if domain.has_box:
             lower, upper = domain.box()
-            reach = np.maximum(upper - centre, centre - lower)
-            if np.any(reach < 0) or np.any(centre < lower) or np.any(centre > upper):
+            if np.any(centre < lower) or np.any(centre > upper):
                 raise ParameterError("centre must lie inside the domain's feature bounds.")
+            reach = np.maximum(upper - centre, centre - lower)
         if params.standardise and domain.has_box:
             scale = np.where(reach > 0, reach, 1.0)
             natural = math.sqrt(float(np.count_nonzero(reach > 0)))
