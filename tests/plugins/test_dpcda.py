@@ -303,6 +303,31 @@ def test_replace_one_epsilon_matches_dp_accounting_built_by_hand():
     assert dp_accounting_epsilon(event, 1e-5) == pytest.approx(expected, rel=1e-9)
 
 
+def test_unequal_pools_charge_the_two_costliest_classes():
+    # Replace-one, pools of 20, 30 and 40: the subsampled-Gaussian RDP grows with the ratio
+    # l / M_k at every order, so the two smallest pools are the costliest everywhere and
+    # the parallel event must cost exactly their composition.
+    dpa = _dp_accounting()
+    data = _data()
+    params = MECH.params(noise_multiplier=2.0, order=4, class_sizes=[30, 20, 40], records=300)
+    event = MECH.plan(params, data.domain)
+    accountant = dpa.rdp.RdpAccountant(neighboring_relation=dpa.NeighboringRelation.REPLACE_ONE)
+    for pool in (20, 30):
+        sampled = dpa.SampledWithoutReplacementDpEvent(pool, 4, dpa.GaussianDpEvent(2.0))
+        accountant.compose(dpa.SelfComposedDpEvent(sampled, 100))
+    assert dp_accounting_epsilon(event, 1e-5) == pytest.approx(
+        accountant.get_epsilon(1e-5), rel=1e-9
+    )
+
+
+def test_a_stated_epsilon_below_the_cost_of_the_given_noise_is_refused():
+    _dp_accounting()
+    _rdp_accountant(Relation.REPLACE_ONE)
+    with pytest.raises(ParameterError, match="costs epsilon") as info:
+        MECH.plan(MECH.params(noise_multiplier=0.3, epsilon=1.0, delta=1e-5), _data().domain)
+    _one_sentence(info.value)
+
+
 def _rdp_accountant(relation: Relation):
     try:
         return dpframe.registry().accountant("rdp", relation=relation)
