@@ -1,0 +1,368 @@
+"""DP-CDA: synthetic records as noisy means of l records of one class.
+
+Algorithm 1 of Saha, Tonoy and Imtiaz, made sound (README, "Privacy analysis"):
+
+1. Public normalisation from the domain: ``v = (x - anchor) / range`` (box), clipped to
+   ``||v||_2 <= c``. The paper z-scores with the private mean and standard deviation.
+2. One pool per class with a public size (replace-one: the class's records in random order,
+   truncated or padded with zero dummies to ``M_k``) or a public Poisson rate (add/remove:
+   ``q_k = l / N~_k``).
+3. ``T_k = floor(T / K)`` mixtures per class: ``m = (sum_{i in S} v_i + N(0, s^2 I)) / l``
+   with S a uniform l-subset of the pool (replace-one) or a Poisson subsample (add/remove);
+   the denominator is the public l either way.
+4. Release ``anchor + range * m`` with the class as its label (no label noise: every
+   record of a mixture has that class).
+
+Vectorised: each class's subsets form a sparse ``T_k x pool`` selection matrix, and one
+sparse-dense product gives all ``T_k`` sums. Noise scales come from
+:mod:`dpframe_dpcda.accounting`; this module holds no privacy arithmetic.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import attrs
+import numpy as np
+from scipy import sparse
+from scipy.stats import binom
+
+from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
+from dpframe.errors import DomainError, ParameterError
+from dpframe.events import PrivacyEvent
+from dpframe.params import one_of, optional, positive, positive_int
+from dpframe.relation import Relation
+from dpframe.samplers import Sampler
+from dpframe_dpcda.accounting import (
+    Pools,
+    calibrate_noise,
+    check_cost,
+    default_pool_size,
+    sum_sensitivity,
+)
+
+
+def _class_sizes(instance: object, attribute: attrs.Attribute, value: object) -> None:
+    if value is None:
+        return
+    sizes = np.asarray(value)
+    if (
+        sizes.ndim != 1
+        or sizes.size == 0
+        or not np.issubdtype(sizes.dtype, np.number)
+        or not np.all(np.isfinite(sizes))
+        or np.any(sizes < 1)
+        or np.any(sizes != np.round(sizes))
+    ):
+        raise ParameterError("class_sizes must be a list of whole numbers >= 1, one per class.")
+
+
+def _epsilon(instance: object, attribute: attrs.Attribute, value: object) -> None:
+    if value is not None and not (
+        isinstance(value, (int, float, np.integer, np.floating))
+        and not isinstance(value, bool)
+        and math.isfinite(value)
+        and value > 0
+    ):
+        raise ParameterError(f"epsilon must be a positive finite number, got {value!r}.")
+
+
+@attrs.frozen(kw_only=True)
+class DPCDAParams(PrivacyParams):
+    epsilon: float | None = param(
+        None,
+        help="target ε: the noise is calibrated to meet (ε, δ) under the 'rdp' accountant; "
+        "with noise_multiplier, a cap the run must not exceed",
+        constraint="> 0",
+        validator=_epsilon,
+    )
+    order: int = param(
+        4, help="order of mixture l: records averaged per synthetic record", validator=positive_int
+    )
+    records: int | None = param(
+        None,
+        help="number T of synthetic records, floor(T/K) per class (default: n under "
+        "replace-one, the sum of class_sizes under add/remove)",
+        constraint=">= number of classes",
+        validator=optional(positive_int),
+    )
+    clip: float | None = param(
+        None,
+        help="L2 clipping bound c of a normalised record around the anchor (default: the "
+        "bound the domain implies, i.e. no extra clipping)",
+        validator=optional(positive),
+    )
+    noise_multiplier: float | None = param(
+        None,
+        help="noise std on each mixture's sum divided by its L2 sensitivity (c under "
+        "add/remove; at most 2c under replace-one, see the README); default: calibrated to "
+        "(ε, δ)",
+        validator=optional(positive),
+    )
+    class_sizes: np.ndarray | None = param(
+        None,
+        help="public per-class sizes: pool sizes M_k (replace-one; default ceil(n/K)) or "
+        "N~_k for the Poisson rates l/N~_k (add/remove; required). Declared, or from an "
+        "earlier DP release",
+        validator=_class_sizes,
+        eq=False,
+    )
+    anchor: Literal["centre", "lower"] = param(
+        "centre",
+        help="the public point records are centred at (a dummy record, and the clipping "
+        "centre): the box centre, or its lower corner (e.g. black pixels)",
+        constraint="centre | lower",
+        validator=one_of("centre", "lower"),
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if self.epsilon is None and self.noise_multiplier is None:
+            raise ParameterError("give a target epsilon, or a noise_multiplier.")
+        if self.epsilon is not None and not 0 < self.delta < 1:
+            raise ParameterError("DP-CDA adds Gaussian noise and needs 0 < delta < 1.")
+
+
+@attrs.frozen
+class Geometry:
+    """The public map ``v = (x - anchor) / scale`` and the clipping bound ``c``."""
+
+    anchor: np.ndarray
+    scale: np.ndarray
+    clip: float
+    nonnegative: bool = False
+    diameter: float = math.inf
+
+    @classmethod
+    def build(cls, params: DPCDAParams, domain: Domain) -> Geometry:
+        d = domain.n_features
+        if d is None:
+            raise DomainError(
+                "DP-CDA needs the number of features; declare feature bounds or names in the "
+                "domain, or load the data first."
+            )
+        if domain.has_box:
+            lower, upper = domain.box()
+            width = upper - lower
+            anchor = lower if params.anchor == "lower" else (lower + upper) / 2
+            scale = np.where(width > 0, width, 1.0)
+            reach = np.maximum(np.abs(lower - anchor), np.abs(upper - anchor)) / scale
+            natural = float(np.linalg.norm(reach))
+            diameter = math.sqrt(float(np.count_nonzero(width > 0)))
+            nonnegative = params.anchor == "lower"
+        elif domain.row_norm_bound is not None:
+            anchor, scale, natural = np.zeros(d), np.ones(d), float(domain.row_norm_bound)
+            diameter, nonnegative = math.inf, False
+        else:
+            raise DomainError(
+                "DP-CDA needs bounded records; declare feature bounds or row_norm_bound."
+            )
+        if natural <= 0:
+            raise DomainError("the domain leaves no room for features (all bounds are equal).")
+        clip = natural if params.clip is None else min(params.clip, natural)
+        return cls(anchor, scale, clip, nonnegative, diameter)
+
+    def sensitivity(self, relation: Relation) -> float:
+        """The per-pool L2 sensitivity of a mixture's subset sum (see the accounting module)."""
+        return sum_sensitivity(
+            self.clip, relation, nonnegative=self.nonnegative, diameter=self.diameter
+        )
+
+    def encode(self, features: np.ndarray) -> np.ndarray:
+        """Normalised rows clipped to ``||v||_2 <= c`` (a new array)."""
+        v = features - self.anchor
+        v /= self.scale
+        norms = np.sqrt(np.einsum("ij,ij->i", v, v))
+        over = norms > self.clip
+        v[over] *= (self.clip / norms[over])[:, None]
+        return v
+
+    def decode(self, v: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+        """``anchor + scale * v`` (in place when ``out is v``)."""
+        out = np.multiply(v, self.scale, out=out)
+        out += self.anchor
+        return out
+
+
+def plan_pools(params: DPCDAParams, domain: Domain) -> Pools:
+    """The public sampling plan (sizes and T_k), validated against the domain."""
+    classes = domain.classes()
+    k = len(classes.values)
+    if params.class_sizes is not None:
+        sizes = tuple(int(s) for s in np.asarray(params.class_sizes))
+        if len(sizes) != k:
+            raise ParameterError(
+                f"class_sizes has {len(sizes)} entries but the domain declares {k} classes."
+            )
+    elif domain.relation is Relation.ADD_REMOVE:
+        raise ParameterError(
+            "under add_remove the class sizes are private: give class_sizes (declared, or "
+            "from an earlier DP count release)."
+        )
+    elif domain.records is None:
+        raise DomainError(
+            "DP-CDA's default pool sizes need the public record count; declare 'records' "
+            "in the domain or give class_sizes."
+        )
+    else:
+        sizes = (default_pool_size(domain.records, k),) * k
+    for value, size in zip(classes.values, sizes, strict=True):
+        if size < params.order:
+            raise ParameterError(
+                f"the order of mixture l = {params.order} exceeds the size {size} of class "
+                f"{value!r}; lower l or check class_sizes."
+            )
+    total = params.records
+    if total is None:
+        total = domain.records if domain.relation is Relation.REPLACE_ONE else sum(sizes)
+        if total is None:
+            raise DomainError("give records (T) or declare 'records' in the domain.")
+    if total < k:
+        raise ParameterError(f"records = {total} gives no mixture to some of the {k} classes.")
+    return Pools(domain.relation, params.order, sizes, (total // k,) * k)
+
+
+class DPCDAMechanism(Mechanism):
+    """Class-centric noisy means of l records, with a sound subsampled-RDP analysis."""
+
+    name = "dpcda"
+    title = "DP-CDA: class-centric data aggregation (sound accounting)"
+    summary = "synthetic records as noisy means of l same-class records, per class"
+    reference = (
+        "U. Saha, T. M. Tonoy, H. Imtiaz. DP-CDA: An Algorithm for Enhanced Privacy "
+        "Preservation in Dataset Synthesis Through Randomized Mixing (Algorithm 1); "
+        "accounting replaced by dpframe's (README)."
+    )
+    privacy = (
+        "(ε, δ)-DP via RDP; add/remove: Poisson(l/N~_k)-subsampled Gaussian per class, "
+        "parallel over classes; replace-one: l-of-M_k without replacement from padded pools, "
+        "≤ 2 classes touched"
+    )
+    relations = (Relation.REPLACE_ONE, Relation.ADD_REMOVE)
+    outputs = ("synthetic", "labels")
+    Params = DPCDAParams
+
+    def _noise_multiplier(self, params: DPCDAParams, pools: Pools) -> float:
+        if params.noise_multiplier is None:
+            return calibrate_noise(pools, float(params.epsilon), float(params.delta))
+        if params.epsilon is not None:
+            check_cost(pools, params.noise_multiplier, params.epsilon, params.delta)
+        return params.noise_multiplier
+
+    def plan(self, params: DPCDAParams, domain: Domain) -> PrivacyEvent:
+        self.check_relation(domain)
+        Geometry.build(params, domain)
+        pools = plan_pools(params, domain)
+        return pools.event(self._noise_multiplier(params, pools))
+
+    def sensitivity(self, params: DPCDAParams, domain: Domain) -> dict[str, Sensitivity]:
+        geometry = Geometry.build(params, domain)
+        return {
+            "mixture": Sensitivity(
+                geometry.sensitivity(domain.relation),
+                "l2",
+                relation=domain.relation,
+                note="per class pool, of the sum of one mixture's subset (before / l); "
+                "the subsampling is accounted for by the event",
+            )
+        }
+
+    def query(self, dataset: Dataset, params: DPCDAParams) -> dict[str, np.ndarray]:
+        """The per-class sums of all normalised rows (K x d, flattened): the pre-noise value
+        of a mixture whose subset is its whole class (every subset sum is a sub-sum)."""
+        geometry = Geometry.build(params, dataset.domain)
+        y = dataset.require_labels("DP-CDA")
+        k = len(dataset.domain.classes().values)
+        sums = np.zeros((k, dataset.n_features))
+        np.add.at(sums, y, geometry.encode(dataset.features))
+        return {"mixture": sums.ravel()}
+
+    def run(self, dataset: Dataset, params: DPCDAParams, sampler: Sampler) -> Release:
+        domain = dataset.domain
+        geometry = Geometry.build(params, domain)
+        pools = plan_pools(params, domain)
+        noise_multiplier = self._noise_multiplier(params, pools)
+        sigma = noise_multiplier * geometry.sensitivity(domain.relation)
+        y = dataset.require_labels("DP-CDA")
+        v = geometry.encode(dataset.features)
+        # One output array filled class by class and transformed in place: at MNIST scale
+        # every extra full-size temporary costs more than the arithmetic.
+        synthetic = np.empty((sum(pools.mixtures), dataset.n_features))
+        start = 0
+        for k, rows in enumerate(_pool_members(y, pools, sampler)):
+            block = synthetic[start : start + pools.mixtures[k]]
+            start += pools.mixtures[k]
+            if domain.relation is Relation.ADD_REMOVE:
+                selection = _poisson_selection(
+                    rows, len(dataset), pools.rates[k], pools.mixtures[k], sampler
+                )
+            else:
+                selection = _subset_selection(rows, len(dataset), pools, k, sampler)
+            block[...] = selection @ v
+            block += sampler.gaussian(sigma, block.shape)
+        synthetic /= pools.order
+        geometry.decode(synthetic, out=synthetic)
+        classes = np.asarray(domain.classes().values)
+        labels = np.repeat(classes, pools.mixtures)
+        return Release(
+            arrays={"synthetic": synthetic, "labels": labels},
+            noise_scales={"mixture": sigma},
+            info={
+                "order": pools.order,
+                "noise_multiplier": noise_multiplier,
+                "noise_std_of_mean": sigma / pools.order,
+                "clip": geometry.clip,
+                "anchor": params.anchor,
+                "relation": domain.relation.value,
+                "class_sizes": list(pools.sizes),
+                "mixtures_per_class": list(pools.mixtures),
+            },
+        )
+
+
+def _pool_members(y: np.ndarray, pools: Pools, sampler: Sampler) -> list[np.ndarray]:
+    """Row indices of each class pool. Replace-one: the class's rows in a uniformly random
+    order, truncated to M_k (padding with dummies happens in the selection). Add/remove:
+    all the class's rows."""
+    k = len(pools.sizes)
+    if pools.relation is Relation.ADD_REMOVE:
+        return [np.flatnonzero(y == c) for c in range(k)]
+    order = sampler.permutation(y.shape[0])
+    shuffled = y[order]
+    return [order[shuffled == c][: pools.sizes[c]] for c in range(k)]
+
+
+def _subset_selection(
+    rows: np.ndarray, records: int, pools: Pools, k: int, sampler: Sampler
+) -> sparse.csr_matrix:
+    """``T_k`` uniform l-subsets of a pool of ``M_k`` slots, the first ``len(rows)`` holding
+    the records ``rows`` and the rest zero dummies, as a 0/1 matrix over all records (a
+    dummy adds nothing, so it gets no entry)."""
+    count, order, size = pools.mixtures[k], pools.order, pools.sizes[k]
+    picks = sampler.subsets(size, order, count)
+    keep = picks < rows.size
+    indptr = np.concatenate([[0], np.cumsum(keep.sum(axis=1))])
+    return _selection_matrix(rows[picks[keep]], indptr, records)
+
+
+def _poisson_selection(
+    rows: np.ndarray, records: int, rate: float, count: int, sampler: Sampler
+) -> sparse.csr_matrix:
+    """``count`` independent Poisson(rate) subsets of ``rows``, as a 0/1 matrix over all
+    records: each subset's size is Binomial(len(rows), rate) (inverse CDF of a sampler
+    uniform) and, given its size, the subset is uniform."""
+    draws = binom.ppf(sampler.uniform(size=count), rows.size, rate)
+    sizes = np.maximum(draws, 0).astype(np.int64)  # ppf(0) is -1 by scipy's convention
+    indptr = np.concatenate([[0], np.cumsum(sizes)])
+    picks = np.empty(int(indptr[-1]), dtype=np.int64)
+    for size in np.unique(sizes[sizes > 0]):
+        chosen = np.flatnonzero(sizes == size)
+        subsets = sampler.subsets(rows.size, int(size), chosen.size)
+        picks[(indptr[chosen][:, None] + np.arange(size)).ravel()] = subsets.ravel()
+    return _selection_matrix(rows[picks], indptr, records)
+
+
+def _selection_matrix(columns: np.ndarray, indptr: np.ndarray, records: int) -> sparse.csr_matrix:
+    """The 0/1 matrix whose row t selects ``columns[indptr[t]:indptr[t + 1]]``."""
+    shape = (indptr.size - 1, records)
+    return sparse.csr_matrix((np.ones(columns.size), columns, indptr), shape=shape)

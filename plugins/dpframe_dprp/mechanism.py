@@ -1,0 +1,334 @@
+"""DPRP: differentially private reconstruction through a random projection.
+
+Algorithm 1 of Nayak and Jeevan (2023) with the corrections of PRIVACY-NOTES:
+
+1. Map each record to a working row ``z`` by a public, record-by-record map (centre at
+   the domain's centre, optionally scale each feature to [-1, 1] by the declared bounds,
+   append the label block ``w * onehot(y)``) and clip ``||z||_2 <= B``.
+2. ``R`` (d x k1), iid ``N(0, 1/k1)``, from the sampler; ``P' = Z R + N(0, s1^2)``.
+3. ``C' = Z^T Z + E``, E symmetric Gaussian (upper triangle with diagonal, mirrored).
+4. ``V'`` = the top-k2 eigenvectors of ``C'``.
+5. ``X' = P' (V'^T R)^+ V'^T`` (post-processing), mapped back to the original units; the
+   label block is decoded (argmax for classes, clipped for a numeric target).
+
+The noise scales come from :mod:`dpframe_dprp.calibration` (proofs there and in the
+README); this module holds no privacy arithmetic.
+"""
+
+from __future__ import annotations
+
+import math
+from typing import Literal
+
+import attrs
+import numpy as np
+
+from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
+from dpframe.domain import Classes, Target
+from dpframe.errors import DomainError, ParameterError
+from dpframe.events import PrivacyEvent
+from dpframe.linalg import psd_project, top_eigen, upper_triangle
+from dpframe.params import one_of, optional, positive, positive_int, probability_open
+from dpframe.relation import Relation
+from dpframe.samplers import Sampler, SeededSampler
+from dpframe_dprp.calibration import Calibration, calibrate
+
+QUERY_PROJECTION_SEED = 0
+"""Seed of the fixed public ``R`` that the ``query()`` testing hook uses as a stand-in."""
+
+
+def _finite_vector(instance: object, attribute: attrs.Attribute, value: object) -> None:
+    array = np.asarray(value)
+    if array.ndim != 1 or not np.issubdtype(array.dtype, np.number) or not np.isfinite(array).all():
+        raise ParameterError(f"{attribute.name} must be a list of finite numbers, one per feature.")
+
+
+@attrs.frozen(kw_only=True)
+class DPRPParams(PrivacyParams):
+    k1: int = param(
+        10, help="dimension k1 of the random projection", constraint=">= 1", validator=positive_int
+    )
+    k2: int | None = param(
+        None,
+        help="number of DP eigenvectors used by the reconstruction (default: max(1, k1 // 2), "
+        "at most the width, which keeps V'^T R well conditioned)",
+        constraint="1 <= k2 <= working width (features + label columns)",
+        validator=optional(positive_int),
+    )
+    projection_share: float = param(
+        0.5,
+        help="share b1 of the Gaussian budget (mu^2 of mu-GDP) spent on the projection; the "
+        "covariance gets 1 - b1",
+        constraint="0 < b1 < 1",
+        validator=probability_open,
+    )
+    failure_share: float = param(
+        0.1,
+        help="share of delta given to delta_R, the probability that the projection's "
+        "sensitivity bound fails",
+        constraint="0 < share < 1",
+        validator=probability_open,
+    )
+    row_norm_bound: float | None = param(
+        None,
+        help="L2 bound B on each working row (features after centring/scaling plus the label "
+        "block); rows are clipped to it (default: the bound the domain implies)",
+        constraint="> label_weight",
+        validator=optional(positive),
+    )
+    centre: np.ndarray | None = param(
+        None,
+        help="public point the rows are centred at, in the original units (default: the "
+        "domain's centre); e.g. published reference values",
+        validator=optional(_finite_vector),
+        eq=False,
+    )
+    standardise: bool = param(
+        True, help="scale each feature to [-1, 1] by the domain's public bounds (needs a box)"
+    )
+    labels: Literal["feature", "drop"] = param(
+        "feature",
+        help="'feature': the label enters the record as a block of weight label_weight and is "
+        "reconstructed (DP like the features); 'drop': release no labels",
+        constraint="feature | drop",
+        validator=one_of("feature", "drop"),
+    )
+    label_weight: float = param(
+        1.0, help="L2 norm w of the label block in a working row", validator=positive
+    )
+    release_model: bool = param(
+        False,
+        help="also release the DP covariance, its top-k2 eigenvectors, the noisy projection and R",
+    )
+
+    def __attrs_post_init__(self) -> None:
+        if not 0 < self.delta < 1:
+            raise ParameterError("DPRP adds Gaussian noise and needs 0 < delta < 1.")
+
+
+@attrs.frozen
+class Encoding:
+    """The public map between records and working rows (built from params and domain)."""
+
+    centre: np.ndarray
+    scale: np.ndarray
+    feature_bound: float
+    row_norm_bound: float
+    label_weight: float
+    labels: Classes | Target | None
+
+    @classmethod
+    def build(cls, params: DPRPParams, domain: Domain) -> Encoding:
+        d = domain.n_features
+        if d is None:
+            raise DomainError(
+                "DPRP needs the number of features; declare feature bounds or names in the "
+                "domain, or load the data first."
+            )
+        centre = domain.centre()
+        if params.centre is not None:
+            centre = np.asarray(params.centre, dtype=np.float64)
+            if centre.shape != (d,):
+                raise ParameterError(
+                    f"centre has {centre.size} entries but there are {d} features."
+                )
+        if domain.has_box:
+            lower, upper = domain.box()
+            if np.any(centre < lower) or np.any(centre > upper):
+                raise ParameterError("centre must lie inside the domain's feature bounds.")
+            reach = np.maximum(upper - centre, centre - lower)
+        if params.standardise and domain.has_box:
+            scale = np.where(reach > 0, reach, 1.0)
+            natural = math.sqrt(float(np.count_nonzero(reach > 0)))
+        elif domain.has_box:
+            scale = np.ones(d)
+            natural = min(float(np.linalg.norm(reach)), _ball_reach(domain, centre))
+        else:
+            scale = np.ones(d)
+            natural = _ball_reach(domain, centre)
+        labels = domain.labels if params.labels == "feature" else None
+        weight = params.label_weight if labels is not None else 0.0
+        bound = params.row_norm_bound
+        if bound is None:
+            bound = math.hypot(natural, weight)
+        elif bound <= weight:
+            raise ParameterError(
+                f"row_norm_bound ({bound}) must exceed label_weight ({weight}), which the "
+                "label block of every row uses up."
+            )
+        feature_bound = min(natural, math.sqrt(bound**2 - weight**2))
+        if feature_bound <= 0:
+            raise DomainError("the domain leaves no room for features (all bounds are equal).")
+        encoding = cls(centre, scale, feature_bound, bound, weight, labels)
+        width = encoding.width
+        k2 = default_k2(params, width)
+        if k2 > width:
+            raise ParameterError(
+                f"k2 = {k2} exceeds the working width {width} (features plus label columns)."
+            )
+        return encoding
+
+    @property
+    def label_columns(self) -> int:
+        if isinstance(self.labels, Classes):
+            return len(self.labels.values)
+        return 1 if isinstance(self.labels, Target) else 0
+
+    @property
+    def width(self) -> int:
+        return self.centre.shape[0] + self.label_columns
+
+    def encode(self, dataset: Dataset) -> np.ndarray:
+        """Working rows: centred, scaled features clipped to ``feature_bound``, then the
+        label block (norm exactly ``w`` for classes, at most ``w`` for a target)."""
+        u = (dataset.features - self.centre) / self.scale
+        norms = np.sqrt(np.einsum("ij,ij->i", u, u))
+        over = norms > self.feature_bound
+        u[over] *= (self.feature_bound / norms[over])[:, None]
+        if self.labels is None:
+            return u
+        y = dataset.require_labels("DPRP with labels='feature'")
+        if isinstance(self.labels, Classes):
+            block = np.zeros((u.shape[0], self.label_columns))
+            block[np.arange(u.shape[0]), y] = self.label_weight
+        else:
+            radius = self.labels.radius
+            t = (y - self.labels.centre) / radius if radius > 0 else np.zeros_like(y)
+            block = (self.label_weight * t)[:, None]
+        return np.hstack([u, block])
+
+    def decode(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
+        """Features in the original units, and labels (class values or clipped target)."""
+        d = self.centre.shape[0]
+        features = rows[:, :d] * self.scale + self.centre
+        if isinstance(self.labels, Classes):
+            index = np.argmax(rows[:, d:], axis=1)
+            return features, np.asarray(self.labels.values)[index]
+        if isinstance(self.labels, Target):
+            t = np.clip(rows[:, d] / self.label_weight, -1.0, 1.0)
+            return features, self.labels.centre + self.labels.radius * t
+        return features, None
+
+
+def default_k2(params: DPRPParams, width: int) -> int:
+    """``k2``, or by default ``max(1, k1 // 2)`` capped at the width: for ``k2 <= k1 / 2`` the
+    smallest singular value of the k2 x k1 Gaussian ``V'^T R`` stays near
+    ``1 - sqrt(k2 / k1) >= 0.29`` (Marchenko-Pastur), so the pseudo-inverse amplifies the
+    projection noise by a bounded factor; with ``k2 = k1`` it can be arbitrarily large."""
+    if params.k2 is not None:
+        return params.k2
+    return min(width, max(1, params.k1 // 2))
+
+
+def _ball_reach(domain: Domain, centre: np.ndarray) -> float:
+    """A bound on ``||x - centre||`` from the row-norm ball (inf without one)."""
+    if domain.row_norm_bound is None:
+        if domain.has_box:
+            return math.inf
+        raise DomainError(
+            "DPRP needs bounded records; declare feature bounds or row_norm_bound in the domain."
+        )
+    return float(domain.row_norm_bound + np.linalg.norm(centre))
+
+
+class DPRPMechanism(Mechanism):
+    """Random projection plus DP eigenvectors; reconstruction is post-processing."""
+
+    name = "dprp"
+    title = "DPRP: DP data release by random projection and reconstruction"
+    summary = (
+        "noisy random projection and noisy covariance eigenvectors; the n x d dataset is "
+        "reconstructed from them"
+    )
+    reference = (
+        "K. P. Nayak and S. Jeevan. Differentially Private Small Dataset Release Using Random "
+        "Projections. 2023 report (Algorithm 1), with the corrections of dpframe's "
+        "PRIVACY-NOTES."
+    )
+    privacy = (
+        "(ε, δ)-DP, replace-one (n public); analytic Gaussian on Z R (Laurent-Massart bound, "
+        "failure δ_R) and on Z^T Z (Δ₂ = √2 B²)"
+    )
+    relations = (Relation.REPLACE_ONE,)
+    outputs = ("synthetic", "labels", "covariance", "components", "projection", "random_matrix")
+    Params = DPRPParams
+
+    def _calibration(self, params: DPRPParams, encoding: Encoding) -> Calibration:
+        return calibrate(
+            params.epsilon,
+            params.delta,
+            k1=params.k1,
+            row_norm_bound=encoding.row_norm_bound,
+            projection_share=params.projection_share,
+            failure_share=params.failure_share,
+        )
+
+    def plan(self, params: DPRPParams, domain: Domain) -> PrivacyEvent:
+        self.check_relation(domain)
+        encoding = Encoding.build(params, domain)
+        return self._calibration(params, encoding).event(domain.relation)
+
+    def sensitivity(self, params: DPRPParams, domain: Domain) -> dict[str, Sensitivity]:
+        calibration = self._calibration(params, Encoding.build(params, domain))
+        return {
+            "projection": Sensitivity(
+                calibration.projection_sensitivity,
+                "l2",
+                note=(
+                    "holds for each fixed neighbouring pair with probability >= 1 - delta_R "
+                    f"= {1 - calibration.failure_probability:.12g} over R (Laurent-Massart); "
+                    "not uniformly over pairs for one R"
+                ),
+            ),
+            "covariance": Sensitivity(calibration.covariance_sensitivity, "l2"),
+        }
+
+    def query(self, dataset: Dataset, params: DPRPParams) -> dict[str, np.ndarray]:
+        """``Z R`` with a fixed public stand-in R (seeded by QUERY_PROJECTION_SEED) and the
+        upper triangle of ``Z^T Z``."""
+        encoding = Encoding.build(params, dataset.domain)
+        z = encoding.encode(dataset)
+        r = SeededSampler(QUERY_PROJECTION_SEED).gaussian(
+            1.0 / math.sqrt(params.k1), (encoding.width, params.k1)
+        )
+        return {"projection": (z @ r).ravel(), "covariance": upper_triangle(z.T @ z)}
+
+    def run(self, dataset: Dataset, params: DPRPParams, sampler: Sampler) -> Release:
+        encoding = Encoding.build(params, dataset.domain)
+        calibration = self._calibration(params, encoding)
+        z = encoding.encode(dataset)
+        width = encoding.width
+        k2 = default_k2(params, width)
+        r = sampler.gaussian(1.0 / math.sqrt(params.k1), (width, params.k1))
+        projection = z @ r + sampler.gaussian(
+            calibration.projection_sigma, (len(dataset), params.k1)
+        )
+        covariance = z.T @ z + sampler.symmetric_gaussian(width, calibration.covariance_sigma)
+        _, components = top_eigen(covariance, k2)
+        rows = projection @ np.linalg.pinv(components.T @ r) @ components.T
+        features, labels = encoding.decode(rows)
+        arrays = {"synthetic": features}
+        if labels is not None:
+            arrays["labels"] = labels
+        if params.release_model:
+            arrays |= {
+                "covariance": psd_project(covariance),
+                "components": components,
+                "projection": projection,
+                "random_matrix": r,
+            }
+        return Release(
+            arrays=arrays,
+            noise_scales={
+                "projection": calibration.projection_sigma,
+                "covariance": calibration.covariance_sigma,
+            },
+            info={
+                "k1": params.k1,
+                "k2": k2,
+                "row_norm_bound": encoding.row_norm_bound,
+                "failure_probability": calibration.failure_probability,
+                "label_columns": encoding.label_columns,
+                "working_space": "standardised" if params.standardise else "centred",
+            },
+        )

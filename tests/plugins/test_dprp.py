@@ -1,0 +1,316 @@
+"""DPRP: shapes, determinism, the reconstruction, the privacy calibration (attacked), bad input."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from scipy.stats import binom, chi2, norm
+
+import dpframe
+from dpframe import Classes, Dataset, Domain, SeededSampler, Target, execute
+from dpframe.errors import DataError, DomainError, DPFrameError, ParameterError
+from dpframe.events import ComposedEvent, EpsilonDeltaEvent, GaussianEvent
+from dpframe.linalg import upper_triangle
+from dpframe.relation import Relation
+
+MECH = dpframe.mechanism("dprp")
+
+
+def _data(n: int = 120, d: int = 5, seed: int = 0) -> Dataset:
+    rng = np.random.default_rng(seed)
+    latent = rng.normal(size=(n, 2))
+    x = np.clip(5 + latent @ rng.normal(size=(2, d)), 0, 10)
+    y = np.where(latent[:, 0] > 0, "b", "a")
+    return Dataset.from_arrays(x, y, Domain(lower=0, upper=10, labels=Classes(["a", "b"])))
+
+
+def _analytic_gaussian_delta(mu: float, epsilon: float) -> float:
+    """delta(eps) of mu-GDP (Dong, Roth, Su 2019, Cor. 2.13), written out independently."""
+    return norm.cdf(-epsilon / mu + mu / 2) - math.exp(epsilon) * norm.cdf(-epsilon / mu - mu / 2)
+
+
+# -- shapes, determinism, outputs ---------------------------------------------------------
+
+
+def test_release_shapes_and_label_values():
+    data = _data()
+    params = MECH.params(epsilon=2.0, delta=1e-5, k1=4, k2=3, release_model=True)
+    release = execute(MECH, data, params, SeededSampler(1))
+    width = data.n_features + 2  # features and a one-hot block for two classes
+    assert release["synthetic"].shape == (len(data), data.n_features)
+    assert release["labels"].shape == (len(data),)
+    assert set(release["labels"]) <= {"a", "b"}
+    assert release["covariance"].shape == (width, width)
+    assert release["components"].shape == (width, 3)
+    assert release["projection"].shape == (len(data), 4)
+    assert release["random_matrix"].shape == (width, 4)
+    assert set(release.noise_scales) == {"projection", "covariance"}
+
+
+def test_same_seed_same_release_and_other_seed_differs():
+    data = _data()
+    params = MECH.params(epsilon=2.0, delta=1e-5, k1=4)
+    first = MECH.run(data, params, SeededSampler(7))
+    again = MECH.run(data, params, SeededSampler(7))
+    other = MECH.run(data, params, SeededSampler(8))
+    assert np.array_equal(first["synthetic"], again["synthetic"])
+    assert np.array_equal(first["labels"], again["labels"])
+    assert not np.allclose(first["synthetic"], other["synthetic"])
+
+
+def test_drop_labels_releases_none_and_model_only_on_request():
+    release = MECH.run(
+        _data(), MECH.params(epsilon=2.0, delta=1e-5, labels="drop"), SeededSampler(1)
+    )
+    assert set(release.arrays) == {"synthetic"}
+
+
+def test_numeric_target_is_reconstructed_within_its_range():
+    rng = np.random.default_rng(3)
+    x = rng.uniform(0, 1, (80, 3))
+    data = Dataset.from_arrays(x, x.sum(axis=1), Domain(lower=0, upper=1, labels=Target(0, 3)))
+    release = MECH.run(data, MECH.params(epsilon=1.0, delta=1e-5, k1=3), SeededSampler(2))
+    assert release["labels"].min() >= 0 and release["labels"].max() <= 3
+
+
+def test_reconstruction_recovers_the_data_when_noise_vanishes():
+    # With k1 >= width and k2 = width, (V'^T R)(V'^T R)^+ = I and X' = X up to the noise,
+    # whose scale falls like 1/sqrt(epsilon): at epsilon = 1e8 it is ~1e-3 per entry.
+    data = _data(n=60, d=4)
+    params = MECH.params(epsilon=1e8, delta=1e-5, k1=8, k2=6)
+    release = MECH.run(data, params, SeededSampler(3))
+    assert np.max(np.abs(release["synthetic"] - data.features)) < 0.1
+    assert np.array_equal(release["labels"], data.label_values(data.labels))
+
+
+# -- privacy calibration --------------------------------------------------------------------
+
+
+def test_event_is_two_gaussians_and_the_failure_probability_and_meets_the_target():
+    params = MECH.params(epsilon=1.5, delta=1e-5, k1=6, failure_share=0.2)
+    event = MECH.plan(params, _data().domain)
+    assert isinstance(event, ComposedEvent)
+    gaussians = [e for e in event.events if isinstance(e, GaussianEvent)]
+    failures = [e for e in event.events if isinstance(e, EpsilonDeltaEvent)]
+    assert len(gaussians) == 2 and len(failures) == 1
+    assert failures[0].epsilon == 0 and failures[0].delta == pytest.approx(0.2e-5)
+    assert {e.relation for e in event.events} == {Relation.REPLACE_ONE}
+    # The two Gaussians compose to mu-GDP, mu^2 = sum 1/z^2; their delta at the target
+    # epsilon plus delta_R must be the target delta (conditioning argument, README).
+    mu = math.sqrt(sum(1 / e.noise_multiplier**2 for e in gaussians))
+    total = _analytic_gaussian_delta(mu, 1.5) + failures[0].delta
+    assert total == pytest.approx(1e-5, rel=1e-6)
+    assert total <= 1e-5 * (1 + 1e-9)
+
+
+def test_noise_scales_are_multiplier_times_declared_sensitivity():
+    data = _data()
+    params = MECH.params(epsilon=1.0, delta=1e-5, k1=5)
+    release = MECH.run(data, params, SeededSampler(1))
+    sens = MECH.sensitivity(params, data.domain)
+    gaussians = [e for e in MECH.plan(params, data.domain).events if isinstance(e, GaussianEvent)]
+    assert release.noise_scales["projection"] == pytest.approx(
+        gaussians[0].noise_multiplier * sens["projection"].value
+    )
+    assert release.noise_scales["covariance"] == pytest.approx(
+        gaussians[1].noise_multiplier * sens["covariance"].value
+    )
+
+
+@pytest.mark.parametrize("k1", [1, 3, 10, 40])
+def test_laurent_massart_bound_fails_at_most_delta_r_over_the_mechanisms_own_r(k1):
+    # The worst pair for the projection: rows B e1 and -B e1 (difference 2B; the law of
+    # ||v^T R|| depends only on ||v||). delta_R = failure_share * delta = 0.05 here. For
+    # 1500 seeds we take the R that run() released and count how often ||v^T R|| exceeds
+    # the declared sensitivity. Under the claim the count is <= Binomial(1500, 0.05); the
+    # test fails wrongly with probability < 1e-9.
+    data = Dataset.from_arrays(
+        np.array([[1.0, 0, 0], [0, 0.5, 0]]), None, Domain(lower=-1, upper=1)
+    )
+    params = MECH.params(
+        epsilon=1.0, delta=0.1, failure_share=0.5, k1=k1, labels="drop", release_model=True
+    )
+    bound = MECH.sensitivity(params, data.domain)["projection"].value
+    v = np.array([2 * math.sqrt(3), 0.0, 0.0])  # 2B, B = the standardised box's radius
+    trials = 1500
+    failures = sum(
+        np.linalg.norm(v @ MECH.run(data, params, SeededSampler(seed))["random_matrix"]) > bound
+        for seed in range(trials)
+    )
+    assert failures <= binom.ppf(1 - 1e-9, trials, 0.05)
+
+
+def test_projection_matrix_has_variance_one_over_k1():
+    # Entries of R must be iid N(0, 1/k1): sum of squares of all d*k1 entries times k1 is
+    # chi2(d*k1). Two-sided check at error rate 1e-6.
+    k1 = 7
+    data = _data(d=6)
+    release = MECH.run(
+        data, MECH.params(epsilon=1.0, delta=1e-5, k1=k1, release_model=True), SeededSampler(5)
+    )
+    r = release["random_matrix"]
+    dof = r.size
+    stat = k1 * float(np.sum(r**2))
+    assert chi2.ppf(5e-7, dof) < stat < chi2.ppf(1 - 5e-7, dof)
+
+
+def test_covariance_sensitivity_attacked_with_neighbouring_datasets():
+    # Search over neighbouring datasets (one row replaced) for the largest change of the
+    # noised covariance entries; it must never exceed the declared bound, and the bound is
+    # attained (orthogonal rows of norm B on the coordinate axes).
+    d = 4
+    domain = Domain(lower=-2, upper=2)
+    params = MECH.params(
+        epsilon=1.0, delta=1e-5, labels="drop", row_norm_bound=1.5, standardise=False
+    )
+    bound = MECH.sensitivity(params, domain.bind(d))["covariance"].value
+    assert bound == pytest.approx(math.sqrt(2) * 1.5**2)
+    rng = np.random.default_rng(11)
+    base = rng.uniform(-1, 1, (5, d))
+    candidates = [rng.uniform(-1, 1, d) * rng.uniform(0, 3) for _ in range(400)]
+    candidates += [np.eye(d)[i] * s for i in range(d) for s in (1.5, -1.5, 5.0)]
+    worst = 0.0
+    for a in candidates[::7] + candidates[-3 * d :]:
+        for b in candidates[1::9] + candidates[-3 * d :]:
+            first = Dataset.from_arrays(np.vstack([base, a]), None, domain)
+            second = Dataset.from_arrays(np.vstack([base, b]), None, domain)
+            change = (
+                MECH.query(first, params)["covariance"] - MECH.query(second, params)["covariance"]
+            )
+            worst = max(worst, float(np.linalg.norm(change)))
+    assert worst <= bound * (1 + 1e-12)
+    assert worst >= 0.999 * bound
+
+
+def test_covariance_query_is_the_upper_triangle_of_the_scatter_matrix():
+    data = _data()
+    params = MECH.params(epsilon=1.0, delta=1e-5, labels="drop", standardise=False)
+    z = data.features - data.domain.centre()
+    assert np.allclose(MECH.query(data, params)["covariance"], upper_triangle(z.T @ z))
+
+
+# -- bad input --------------------------------------------------------------------------------
+
+
+def _one_sentence(error: DPFrameError) -> None:
+    text = str(error)
+    assert "\n" not in text and text.endswith(".")
+
+
+@pytest.mark.parametrize(
+    "values",
+    [
+        {"epsilon": 0.0, "delta": 1e-5},
+        {"epsilon": -1.0, "delta": 1e-5},
+        {"epsilon": 1.0, "delta": 0.0},
+        {"epsilon": 1.0, "delta": 1e-5, "k1": 0},
+        {"epsilon": 1.0, "delta": 1e-5, "k2": 0},
+        {"epsilon": 1.0, "delta": 1e-5, "projection_share": 1.0},
+        {"epsilon": 1.0, "delta": 1e-5, "labels": "noisy"},
+    ],
+)
+def test_bad_parameters_are_one_sentence(values):
+    with pytest.raises(ParameterError) as info:
+        MECH.params(**values)
+    _one_sentence(info.value)
+
+
+def test_k2_larger_than_the_working_width_is_refused_in_plan():
+    with pytest.raises(ParameterError, match="k2 = 8 exceeds the working width 7") as info:
+        MECH.plan(MECH.params(epsilon=1.0, delta=1e-5, k1=10, k2=8), _data().domain)
+    _one_sentence(info.value)
+
+
+def test_row_norm_bound_must_leave_room_for_the_label_block():
+    with pytest.raises(ParameterError, match="label_weight") as info:
+        MECH.plan(MECH.params(epsilon=1.0, delta=1e-5, row_norm_bound=1.0), _data().domain)
+    _one_sentence(info.value)
+
+
+def test_add_remove_domain_is_refused():
+    domain = Domain(lower=0, upper=1, relation="add_remove").bind(3)
+    with pytest.raises(ParameterError, match="replace_one") as info:
+        MECH.plan(MECH.params(epsilon=1.0, delta=1e-5), domain)
+    _one_sentence(info.value)
+
+
+def test_unbounded_domain_is_refused():
+    with pytest.raises(DomainError) as info:
+        MECH.plan(MECH.params(epsilon=1.0, delta=1e-5), Domain().bind(3))
+    _one_sentence(info.value)
+
+
+def test_missing_labels_are_one_sentence():
+    data = Dataset.from_arrays(
+        np.ones((5, 2)), None, Domain(lower=0, upper=2, labels=Classes([0, 1]))
+    )
+    with pytest.raises(DataError) as info:
+        MECH.run(data, MECH.params(epsilon=1.0, delta=1e-5, k1=2), SeededSampler(0))
+    _one_sentence(info.value)
+
+
+def test_registered_and_described():
+    described = MECH.describe()
+    names = {p["name"] for p in described["parameters"]}
+    assert {"k1", "k2", "projection_share", "failure_share", "row_norm_bound"} <= names
+    assert described["relations"] == ["replace_one"]
+
+
+def test_default_k2_is_half_of_k1_and_capped_by_the_width():
+    data = _data(d=3)  # width 5: three features and two label columns
+    for k1, expected in ((1, 1), (5, 2), (10, 5), (40, 5)):
+        params = MECH.params(epsilon=1.0, delta=1e-5, k1=k1, release_model=True)
+        assert MECH.run(data, params, SeededSampler(0))["components"].shape == (5, expected)
+
+
+def test_public_centre_moves_the_working_space_not_the_privacy_bound():
+    # A public centre inside the box: features are scaled by their reach from it, so the
+    # working rows still lie in [-1, 1]^d and B (hence both sensitivities) is unchanged.
+    data = _data()
+    centre = np.array([2.0, 5.0, 7.0, 5.0, 1.0])
+    params = MECH.params(epsilon=1.0, delta=1e-5, labels="drop", centre=centre)
+    default = MECH.params(epsilon=1.0, delta=1e-5, labels="drop")
+    assert MECH.sensitivity(params, data.domain) == MECH.sensitivity(default, data.domain)
+    z = np.sqrt(MECH.query(data, params)["covariance"][[0, 5, 9, 12, 14]])  # diagonal
+    assert np.all(z <= np.sqrt(len(data)) + 1e-9)
+    reach = np.maximum(10 - centre, centre)
+    expected = ((data.features - centre) / reach) ** 2
+    assert np.allclose(z**2, expected.sum(axis=0))
+
+
+@pytest.mark.parametrize(
+    "centre", [np.array([1.0, 2.0]), np.array([11.0, 5, 5, 5, 5]), np.array([np.nan, 5, 5, 5, 5])]
+)
+def test_bad_centre_is_one_sentence(centre):
+    with pytest.raises(ParameterError) as info:
+        MECH.plan(MECH.params(epsilon=1.0, delta=1e-5, centre=centre), _data().domain)
+    _one_sentence(info.value)
+
+
+# -- the ILPD reproduction -------------------------------------------------------------------
+
+
+def test_ilpd_loader_applies_only_public_record_by_record_maps(datasets_dir):
+    from dpframe.reproduce.dprp import FEATURES, UPPER, load_ilpd
+
+    x, y, domain = load_ilpd(datasets_dir)
+    # Shape and class counts from the dataset's README (583 rows; 416 / 167).
+    assert x.shape == (583, 10)
+    assert np.bincount(y)[1:].tolist() == [416, 167]
+    # The 4 missing A/G ratios (0-based rows 209, 241, 253, 312) get the declared centre.
+    assert np.all(x[[209, 241, 253, 312], FEATURES.index("Alb_GI")] == UPPER[-1] / 2)
+    assert set(np.unique(x[:, FEATURES.index("sex")])) == {0.0, 1.0}
+    data = Dataset.from_arrays(x, y, domain)
+    assert data.clip_report.total == 0  # the declared bounds cover every record
+
+
+@pytest.mark.slow
+def test_dprp_reproduction_writes_its_report(datasets_dir, tmp_path):
+    from dpframe.reproduce.dprp import EPSILONS, K1S, run
+
+    text = run(trials=2, out_dir=tmp_path, datasets_dir=datasets_dir).read_text()
+    rows = [line for line in text.splitlines() if line.startswith("| ") and "±" in line]
+    assert len(rows) == len(EPSILONS) * len(K1S)
+    assert "Real-data baseline" in text
