@@ -28,6 +28,8 @@ EXAMPLES: dict[str, dict] = {
     "laplace": {"epsilon": 1.0, "query": "covariance"},
     "gaussian": {"epsilon": 1.0, "delta": 1e-6},
     "mvg": {"epsilon": 1.0, "delta": 1e-6, "query": "covariance"},
+    "dprp": {"epsilon": 1.0, "delta": 1e-5, "k1": 3},
+    "dpcda": {"epsilon": 2.0, "delta": 1e-5, "order": 2, "records": 20},
 }
 
 
