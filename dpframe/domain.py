@@ -215,6 +215,9 @@ class Domain:
         feature_names = self.feature_names
         if feature_names is None and names is not None:
             feature_names = tuple(str(n) for n in names)
+        if feature_names is None and lower is None:
+            # Without bounds the names are what records the width (default x0, x1, ...).
+            feature_names = tuple(f"x{j}" for j in range(n_features))
         return attrs.evolve(self, lower=lower, upper=upper, feature_names=feature_names)
 
     def with_records(self, n: int) -> Domain:
