@@ -75,9 +75,13 @@ def class_conditional(
     covariances = np.asarray(covariances, dtype=np.float64)
     k = means.shape[0]
     counts = allocate(size, np.ones(k) if balanced else weights)
-    blocks = [gaussian(means[c], covariances[c], int(counts[c]), sampler) for c in range(k)]
-    labels = np.repeat(np.arange(k), counts)
-    return np.concatenate(blocks) if blocks else np.empty((0, 0)), labels
+    features = np.empty((size, means.shape[1]))
+    start = 0
+    for c in range(k):
+        stop = start + int(counts[c])
+        features[start:stop] = gaussian(means[c], covariances[c], stop - start, sampler)
+        start = stop
+    return features, np.repeat(np.arange(k), counts)
 
 
 def map_back(samples: np.ndarray, projection: ArrayLike, offset: ArrayLike) -> np.ndarray:

@@ -24,14 +24,12 @@ from dpframe.errors import ParameterError
 from dpframe.events import ParallelEvent, PrivacyEvent, compose
 from dpframe.noise import FAMILIES, check_family, symmetric_entries, symmetric_matrix
 from dpframe.params import one_of, optional, positive_int, probability_open
-from dpframe.samplers import Sampler, SeededSampler
+from dpframe.samplers import Sampler
 from dpframe.sensitivities import Region, check_dimension, check_projection
 from dpframe.synthesis import class_conditional, map_back, moments_to_gaussian
 from dpframe_gmm.sensitivity import STAGES, feature_region, stages
 
-CHUNK_ROWS = 16384
-# query() stand-in for the Haar projection: the bound is uniform over orthonormal W.
-_STAND_IN_SEED = 0
+CHUNK_ROWS = 8192
 
 
 def _projection(instance: object, attribute: attrs.Attribute, value: object) -> None:
@@ -168,9 +166,13 @@ class GMM(Mechanism):
         return ParallelEvent(tuple(children), partitions_touched=2)
 
     def query(self, dataset: Dataset, params: GMMParams) -> dict[str, np.ndarray]:
-        """For ``ron`` the Haar draw is replaced by a fixed one (bound uniform over W)."""
+        """For ``ron`` the Haar draw is replaced by the first ``p`` columns of the identity
+        (the bound is uniform over orthonormal ``W``)."""
         region = self._region(params, dataset.domain)
-        w = self._projection(params, dataset.n_features, SeededSampler(_STAND_IN_SEED))
+        if params.reduction == "ron":
+            w = np.eye(dataset.n_features, params.dimension)
+        else:
+            w = self._projection(params, dataset.n_features, None)
         counts, sums, seconds = _class_moments(dataset, w, region)
         values = {
             "counts": counts,
@@ -239,7 +241,7 @@ class GMM(Mechanism):
         )
 
     @staticmethod
-    def _projection(params: GMMParams, m: int, sampler: Sampler) -> np.ndarray | None:
+    def _projection(params: GMMParams, m: int, sampler: Sampler | None) -> np.ndarray | None:
         if params.reduction == "ron":
             return sampler.haar_orthonormal(m, params.dimension)
         if params.reduction == "supplied":
@@ -250,7 +252,12 @@ class GMM(Mechanism):
 def _class_moments(
     dataset: Dataset, w: np.ndarray | None, region: Region
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Per-class counts, sums and second moments of the clipped ``u``, in one chunked pass."""
+    """Per-class counts, sums and second moments of ``u``, in one chunked pass.
+
+    Without a projection ``u = x - c`` lies in the region already (the Dataset clipped
+    ``x``); projected rows are clipped into the (padded) projected region as a guard
+    against rounding.
+    """
     dataset.require_labels("gmm")
     n_classes = len(dataset.domain.classes().values)
     centre = dataset.domain.centre()
@@ -258,11 +265,11 @@ def _class_moments(
     counts = np.zeros(n_classes)
     sums = np.zeros((n_classes, dim))
     seconds = np.zeros((n_classes, dim, dim))
+    buffer = np.empty((min(CHUNK_ROWS, dataset.n_records), dataset.n_features))
     for features, labels in dataset.chunks(CHUNK_ROWS):
-        u = features - centre
+        u = np.subtract(features, centre, out=buffer[: features.shape[0]])
         if w is not None:
-            u = u @ w
-        region.clip(u)
+            u = region.clip(u @ w)
         for k in np.unique(labels):
             block = u[labels == k]
             counts[k] += block.shape[0]

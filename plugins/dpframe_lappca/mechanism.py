@@ -25,7 +25,6 @@ from dpframe.noise import FAMILIES, check_family, symmetric_entries, symmetric_m
 from dpframe.params import one_of, positive_int
 from dpframe.samplers import Sampler
 from dpframe.sensitivities import check_dimension
-from dpframe.stats import moments
 from dpframe_lappca.sensitivity import stages
 
 
@@ -47,11 +46,19 @@ class LapPCAParams(PrivacyParams):
         check_family(self.noise, self.delta)
 
 
+CHUNK_ROWS = 8192
+
+
 def centred_second_moment(dataset: Dataset) -> np.ndarray:
-    """``(1/N) sum_i (x_i - c)(x_i - c)^T`` about the public centre, reduced over chunks."""
+    """``(1/N) sum_i (x_i - c)(x_i - c)^T`` about the public centre, reduced over chunks
+    (one reused buffer, one symmetric rank-k update per chunk)."""
     centre = dataset.domain.centre()
-    stats = moments(dataset, lambda rows: rows - centre)
-    return stats.outer / dataset.n_records
+    buffer = np.empty((min(CHUNK_ROWS, dataset.n_records), dataset.n_features))
+    total = np.zeros((dataset.n_features, dataset.n_features))
+    for rows, _ in dataset.chunks(CHUNK_ROWS):
+        centred = np.subtract(rows, centre, out=buffer[: rows.shape[0]])
+        total += centred.T @ centred
+    return total / dataset.n_records
 
 
 class LapPCA(Mechanism):

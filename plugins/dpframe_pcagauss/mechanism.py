@@ -39,7 +39,7 @@ from dpframe.sensitivities import Region, check_dimension, check_projection
 from dpframe.synthesis import gaussian, map_back, split_label
 from dpframe_pcagauss.sensitivity import stages, supervised_regions
 
-CHUNK_ROWS = 16384
+CHUNK_ROWS = 8192
 
 
 def _projection(instance: object, attribute: attrs.Attribute, value: object) -> None:
@@ -138,9 +138,12 @@ class PCAGaussParams(PrivacyParams):
 class _Centred:
     """The record-by-record map of one run: centre, scale/project, re-clip."""
 
-    def __init__(self, domain: Domain, params: PCAGaussParams) -> None:
+    def __init__(self, dataset: Dataset, params: PCAGaussParams) -> None:
+        domain = dataset.domain
         self.params = params
         self.centre = domain.centre()
+        self.recentred = False
+        self.buffer = np.empty((min(CHUNK_ROWS, dataset.n_records), dataset.n_features))
         if params.supervised:
             self.w = check_projection(params.projection, domain)
             self.region, self.label_radius, self.scale = supervised_regions(domain, self.w)
@@ -153,11 +156,15 @@ class _Centred:
 
     def rows(self, features: np.ndarray, labels: np.ndarray | None) -> np.ndarray:
         """``v = x - c`` (Alg. 1) or ``z = (s W^T (x - c), y - y_c)`` (Alg. 2), minus the
-        offset, clipped back into the region."""
-        v = features - self.centre
+        offset, clipped back into the region (Alg. 1: only after re-centring at a DP mean;
+        at the public centre ``v`` is in the region already because the Dataset clipped
+        ``x``)."""
+        v = np.subtract(features, self.centre, out=self.buffer[: features.shape[0]])
         if not self.params.supervised:
-            v -= self.offset
-            return self.region.clip(v)
+            if self.recentred:
+                v -= self.offset
+                self.region.clip(v)
+            return v
         u = (v @ self.w) * self.scale - self.offset[:-1]
         y = labels - self.label_centre - self.offset[-1]
         return np.column_stack(
@@ -166,11 +173,12 @@ class _Centred:
 
     def uncentred_rows(self, features: np.ndarray, labels: np.ndarray | None) -> np.ndarray:
         """The rows before any offset or re-clipping (input of the DP mean)."""
-        offset, self.offset = self.offset, np.zeros_like(self.offset)
+        state = self.offset, self.recentred
+        self.offset, self.recentred = np.zeros_like(self.offset), False
         try:
             return self.rows(features, labels)
         finally:
-            self.offset = offset
+            self.offset, self.recentred = state
 
     def mean(self, dataset: Dataset) -> np.ndarray:
         total = np.zeros_like(self.offset)
@@ -186,7 +194,7 @@ class _Centred:
             offset[-1] = np.clip(offset[-1], -self.label_radius, self.label_radius)
         else:
             self.region.clip(offset[None, :])
-        self.offset = offset
+        self.offset, self.recentred = offset, True
 
     def second_moment(self, dataset: Dataset) -> np.ndarray:
         dim = self.offset.shape[0]
@@ -235,7 +243,7 @@ class PCAGauss(Mechanism):
         planned = self._checked_stages(params, dataset.domain)
         if params.supervised:
             dataset.require_labels("supervised PCA-Gauss")
-        centred = _Centred(dataset.domain, params)
+        centred = _Centred(dataset, params)
         out = {}
         if "mean" in planned:
             out["mean"] = centred.mean(dataset)
@@ -251,7 +259,7 @@ class PCAGauss(Mechanism):
         planned = self._checked_stages(params, domain)
         if params.supervised:
             dataset.require_labels("supervised PCA-Gauss")
-        centred = _Centred(domain, params)
+        centred = _Centred(dataset, params)
         if "mean" in planned:
             centred.set_offset(planned["mean"].perturb(centred.mean(dataset), sampler))
         second = centred.second_moment(dataset)

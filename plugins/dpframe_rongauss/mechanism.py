@@ -24,17 +24,15 @@ import numpy as np
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
 from dpframe.events import PrivacyEvent, compose
-from dpframe.linalg import normalize_rows, psd_project
+from dpframe.linalg import psd_project
 from dpframe.noise import FAMILIES, check_family, symmetric_entries, symmetric_matrix
 from dpframe.params import one_of, optional, positive_int, probability_open
-from dpframe.samplers import Sampler, SeededSampler
+from dpframe.samplers import Sampler
 from dpframe.sensitivities import Region, check_dimension
 from dpframe.synthesis import gaussian, map_back, split_label
 from dpframe_rongauss.sensitivity import stages
 
-CHUNK_ROWS = 16384
-# query() stand-in for the Haar projection: any orthonormal W gives the same bound.
-_STAND_IN_SEED = 0
+CHUNK_ROWS = 8192
 
 
 @attrs.frozen(kw_only=True)
@@ -80,27 +78,43 @@ class RONGaussParams(PrivacyParams):
 
 
 class _Preprocess:
-    """The record-by-record maps of steps 1 and 3-5 (public given ``mu~`` and ``W``)."""
+    """The record-by-record maps of steps 1 and 3-5 (public given ``mu~`` and ``W``),
+    fused chunk by chunk.
 
-    def __init__(self, domain: Domain, supervised: bool) -> None:
+    With ``v = x - c`` and ``u = v / ||v||`` (``u = 0`` for ``v = 0``), step 3-4 is computed
+    in ``p`` dimensions: ``W^T (u - mu~) = (W^T v) / ||v|| - W^T mu~`` and
+    ``||u - mu~||^2 = ||u||^2 - 2 (v . mu~) / ||v|| + ||mu~||^2``, so each chunk costs one
+    subtraction, one row-norm pass and one ``(m x (p+1))`` product. The result is clipped
+    to the unit ball, which makes the sensitivity's premise ``||z|| <= 1`` exact under
+    rounding.
+    """
+
+    def __init__(self, dataset: Dataset, supervised: bool) -> None:
+        domain = dataset.domain
         self.centre = domain.centre()
         self.supervised = supervised
         if supervised:
             target = domain.target()
             self.label_centre, self.label_radius = target.centre, target.radius
+        self.buffer = np.empty((min(CHUNK_ROWS, dataset.n_records), dataset.n_features))
 
-    def unit(self, rows: np.ndarray) -> np.ndarray:
-        """``u = (x - c) / ||x - c||`` (zero rows stay zero)."""
-        return normalize_rows(rows - self.centre, out=None)
+    def _centred(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """``v = x - c`` (in the buffer) and ``1 / ||v||`` (0 for a zero row)."""
+        v = np.subtract(rows, self.centre, out=self.buffer[: rows.shape[0]])
+        norms = np.sqrt(np.einsum("ij,ij->i", v, v))
+        return v, np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
 
     def projected(
         self, rows: np.ndarray, labels: np.ndarray | None, mean: np.ndarray, w: np.ndarray
     ) -> np.ndarray:
-        """``z = W^T unit(u - mu~)``, clipped to the unit ball against rounding, with the
-        centred label appended when supervised."""
-        centred = self.unit(rows)
-        centred -= mean
-        z = normalize_rows(centred, out=centred) @ w
+        """``z = W^T (u - mu~) / ||u - mu~||`` (0 when ``u = mu~``), with the centred label
+        appended when supervised."""
+        v, inverse = self._centred(rows)
+        product = v @ np.column_stack([w, mean])
+        z = product[:, :-1] * inverse[:, None] - mean @ w
+        squared = (inverse > 0) - 2 * inverse * product[:, -1] + mean @ mean
+        norms = np.sqrt(np.maximum(squared, 0.0))[:, None]
+        z = np.divide(z, norms, out=np.zeros_like(z), where=norms > 0)
         Region.ball(w.shape[1]).clip(z)
         if not self.supervised:
             return z
@@ -108,12 +122,15 @@ class _Preprocess:
         return np.column_stack([z, y])
 
     def unit_mean(self, dataset: Dataset) -> np.ndarray:
+        """``(1/n) sum_i u_i``."""
         total = np.zeros(dataset.n_features)
         for rows, _ in dataset.chunks(CHUNK_ROWS):
-            total += self.unit(rows).sum(axis=0)
+            v, inverse = self._centred(rows)
+            total += inverse @ v
         return total / dataset.n_records
 
     def second_moment(self, dataset: Dataset, mean: np.ndarray, w: np.ndarray) -> np.ndarray:
+        """``(1/n) sum_i z_i z_i^T``."""
         dim = w.shape[1] + int(self.supervised)
         total = np.zeros((dim, dim))
         for rows, labels in dataset.chunks(CHUNK_ROWS):
@@ -152,13 +169,14 @@ class RONGauss(Mechanism):
         return compose(*(s.event() for s in self._checked_stages(params, domain).values()))
 
     def query(self, dataset: Dataset, params: RONGaussParams) -> dict[str, np.ndarray]:
-        """Stand-ins for the covariance stage: the DP mean is replaced by 0 and ``W`` by a
-        fixed Haar draw; its bound holds for every centre and orthonormal ``W``."""
+        """Stand-ins for the covariance stage: the DP mean is replaced by 0 and ``W`` by the
+        first ``p`` columns of the identity; its bound holds for every centre and every
+        orthonormal ``W``."""
         self._checked_stages(params, dataset.domain)
-        pre = _Preprocess(dataset.domain, params.supervised)
+        pre = _Preprocess(dataset, params.supervised)
         if params.supervised:
             dataset.require_labels("supervised RON-Gauss")
-        w = SeededSampler(_STAND_IN_SEED).haar_orthonormal(dataset.n_features, params.dimension)
+        w = np.eye(dataset.n_features, params.dimension)
         second = pre.second_moment(dataset, np.zeros(dataset.n_features), w)
         return {
             "mean": pre.unit_mean(dataset),
@@ -170,7 +188,7 @@ class RONGauss(Mechanism):
         planned = self._checked_stages(params, domain)
         if params.supervised:
             dataset.require_labels("supervised RON-Gauss")
-        pre = _Preprocess(domain, params.supervised)
+        pre = _Preprocess(dataset, params.supervised)
         mean = planned["mean"].perturb(pre.unit_mean(dataset), sampler)
         w = sampler.haar_orthonormal(dataset.n_features, params.dimension)
         second = pre.second_moment(dataset, mean, w)
