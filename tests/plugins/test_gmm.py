@@ -3,13 +3,16 @@
 
 from __future__ import annotations
 
+import math
+
 import attrs
 import numpy as np
 import pytest
 
 import dpframe
-from dpframe import Classes, Dataset, Domain, SeededSampler, Target, execute
+from dpframe import Classes, Dataset, Domain, Release, SeededSampler, Target, execute
 from dpframe.accountants.pure import PureAccountant
+from dpframe.calibration import gdp_mu
 from dpframe.errors import DataError, DomainError, ParameterError
 from dpframe.events import ComposedEvent, LaplaceEvent, ParallelEvent
 from dpframe.sensitivities import Region, second_moment, vector_sum
@@ -225,3 +228,26 @@ def test_bad_parameters_fail_with_one_sentence():
     with pytest.raises(DataError) as exc:
         execute(GMM, unlabelled, GMM.params(epsilon=1.0))
     assert "needs labels" in one_sentence(exc)
+
+
+def test_gaussian_parallel_children_compose_to_the_target():
+    domain = Domain(
+        lower=-1.0, upper=1.0, feature_names=tuple("abcd"), labels=Classes((0, 1, 2)), records=90
+    )
+    for accounting in ("joint", "parallel"):
+        params = GMM.params(epsilon=1.0, delta=1e-6, noise="gaussian", accounting=accounting)
+        event = GMM.plan(params, domain)
+        # mu-GDP of the composition: every stage of a joint release, or the stages of the
+        # two children a replaced record can touch
+        stages = list(event.events) if accounting == "joint" else 2 * list(event.events[0].events)
+        mu = math.sqrt(sum(1 / e.noise_multiplier**2 for e in stages))
+        assert mu == pytest.approx(gdp_mu(1.0, 1e-6), rel=1e-9)
+
+
+def test_release_round_trips_through_disk(tmp_path):
+    release = execute(GMM, labelled(15), GMM.params(epsilon=1.0), SeededSampler(16))
+    release.save(tmp_path / "gmm")
+    loaded = Release.load(tmp_path / "gmm")
+    assert list(loaded["labels"]) == list(release["labels"])
+    assert np.array_equal(loaded["synthetic"], release["synthetic"])
+    assert loaded.event == release.event and loaded.noise_scales == release.noise_scales
