@@ -145,6 +145,18 @@ def attack(
     return found, declared
 
 
+def pytest_collection_modifyitems(config: pytest.Config, items: list[pytest.Item]) -> None:
+    """Keep this folder's ``slow`` tests out of the default run (``pytest -m slow`` runs
+    them)."""
+    if "slow" in (config.getoption("markexpr") or ""):
+        return
+    here = Path(__file__).parent
+    skip = pytest.mark.skip(reason="slow: run with `pytest -m slow`")
+    for item in items:
+        if "slow" in item.keywords and here in Path(item.fspath).parents:
+            item.add_marker(skip)
+
+
 @pytest.fixture
 def search():
     """The adversarial neighbour search (see the module docstring)."""
