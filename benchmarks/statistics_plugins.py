@@ -85,6 +85,10 @@ def main() -> None:
     runs = [
         (f"{name} {params}" if params else name, release(name, params)) for name, params in CONFIGS
     ]
+    draws = SeededSampler(2)
+    for columns in (10, args.cols):  # the synthesis part alone: n x p standard normals
+        label = f"{args.rows:,} x {columns} standard normals (seeded ChaCha20 sampler)"
+        runs.append((label, lambda c=columns: draws.standard_normal((args.rows, c))))
     baseline = lambda: x.T @ x  # noqa: E731
     base_times: list[tuple[float, float]] = []
     times: dict[str, list[tuple[float, float]]] = {label: [] for label, _ in runs}

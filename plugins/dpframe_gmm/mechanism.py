@@ -267,7 +267,9 @@ def _class_moments(
     seconds = np.zeros((n_classes, dim, dim))
     buffer = np.empty((min(CHUNK_ROWS, dataset.n_records), dataset.n_features))
     for features, labels in dataset.chunks(CHUNK_ROWS):
-        u = np.subtract(features, centre, out=buffer[: features.shape[0]])
+        u = features  # x - c, without a copy when the centre is the origin
+        if centre.any():
+            u = np.subtract(features, centre, out=buffer[: features.shape[0]])
         if w is not None:
             u = region.clip(u @ w)
         for k in np.unique(labels):

@@ -152,19 +152,21 @@ class _Centred:
             self.offset = np.zeros(self.w.shape[1] + 1)  # centre of z (a DP mean, or 0)
         else:
             self.region = Region.of_domain(domain)
+            self.ball = Region.ball(domain.n_features, self.region.radius)
             self.offset = np.zeros(domain.n_features)
 
     def rows(self, features: np.ndarray, labels: np.ndarray | None) -> np.ndarray:
         """``v = x - c`` (Alg. 1) or ``z = (s W^T (x - c), y - y_c)`` (Alg. 2), minus the
-        offset, clipped back into the region (Alg. 1: only after re-centring at a DP mean;
-        at the public centre ``v`` is in the region already because the Dataset clipped
-        ``x``)."""
-        v = np.subtract(features, self.centre, out=self.buffer[: features.shape[0]])
+        offset, clipped back into the region. Alg. 1 clips only after re-centring at a DP
+        mean (at the public centre ``v`` is in the region already, because the Dataset
+        clipped ``x``), and only to the radius ``R``: the eigenvalue bound depends on
+        nothing else."""
         if not self.params.supervised:
-            if self.recentred:
-                v -= self.offset
-                self.region.clip(v)
-            return v
+            if not self.recentred:
+                return np.subtract(features, self.centre, out=self.buffer[: features.shape[0]])
+            v = np.subtract(features, self.centre + self.offset, out=self.buffer[: len(features)])
+            return self.ball.clip(v)
+        v = np.subtract(features, self.centre, out=self.buffer[: features.shape[0]])
         u = (v @ self.w) * self.scale - self.offset[:-1]
         y = labels - self.label_centre - self.offset[-1]
         return np.column_stack(
@@ -181,9 +183,16 @@ class _Centred:
             self.offset, self.recentred = state
 
     def mean(self, dataset: Dataset) -> np.ndarray:
+        """The mean of the rows at the public centre (Alg. 1: of ``x - c``, summed as
+        ``sum x - n c``)."""
         total = np.zeros_like(self.offset)
         for features, labels in dataset.chunks(CHUNK_ROWS):
-            total += self.uncentred_rows(features, labels).sum(axis=0)
+            if self.params.supervised:
+                total += self.uncentred_rows(features, labels).sum(axis=0)
+            else:
+                total += features.sum(axis=0)
+        if not self.params.supervised:
+            total -= dataset.n_records * self.centre
         return total / dataset.n_records
 
     def set_offset(self, noisy_mean: np.ndarray) -> None:

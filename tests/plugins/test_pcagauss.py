@@ -236,3 +236,21 @@ def test_bad_parameters_fail_with_one_sentence():
     with pytest.raises(DataError) as exc:
         execute(PCA, unlabelled, PCA.params(epsilon=1.0, supervised=True, projection=np.eye(3, 2)))
     assert "needs labels" in one_sentence(exc)
+
+
+def test_dp_mean_centring_recentres_and_reclips(ctg):
+    features, _, names = ctg
+    lower, upper = features.min(0), features.max(0)
+    domain = Domain(lower=lower.tolist(), upper=upper.tolist())
+    data = Dataset.from_arrays(features, domain=domain, feature_names=names)
+    params = PCA.params(epsilon=1e7, dimension=3, centring="dp_mean", n_synthetic=10)
+    release = execute(PCA, data, params, SeededSampler(19))
+    mean = features.mean(axis=0)
+    assert release["centre"] == pytest.approx(mean, rel=1e-4, abs=1e-4)
+    # rows re-centred at the mean, then clipped back to the domain's radius
+    radius = np.linalg.norm((upper - lower) / 2)
+    centred = features - mean
+    norms = np.linalg.norm(centred, axis=1, keepdims=True)
+    centred *= np.minimum(1.0, radius / norms)
+    true = np.linalg.eigvalsh(centred.T @ centred / len(features))[::-1][:3]
+    assert release["eigenvalues"] == pytest.approx(true, rel=1e-4)
