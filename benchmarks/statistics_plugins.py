@@ -24,6 +24,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 import dpframe
 from dpframe import Classes, Dataset, Domain, SeededSampler
@@ -60,6 +61,36 @@ def peak_bytes(call: Callable[[], object]) -> int:
     return peak
 
 
+def measure(x: np.ndarray, runs: list, args: argparse.Namespace) -> list[str]:
+    """Interleaved rounds of the baseline and every run; the markdown table."""
+    baseline = lambda: x.T @ x  # noqa: E731
+    base_times: list[tuple[float, float]] = []
+    times: dict[str, list[tuple[float, float]]] = {label: [] for label, _ in runs}
+    for _ in range(args.repeats):
+        base_times.append(timed(baseline))
+        for label, call in runs:
+            times[label].append(timed(call))
+    base_times.append(timed(baseline))
+    base_wall = min(t[0] for t in base_times)
+    base_cpu = min(t[1] for t in base_times)
+    lines = [
+        "| release | best wall (s) | ratio to `X.T @ X` (best/best) | median per-round "
+        "ratio | CPU-time ratio | peak extra memory (MiB) |",
+        "|---|---|---|---|---|---|",
+        f"| `X.T @ X` (baseline) | {base_wall:.3f} | 1 | 1 | 1 | {args.cols**2 * 8 / 2**20:.2f} |",
+    ]
+    for label, call in runs:
+        walls = [t[0] for t in times[label]]
+        per_round = [w / b[0] for w, b in zip(walls, base_times, strict=False)]
+        lines.append(
+            f"| `{label}` | {min(walls):.3f} | {min(walls) / base_wall:.2f} | "
+            f"{statistics.median(per_round):.2f} | "
+            f"{min(t[1] for t in times[label]) / base_cpu:.2f} | "
+            f"{peak_bytes(call) / 2**20:.1f} |"
+        )
+    return lines
+
+
 def main() -> None:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rows", type=int, default=1_000_000)
@@ -89,43 +120,11 @@ def main() -> None:
     for columns in (10, args.cols):  # the synthesis part alone: n x p standard normals
         label = f"{args.rows:,} x {columns} standard normals (seeded ChaCha20 sampler)"
         runs.append((label, lambda c=columns: draws.standard_normal((args.rows, c))))
-    baseline = lambda: x.T @ x  # noqa: E731
-    base_times: list[tuple[float, float]] = []
-    times: dict[str, list[tuple[float, float]]] = {label: [] for label, _ in runs}
-    for _ in range(args.repeats):
-        base_times.append(timed(baseline))
-        for label, call in runs:
-            times[label].append(timed(call))
-    base_times.append(timed(baseline))
-    base_wall = min(t[0] for t in base_times)
-    base_cpu = min(t[1] for t in base_times)
-
-    rows = []
-    for label, call in runs:
-        walls = [t[0] for t in times[label]]
-        per_round = [w / b[0] for w, b in zip(walls, base_times, strict=False)]
-        rows.append(
-            {
-                "release": label,
-                "wall": min(walls),
-                "ratio": min(walls) / base_wall,
-                "median_ratio": statistics.median(per_round),
-                "cpu_ratio": min(t[1] for t in times[label]) / base_cpu,
-                "peak": peak_bytes(call) / 2**20,
-            }
-        )
-
-    lines = [
-        "| release | best wall (s) | ratio to `X.T @ X` (best/best) | median per-round "
-        "ratio | CPU-time ratio | peak extra memory (MiB) |",
-        "|---|---|---|---|---|---|",
-        f"| `X.T @ X` (baseline) | {base_wall:.3f} | 1 | 1 | 1 | {args.cols**2 * 8 / 2**20:.2f} |",
-    ]
-    for r in rows:
-        lines.append(
-            f"| `{r['release']}` | {r['wall']:.3f} | {r['ratio']:.2f} | "
-            f"{r['median_ratio']:.2f} | {r['cpu_ratio']:.2f} | {r['peak']:.1f} |"
-        )
+    tables = []
+    for threads in (None, 1):
+        with threadpool_limits(threads):
+            tables += [f"BLAS threads: {threads or 'default'}", "", *measure(x, runs, args)]
+            tables.append("")
     setup = (
         f"{args.rows:,} x {args.cols} float64 rows ({x.nbytes / 2**20:.0f} MiB), "
         f"{args.classes} classes, {args.repeats} interleaved rounds; numpy "
@@ -136,7 +135,7 @@ def main() -> None:
         f"releases): {build_wall:.3f} s wall, {build_cpu:.3f} s CPU, "
         f"{build_peak / 2**20:.0f} MiB peak (the clipped copy of the data)."
     )
-    report = "\n".join([setup, "", *lines, "", build, ""])
+    report = "\n".join([setup, "", *tables, build, ""])
     print(report)
     if args.out is not None:
         text = args.out.read_text() if args.out.exists() else ""

@@ -254,6 +254,8 @@ def _class_moments(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-class counts, sums and second moments of ``u``, in one chunked pass.
 
+    Each class's rows are gathered next to a column of ones, so one symmetric rank-k
+    update ``[u, 1]^T [u, 1]`` yields the second moment, the sum and the count together.
     Without a projection ``u = x - c`` lies in the region already (the Dataset clipped
     ``x``); projected rows are clipped into the (padded) projected region as a guard
     against rounding.
@@ -262,10 +264,10 @@ def _class_moments(
     n_classes = len(dataset.domain.classes().values)
     centre = dataset.domain.centre()
     dim = region.dim
-    counts = np.zeros(n_classes)
-    sums = np.zeros((n_classes, dim))
-    seconds = np.zeros((n_classes, dim, dim))
-    buffer = np.empty((min(CHUNK_ROWS, dataset.n_records), dataset.n_features))
+    moments = np.zeros((n_classes, dim + 1, dim + 1))
+    chunk = min(CHUNK_ROWS, dataset.n_records)
+    buffer = np.empty((chunk, dataset.n_features))
+    augmented = np.ones((chunk, dim + 1))
     for features, labels in dataset.chunks(CHUNK_ROWS):
         u = features  # x - c, without a copy when the centre is the origin
         if centre.any():
@@ -273,8 +275,8 @@ def _class_moments(
         if w is not None:
             u = region.clip(u @ w)
         for k in np.unique(labels):
-            block = u[labels == k]
-            counts[k] += block.shape[0]
-            sums[k] += block.sum(axis=0)
-            seconds[k] += block.T @ block
-    return counts, sums, seconds
+            rows = labels == k
+            block = augmented[: np.count_nonzero(rows)]
+            block[:, :dim] = u[rows]
+            moments[k] += block.T @ block
+    return moments[:, dim, dim], moments[:, :dim, dim], moments[:, :dim, :dim]
