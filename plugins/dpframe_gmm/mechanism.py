@@ -275,8 +275,8 @@ def _class_moments(
         if w is not None:
             u = region.clip(u @ w)
         for k in np.unique(labels):
-            rows = labels == k
-            block = augmented[: np.count_nonzero(rows)]
-            block[:, :dim] = u[rows]
+            rows = np.flatnonzero(labels == k)
+            block = augmented[: rows.size]
+            np.take(u, rows, axis=0, out=block[:, :dim], mode="clip")  # unbuffered gather
             moments[k] += block.T @ block
     return moments[:, dim, dim], moments[:, :dim, dim], moments[:, :dim, :dim]
