@@ -218,7 +218,8 @@ class GMM(Mechanism):
         if params.output_space == "original" and w is not None:
             synthetic = map_back(z, w, centre)
         else:
-            synthetic = z + shift
+            synthetic = z
+            synthetic += shift  # in place: z is ours, and may be n x m
         arrays = {
             "synthetic": synthetic,
             "labels": np.asarray(domain.classes().values)[labels],
