@@ -6,7 +6,7 @@
 3. release the top-``P`` eigenvectors (``components``, ``M x P``, orthonormal columns) and
    eigenvalues of ``C~``, and ``C~`` itself projected onto the PSD cone.
 
-Steps 3 is post-processing. ``components`` is meant to be the public projection of a later
+Step 3 is post-processing. ``components`` is meant to be the public projection of a later
 release (PCA-Gauss supervised, GMM): pass the array, or ``RELEASE_DIR:components`` on the
 command line.
 """

@@ -2,7 +2,9 @@
 
 Records are centred at the domain's public centre ``c``, or, with ``centring =
 "dp_mean"``, at a DP mean clamped into the domain, after which every centred row is
-clipped back into the domain's region (so the sensitivities do not depend on the centre).
+clipped back to the bounds the stage's sensitivity assumes (Alg. 1: the domain radius
+``R``; Alg. 2: the scaled projected region and the label range), so the sensitivities do
+not depend on the centre.
 
 Algorithm 1 (unsupervised). The private principal directions are never released and not
 even needed: in the basis of the top-``P`` eigenvectors the second moment is
@@ -248,7 +250,7 @@ class PCAGauss(Mechanism):
 
     def query(self, dataset: Dataset, params: PCAGaussParams) -> dict[str, np.ndarray]:
         """Stand-in for the main stage after a DP mean: the public centre (offset 0); its
-        bound holds for any centre because rows are clipped back into the same region."""
+        bound holds for any centre because rows are clipped back to the same bounds."""
         planned = self._checked_stages(params, dataset.domain)
         if params.supervised:
             dataset.require_labels("supervised PCA-Gauss")

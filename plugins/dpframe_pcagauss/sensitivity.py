@@ -1,9 +1,10 @@
 """Calibration of PCA-Gauss; the proofs are in README.md and :mod:`dpframe.sensitivities`.
 
 Replace-one, ``N`` public. Records are centred at the domain's public centre ``c`` (or at
-a DP mean, clamped into the domain, after which every centred row is clipped back into the
-same region, so the bounds below hold for any centre). ``v = x - c`` lies in the domain's
-region: ``||v|| <= R``, ``|v_j| <= r_j``.
+a DP mean, clamped into the domain, after which every centred row is clipped back to the
+bounds used below: radius ``R`` for Algorithm 1, the scaled projected region and the label
+range for Algorithm 2, so the bounds hold for any centre). ``v = x - c`` lies in the
+domain's region: ``||v|| <= R``, ``|v_j| <= r_j``.
 
 Algorithm 1 (unsupervised). The paper's query ``W^T X X^T W / (M N)`` with ``W`` the
 private top-``P`` eigenvectors equals ``diag(lambda_1..lambda_P) / (M N)`` for every
