@@ -60,3 +60,23 @@ def is_orthonormal_columns(matrix: np.ndarray, atol: float = 1e-8) -> bool:
     """Whether ``matrix`` has orthonormal columns (``M^T M = I``)."""
     gram = matrix.T @ matrix
     return bool(np.allclose(gram, np.eye(gram.shape[0]), atol=atol))
+
+
+def svec(matrix: np.ndarray) -> np.ndarray:
+    """The isometric half-vectorisation of a symmetric matrix: the upper triangle (row by
+    row, diagonal included) with off-diagonal entries multiplied by ``sqrt(2)``, so that
+    ``||svec(A)||_2 = ||A||_F``.
+
+    This is the layout for Gaussian noise on a symmetric matrix: the L2 sensitivity of
+    ``svec`` is exactly the Frobenius sensitivity, and iid ``N(0, s^2)`` noise on ``svec``
+    puts variance ``s^2`` on the diagonal and ``s^2/2`` off it.
+    """
+    dim = matrix.shape[0]
+    rows, cols = np.triu_indices(dim)
+    return matrix[rows, cols] * np.where(rows == cols, 1.0, np.sqrt(2.0))
+
+
+def from_svec(values: np.ndarray, dim: int) -> np.ndarray:
+    """The symmetric matrix ``A`` with ``svec(A) = values`` (inverse of :func:`svec`)."""
+    rows, cols = np.triu_indices(dim)
+    return from_upper_triangle(values / np.where(rows == cols, 1.0, np.sqrt(2.0)), dim)

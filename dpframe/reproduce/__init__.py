@@ -1,8 +1,81 @@
-"""Reproductions of the papers' experiments, one module per method.
+"""Reproductions of the papers' experiments, one module each.
 
-Each module ``dpframe.reproduce.<name>`` exposes
-``run(trials: int, out_dir: Path, datasets_dir: Path) -> Path``, which runs the experiment
-on the shared datasets and writes ``<out_dir>/<name>.md`` (normally
-``docs/reproductions/<name>.md``), returning its path. They need the ``eval`` extra
-(scikit-learn) and the shared datasets; heavy dependencies are imported inside functions.
+Convention: a module ``dpframe.reproduce.<name>`` exposes
+
+    run(trials: int, out_dir: Path, datasets_dir: Path) -> Path
+
+which runs the experiment with ``trials`` repetitions on the datasets under
+``datasets_dir`` (the shared ``datasets/`` folder), writes ``out_dir/<name>.md`` with
+``_`` turned into ``-`` (``docs/reproductions/<name>.md`` in the repository) and returns
+that path. A reproduction states what it reproduces, the paper's numbers next to ours,
+where the setup differs, and its own running time; it must finish in under 30 minutes
+on two cores at its default ``trials``, draws every random number of a release from a
+seeded :class:`~dpframe.samplers.SeededSampler`, and may import heavy dependencies
+(scikit-learn, pandas) inside ``run`` only.
+
+Modules are discovered, not registered: add a module here and it is listed.
+
+    python -m dpframe.reproduce                      # list the reproductions
+    python -m dpframe.reproduce gfe_clustering --trials 50
 """
+
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+from pathlib import Path
+from types import ModuleType
+
+DEFAULT_OUT = Path("docs/reproductions")
+
+
+def available() -> list[str]:
+    """The names of the reproduction modules."""
+    return sorted(
+        info.name
+        for info in pkgutil.iter_modules(__path__)
+        if not info.ispkg and not info.name.startswith("_")
+    )
+
+
+def load(name: str) -> ModuleType:
+    """The reproduction module ``name`` (``gfe_clustering`` or ``gfe-clustering``)."""
+    module = name.replace("-", "_")
+    if module not in available():
+        raise SystemExit(f"unknown reproduction {name!r}; available: {', '.join(available())}.")
+    return importlib.import_module(f"{__name__}.{module}")
+
+
+def output_path(out_dir: Path, module_name: str) -> Path:
+    """``out_dir/<name>.md`` with dashes, for the module called ``module_name``."""
+    return Path(out_dir) / f"{module_name.rsplit('.', 1)[-1].replace('_', '-')}.md"
+
+
+def main(argv: list[str] | None = None) -> None:
+    parser = argparse.ArgumentParser(prog="python -m dpframe.reproduce")
+    parser.add_argument("name", nargs="?", help="reproduction to run (omit to list them)")
+    parser.add_argument("--trials", type=int, default=None, help="repetitions (module default)")
+    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--datasets", type=Path, default=None, help="the shared datasets folder")
+    args = parser.parse_args(argv)
+    if args.name is None:
+        print("\n".join(available()))
+        return
+    module = load(args.name)
+    datasets = args.datasets or _default_datasets()
+    trials = args.trials if args.trials is not None else module.DEFAULT_TRIALS
+    print(module.run(trials, args.out, datasets))
+
+
+def _default_datasets() -> Path:
+    import os
+
+    for candidate in (
+        os.environ.get("DPFRAME_DATASETS"),
+        Path.cwd().parent / "shared" / "datasets",
+        "/work/shared/datasets",
+    ):
+        if candidate and Path(candidate).is_dir():
+            return Path(candidate)
+    raise SystemExit("datasets not found; pass --datasets or set DPFRAME_DATASETS.")

@@ -1,0 +1,152 @@
+"""Benchmark: the four statistics releases against numpy's ``X.T @ X`` on the same array.
+
+    python benchmarks/statistics_plugins.py [--rows 1000000] [--cols 100] [--repeats 5]
+                                            [--out docs/benchmarks-statplugins.md]
+
+Each release (``mechanism.run`` on an in-memory Dataset, which is built once and whose
+clipping is timed separately) and the baseline ``X.T @ X`` are timed in the same process,
+interleaved round by round, so that a busy machine slows both alike. We report the best
+(minimum) wall time of each, the ratio of the minima, the median of the per-round ratios,
+the ratio of CPU times, and the peak memory each release allocates on top of the data
+(numpy allocations traced by ``tracemalloc``). The target: every ratio at most 2.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import platform
+import statistics
+import sys
+import time
+import tracemalloc
+from collections.abc import Callable
+from pathlib import Path
+
+import numpy as np
+from threadpoolctl import threadpool_limits
+
+import dpframe
+from dpframe import Classes, Dataset, Domain, SeededSampler
+
+# n_synthetic = 1 times the DP model (every pass over the data, the noise, the
+# post-processing); the default n_synthetic = n adds drawing n synthetic records.
+CONFIGS: list[tuple[str, dict]] = [
+    ("lap_pca", {"dimension": 10}),
+    ("pca_gauss", {"dimension": 10, "n_synthetic": 1}),
+    ("pca_gauss", {"dimension": 10, "centring": "dp_mean", "n_synthetic": 1}),
+    ("ron_gauss", {"dimension": 10, "n_synthetic": 1}),
+    ("gmm", {"n_synthetic": 1}),
+    ("gmm", {"reduction": "ron", "dimension": 10, "n_synthetic": 1}),
+    ("pca_gauss", {"dimension": 10}),
+    ("ron_gauss", {"dimension": 10}),
+    ("gmm", {"reduction": "ron", "dimension": 10}),
+    ("gmm", {}),
+]
+
+
+def timed(call: Callable[[], object]) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    call()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def peak_bytes(call: Callable[[], object]) -> int:
+    tracemalloc.start()
+    tracemalloc.reset_peak()
+    base = tracemalloc.get_traced_memory()[0]
+    call()
+    peak = tracemalloc.get_traced_memory()[1] - base
+    tracemalloc.stop()
+    return peak
+
+
+def measure(x: np.ndarray, runs: list, args: argparse.Namespace) -> list[str]:
+    """Interleaved rounds of the baseline and every run; the markdown table."""
+    baseline = lambda: x.T @ x  # noqa: E731
+    base_times: list[tuple[float, float]] = []
+    times: dict[str, list[tuple[float, float]]] = {label: [] for label, _ in runs}
+    for _ in range(args.repeats):
+        base_times.append(timed(baseline))
+        for label, call in runs:
+            times[label].append(timed(call))
+    base_times.append(timed(baseline))
+    base_wall = min(t[0] for t in base_times)
+    base_cpu = min(t[1] for t in base_times)
+    lines = [
+        "| release | best wall (s) | ratio to `X.T @ X` (best/best) | median per-round "
+        "ratio | CPU-time ratio | peak extra memory (MiB) |",
+        "|---|---|---|---|---|---|",
+        f"| `X.T @ X` (baseline) | {base_wall:.3f} | 1 | 1 | 1 | {args.cols**2 * 8 / 2**20:.2f} |",
+    ]
+    for label, call in runs:
+        walls = [t[0] for t in times[label]]
+        per_round = [w / b[0] for w, b in zip(walls, base_times, strict=False)]
+        lines.append(
+            f"| `{label}` | {min(walls):.3f} | {min(walls) / base_wall:.2f} | "
+            f"{statistics.median(per_round):.2f} | "
+            f"{min(t[1] for t in times[label]) / base_cpu:.2f} | "
+            f"{peak_bytes(call) / 2**20:.1f} |"
+        )
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=1_000_000)
+    parser.add_argument("--cols", type=int, default=100)
+    parser.add_argument("--classes", type=int, default=5)
+    parser.add_argument("--repeats", type=int, default=5)
+    parser.add_argument("--out", type=Path, default=None)
+    args = parser.parse_args()
+
+    sampler = SeededSampler(0)
+    x = sampler.uniform(-1.0, 1.0, (args.rows, args.cols))
+    y = sampler.integers(0, args.classes, args.rows)
+    domain = Domain(lower=-1.0, upper=1.0, labels=Classes(tuple(range(args.classes))))
+    build_wall, build_cpu = timed(lambda: Dataset.from_arrays(x, y, domain))
+    build_peak = peak_bytes(lambda: Dataset.from_arrays(x, y, domain))
+    data = Dataset.from_arrays(x, y, domain)
+
+    def release(name: str, params: dict) -> Callable[[], object]:
+        mechanism = dpframe.mechanism(name)
+        validated = mechanism.params(epsilon=1.0, **params)
+        return lambda: mechanism.run(data, validated, SeededSampler(1))
+
+    runs = [
+        (f"{name} {params}" if params else name, release(name, params)) for name, params in CONFIGS
+    ]
+    draws = SeededSampler(2)
+    for columns in (10, args.cols):  # the synthesis part alone: n x p standard normals
+        label = f"{args.rows:,} x {columns} standard normals (seeded ChaCha20 sampler)"
+        runs.append((label, lambda c=columns: draws.standard_normal((args.rows, c))))
+    tables = []
+    for threads in (None, 1):
+        with threadpool_limits(threads):
+            tables += [f"BLAS threads: {threads or 'default'}", "", *measure(x, runs, args)]
+            tables.append("")
+    setup = (
+        f"{args.rows:,} x {args.cols} float64 rows ({x.nbytes / 2**20:.0f} MiB), "
+        f"{args.classes} classes, {args.repeats} interleaved rounds; numpy "
+        f"{np.__version__}, Python {platform.python_version()}, {os.cpu_count()} CPUs."
+    )
+    build = (
+        f"Dataset construction (validation, copy and clipping; outside the timed "
+        f"releases): {build_wall:.3f} s wall, {build_cpu:.3f} s CPU, "
+        f"{build_peak / 2**20:.0f} MiB peak (the clipped copy of the data)."
+    )
+    report = "\n".join([setup, "", *tables, build, ""])
+    print(report)
+    if args.out is not None:
+        text = args.out.read_text() if args.out.exists() else ""
+        marker = "<!-- results -->"
+        if marker in text:
+            head = text.split(marker)[0]
+            args.out.write_text(f"{head}{marker}\n\n{report}")
+        else:
+            args.out.write_text(f"{marker}\n\n{report}")
+        print(f"wrote {args.out}", file=sys.stderr)
+
+
+if __name__ == "__main__":
+    main()

@@ -1,0 +1,3 @@
+from dpframe.reproduce import main
+
+main()

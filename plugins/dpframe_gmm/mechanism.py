@@ -1,0 +1,283 @@
+"""GMM: class-conditional Gaussians with DP per-class counts, sums and second moments.
+
+1. Map each record to ``u = W^T (x - c)`` (``c`` the domain's public centre; ``W`` the
+   identity, a Haar-random ``m x p`` matrix drawn independently of the data, or a supplied
+   public matrix such as a Lap-PCA release's ``components``) and clip ``u`` into the public
+   region the sensitivities assume.
+2. Per class ``k``: count ``n_k``, sum ``s_k``, second moment ``S_k``, each plus noise
+   (:mod:`dpframe_gmm.sensitivity`: jointly over classes, or as a parallel composition).
+3. Post-processing: ``mu_k = s~_k / max(n~_k, 1)`` clamped into the region,
+   ``Sigma_k = psd(S~_k / max(n~_k, 1) - mu_k mu_k^T)``; class sizes of the synthetic data
+   proportional to ``max(n~_k, 0)`` (or equal with ``balanced``); draw each class from
+   ``N(mu_k, Sigma_k)`` and map to ``W^T x`` coordinates or back to the feature space.
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+import numpy as np
+
+from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
+from dpframe.errors import ParameterError
+from dpframe.events import ParallelEvent, PrivacyEvent, compose
+from dpframe.noise import FAMILIES, check_family, symmetric_entries, symmetric_matrix
+from dpframe.params import one_of, optional, positive_int, probability_open
+from dpframe.samplers import Sampler
+from dpframe.sensitivities import Region, check_dimension, check_projection
+from dpframe.synthesis import class_conditional, map_back, moments_to_gaussian
+from dpframe_gmm.sensitivity import STAGES, feature_region, stages
+
+CHUNK_ROWS = 8192
+
+
+def _projection(instance: object, attribute: attrs.Attribute, value: object) -> None:
+    if value is not None:
+        check_projection(value)
+
+
+@attrs.frozen(kw_only=True)
+class GMMParams(PrivacyParams):
+    reduction: Literal["none", "ron", "supplied"] = param(
+        "none",
+        help="none: model the m features; ron: a Haar-random projection to `dimension` "
+        "(public, released); supplied: the public `projection` matrix",
+        constraint="none | ron | supplied",
+        validator=one_of("none", "ron", "supplied"),
+    )
+    dimension: int | None = param(
+        None,
+        help="projection dimension p for reduction = ron",
+        constraint="1 <= p <= number of features",
+        validator=optional(positive_int),
+    )
+    projection: np.ndarray | None = param(
+        None,
+        help="public m x p projection for reduction = supplied, e.g. a Lap-PCA release's "
+        "components (RELEASE_DIR:components)",
+        validator=_projection,
+        eq=False,
+    )
+    count_share: float = param(
+        0.1,
+        help="share of the budget for the per-class counts",
+        constraint="0 < share, count_share + mean_share < 1",
+        validator=probability_open,
+    )
+    mean_share: float = param(
+        0.3,
+        help="share of the budget for the per-class sums (means); the rest goes to the "
+        "second moments",
+        constraint="0 < share, count_share + mean_share < 1",
+        validator=probability_open,
+    )
+    noise: Literal["laplace", "gaussian"] = param(
+        "laplace",
+        help="noise family: laplace (pure ε-DP) or gaussian ((ε, δ)-DP)",
+        constraint="laplace | gaussian",
+        validator=one_of(*FAMILIES),
+    )
+    accounting: Literal["joint", "parallel"] = param(
+        "joint",
+        help="joint: one calibration over all classes (less noise); parallel: a "
+        "ParallelEvent over classes, two partitions touched",
+        constraint="joint | parallel",
+        validator=one_of("joint", "parallel"),
+    )
+    balanced: bool = param(
+        False, help="equal class sizes in the synthetic data (default: the noisy proportions)"
+    )
+    n_synthetic: int | None = param(
+        None,
+        help="number of synthetic records (default: n, public under replace-one)",
+        constraint=">= 1",
+        validator=optional(positive_int),
+    )
+    output_space: Literal["projected", "original"] = param(
+        "projected",
+        help="projected: coordinates W^T x; original: mapped back to the feature space "
+        "(the same when reduction = none)",
+        constraint="projected | original",
+        validator=one_of("projected", "original"),
+    )
+
+    def __attrs_post_init__(self) -> None:
+        check_family(self.noise, self.delta)
+        if self.count_share + self.mean_share >= 1:
+            raise ParameterError(
+                "count_share + mean_share must be below 1 (the rest is for the second "
+                f"moments), got {self.count_share + self.mean_share:g}."
+            )
+        needs = {"none": (False, False), "ron": (True, False), "supplied": (False, True)}
+        wants_dimension, wants_projection = needs[self.reduction]
+        if wants_dimension != (self.dimension is not None):
+            raise ParameterError(
+                "reduction = ron needs dimension (and only ron uses it)."
+                if wants_dimension
+                else f"dimension is only used with reduction = ron, not {self.reduction}."
+            )
+        if wants_projection != (self.projection is not None):
+            raise ParameterError(
+                "reduction = supplied needs projection (an m x p public matrix)."
+                if wants_projection
+                else "projection is only used with reduction = supplied; set it."
+            )
+
+
+class GMM(Mechanism):
+    """Class-conditional Gaussian mixture from DP per-class moments."""
+
+    name = "gmm"
+    title = "DP Gaussian mixture (class-conditional)"
+    summary = "labelled synthetic data from per-class DP counts, means and covariances"
+    reference = (
+        "Chanyaswad, Liu, Mittal. Coupling Dimensionality Reduction with Generative Model "
+        "for Non-Interactive Private Data Release (2017), Algorithm 3; RON-Gauss (PoPETs "
+        "2019), GMM extension."
+    )
+    privacy = (
+        "replace-one (a record may change class); per-class counts, sums and second "
+        "moments with Laplace (ε-DP) or Gaussian ((ε, δ)-DP) noise, joint or parallel"
+    )
+    outputs = ("synthetic", "labels", "counts", "means", "covariances", "projection")
+    Params = GMMParams
+
+    def _region(self, params: GMMParams, domain: Domain) -> Region:
+        if params.reduction == "ron":
+            check_dimension(params.dimension, domain)
+        if params.reduction == "supplied":
+            check_projection(params.projection, domain)
+        domain.classes()  # one sentence if the domain declares no class list
+        return feature_region(domain, params.reduction, params.dimension, params.projection)
+
+    def sensitivity(self, params: GMMParams, domain: Domain) -> dict[str, Sensitivity]:
+        planned = stages(params, domain, self._region(params, domain))
+        return {name: stage.declared() for name, stage in planned.items()}
+
+    def plan(self, params: GMMParams, domain: Domain) -> PrivacyEvent:
+        planned = stages(params, domain, self._region(params, domain))
+        if params.accounting == "joint":
+            return compose(*(stage.event() for stage in planned.values()))
+        children = [
+            compose(*(planned[f"{name}/{k}"].event() for name in STAGES))
+            for k in range(len(domain.classes().values))
+        ]
+        return ParallelEvent(tuple(children), partitions_touched=2)
+
+    def query(self, dataset: Dataset, params: GMMParams) -> dict[str, np.ndarray]:
+        """For ``ron`` the Haar draw is replaced by the first ``p`` columns of the identity
+        (the bound is uniform over orthonormal ``W``)."""
+        region = self._region(params, dataset.domain)
+        if params.reduction == "ron":
+            w = np.eye(dataset.n_features, params.dimension)
+        else:
+            w = self._projection(params, dataset.n_features, None)
+        counts, sums, seconds = _class_moments(dataset, w, region)
+        values = {
+            "counts": counts,
+            "sums": sums,
+            "second_moments": np.stack([symmetric_entries(s, params.noise) for s in seconds]),
+        }
+        if params.accounting == "joint":
+            return {name: values[name].ravel() for name in STAGES}
+        return {
+            f"{name}/{k}": np.atleast_1d(values[name][k]).ravel()
+            for k in range(counts.size)
+            for name in STAGES
+        }
+
+    def run(self, dataset: Dataset, params: GMMParams, sampler: Sampler) -> Release:
+        domain = dataset.domain
+        region = self._region(params, domain)
+        planned = stages(params, domain, region)
+        w = self._projection(params, dataset.n_features, sampler)
+        counts, sums, seconds = _class_moments(dataset, w, region)
+        n_classes, dim = sums.shape
+
+        def noisy(name: str, k: int, value: np.ndarray) -> np.ndarray:
+            key = name if params.accounting == "joint" else f"{name}/{k}"
+            return planned[key].perturb(value, sampler)
+
+        means, covariances, weights = [], [], []
+        for k in range(n_classes):
+            count = float(noisy("counts", k, np.array(counts[k])))
+            total = noisy("sums", k, sums[k])
+            entries = noisy("second_moments", k, symmetric_entries(seconds[k], params.noise))
+            second = symmetric_matrix(entries, dim, params.noise)
+            mean, covariance = moments_to_gaussian(count, total, second)
+            means.append(region.clip(mean[None, :])[0])
+            covariances.append(covariance)
+            weights.append(max(count, 0.0))
+        size = params.n_synthetic or dataset.n_records
+        z, labels = class_conditional(
+            means, covariances, weights, size, sampler, balanced=params.balanced
+        )
+        centre = domain.centre()
+        shift = centre if w is None else centre @ w
+        if params.output_space == "original" and w is not None:
+            synthetic = map_back(z, w, centre)
+        else:
+            synthetic = z
+            synthetic += shift  # in place: z is ours, and may be n x m
+        arrays = {
+            "synthetic": synthetic,
+            "labels": np.asarray(domain.classes().values)[labels],
+            "counts": np.asarray(weights),
+            "means": np.asarray(means) + shift,
+            "covariances": np.asarray(covariances),
+        }
+        if w is not None:
+            arrays["projection"] = w
+        return Release(
+            arrays=arrays,
+            noise_scales={name: stage.scale for name, stage in planned.items()},
+            info={
+                "noise": params.noise,
+                "accounting": params.accounting,
+                "reduction": params.reduction,
+                "balanced": params.balanced,
+                "output_space": params.output_space,
+            },
+        )
+
+    @staticmethod
+    def _projection(params: GMMParams, m: int, sampler: Sampler | None) -> np.ndarray | None:
+        if params.reduction == "ron":
+            return sampler.haar_orthonormal(m, params.dimension)
+        if params.reduction == "supplied":
+            return check_projection(params.projection)
+        return None
+
+
+def _class_moments(
+    dataset: Dataset, w: np.ndarray | None, region: Region
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Per-class counts, sums and second moments of ``u``, in one chunked pass.
+
+    Each class's rows are gathered next to a column of ones, so one symmetric rank-k
+    update ``[u, 1]^T [u, 1]`` yields the second moment, the sum and the count together.
+    Without a projection ``u = x - c`` lies in the region already (the Dataset clipped
+    ``x``); projected rows are clipped into the (padded) projected region as a guard
+    against rounding.
+    """
+    dataset.require_labels("gmm")
+    n_classes = len(dataset.domain.classes().values)
+    centre = dataset.domain.centre()
+    dim = region.dim
+    moments = np.zeros((n_classes, dim + 1, dim + 1))
+    chunk = min(CHUNK_ROWS, dataset.n_records)
+    buffer = np.empty((chunk, dataset.n_features))
+    augmented = np.ones((chunk, dim + 1))
+    for features, labels in dataset.chunks(CHUNK_ROWS):
+        u = features  # x - c, without a copy when the centre is the origin
+        if centre.any():
+            u = np.subtract(features, centre, out=buffer[: features.shape[0]])
+        if w is not None:
+            u = region.clip(u @ w)
+        for k in np.unique(labels):
+            rows = np.flatnonzero(labels == k)
+            block = augmented[: rows.size]
+            np.take(u, rows, axis=0, out=block[:, :dim], mode="clip")  # unbuffered gather
+            moments[k] += block.T @ block
+    return moments[:, dim, dim], moments[:, :dim, dim], moments[:, :dim, :dim]

@@ -1,0 +1,128 @@
+"""Calibration of the GMM; the proofs are in README.md and :mod:`dpframe.sensitivities`.
+
+Replace-one, ``N`` public, classes from the domain's public class list. Each record
+enters only through ``u = W^T (x - c)`` (``W`` the identity, a Haar draw, or a supplied
+public matrix; ``c`` the domain's public centre), clipped into a public region
+(``||u|| <= R``, ``||u||_1 <= L``), and its class ``k``. Per class we release the count
+``n_k``, the sum ``s_k = sum u`` and the second moment ``S_k = sum u u^T`` (upper triangle
+for Laplace, svec for Gaussian). No private count enters a noise scale (the paper's
+``2 P a / (N_C eps)`` does).
+
+A replaced record either stays in its class (``u -> u'``: a *replace* change of one
+class's statistics) or moves from class ``k`` to ``l`` (an *add* change of class ``l``
+and a *remove* change of class ``k``). Per stage, with ``rep`` and ``add`` the bounds of
+:mod:`dpframe.sensitivities`:
+
+============  ====================  ===================  =============================
+stage         replace (one class)   add/remove (a class)  moving class (two classes)
+============  ====================  ===================  =============================
+counts        0                     1                    L1 2, L2 sqrt(2)
+sums          L1 2L, L2 2R          L1 L, L2 R            L1 2L, L2 sqrt(2) R
+second        L1 kappa-bound,       L1 (L^2 + R^2)/2,     L1 L^2 + R^2,
+              L2 sqrt(2) R^2        L2 R^2                L2 sqrt(2) R^2
+============  ====================  ===================  =============================
+
+Centring at the public centre makes every add/remove bound at most the replace bound for
+sums and second moments.
+
+``accounting = "joint"`` (default): all classes' statistics of a stage form one vector;
+its sensitivity is the larger of the replace and moving-class columns, and the three
+stages compose to ``(epsilon, delta)``.
+
+``accounting = "parallel"``: one child event per class, ``ParallelEvent(children,
+partitions_touched=2)``; each child's stage is calibrated to the larger of its replace
+and add/remove bounds (counts 1, sums ``2L``/``2R``, second ``max(kappa-bound, (L^2 +
+R^2)/2)`` / ``sqrt(2) R^2``), with a child budget of ``epsilon / 2`` (Laplace) or
+``mu / sqrt(2)`` (Gaussian, mu-GDP), so that any two children compose to the target.
+Parallel is never better than joint: it pays twice for the sums and second moments where
+joint pays ``max(replace, moving)``.
+"""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+
+from dpframe import Domain
+from dpframe.noise import NoisyStage, norm_of, plan_stages
+from dpframe.sensitivities import Region, public_count, second_moment, vector_sum
+
+STAGES = ("counts", "sums", "second_moments")
+
+
+def feature_region(domain: Domain, reduction: str, dimension: int | None, projection) -> Region:
+    """The public region of ``u`` (for ``ron``, uniform over every orthonormal ``W``)."""
+    region = Region.of_domain(domain)
+    if reduction == "ron":
+        return Region.ball(dimension, region.radius)
+    if reduction == "supplied":
+        return region.project(projection)
+    return region
+
+
+def _bounds(region: Region, norm: str) -> dict[str, tuple[float, float]]:
+    """``{stage: (replace bound, add/remove bound)}`` of one class's statistics."""
+    return {
+        "counts": (0.0, 1.0),
+        "sums": (vector_sum(region, norm), vector_sum(region, norm, "add")),
+        "second_moments": (second_moment(region, norm), second_moment(region, norm, "add")),
+    }
+
+
+def joint_sensitivities(region: Region, norm: str) -> dict[str, float]:
+    """Per stage, over all classes: ``max(replace, moving class)``; a move combines an add
+    and a remove (summed in L1, in quadrature in L2)."""
+    combine = 2.0 if norm == "l1" else math.sqrt(2.0)
+    return {name: max(rep, combine * add) for name, (rep, add) in _bounds(region, norm).items()}
+
+
+def partition_sensitivities(region: Region, norm: str) -> dict[str, float]:
+    """Per stage, for one class (a partition): ``max(replace, add/remove)``."""
+    return {name: max(rep, add) for name, (rep, add) in _bounds(region, norm).items()}
+
+
+def shares(params: object) -> dict[str, float]:
+    return {
+        "counts": params.count_share,
+        "sums": params.mean_share,
+        "second_moments": 1.0 - params.count_share - params.mean_share,
+    }
+
+
+def stages(params: object, domain: Domain, region: Region) -> dict[str, NoisyStage]:
+    """Joint: ``{stage: NoisyStage}``. Parallel: ``{"stage/k": NoisyStage}`` per class ``k``
+    (every class's child has the same calibration)."""
+    public_count(domain)
+    norm = norm_of(params.noise)
+    budget = shares(params)
+    if params.accounting == "joint":
+        sens = joint_sensitivities(region, norm)
+        return plan_stages(
+            params.noise,
+            params.epsilon,
+            params.delta,
+            {name: (budget[name], sens[name]) for name in STAGES},
+            domain.relation,
+            {name: "all classes, one vector" for name in STAGES},
+        )
+    sens = partition_sensitivities(region, norm)
+    laplace = params.noise == "laplace"
+    child = plan_stages(
+        params.noise,
+        params.epsilon / 2 if laplace else params.epsilon,
+        params.delta,
+        {name: (budget[name], sens[name]) for name in STAGES},
+        domain.relation,
+    )
+    if not laplace:  # two children compose to mu-GDP with mu^2 = 2 mu_child^2
+        child = {
+            name: attrs.evolve(stage, noise_multiplier=stage.noise_multiplier * math.sqrt(2.0))
+            for name, stage in child.items()
+        }
+    n_classes = len(domain.classes().values)
+    return {
+        f"{name}/{k}": attrs.evolve(stage, note=f"class {k} (a partition; enter/leave included)")
+        for k in range(n_classes)
+        for name, stage in child.items()
+    }

@@ -1,0 +1,39 @@
+"""Calibration of Lap-PCA; the proofs are in README.md and :mod:`dpframe.sensitivities`.
+
+The query is the second moment about the domain's public centre ``c``,
+``C(D) = (1/N) sum_i (x_i - c)(x_i - c)^T``, released as its upper triangle (Laplace) or
+svec (Gaussian). Replace-one, ``N`` public. With ``v = x - c`` in the domain's region
+(``||v|| <= R``, ``|v_j| <= r_j``):
+
+* L1 (upper triangle): ``min((sum_j r_j)^2, kappa_M R^2) / N`` with
+  ``kappa_M = sqrt(M (M+3) / 2)``; for ``[-a, a]^M`` this is
+  ``min(M^2, kappa_M M) a^2 / N``, below the notes' ``M^2 a^2 / N`` for ``M >= 4``
+  (the paper's ``M a^2 / N`` is M times too small);
+* L2 (svec = Frobenius): ``sqrt(2) R^2 / N``.
+
+Components and eigenvalues are post-processing of the noisy matrix.
+"""
+
+from __future__ import annotations
+
+from dpframe import Domain
+from dpframe.noise import NoisyStage, norm_of, plan_stages
+from dpframe.sensitivities import Region, public_count, second_moment
+
+
+def covariance_sensitivity(domain: Domain, family: str) -> float:
+    """Replace-one sensitivity of the centred second moment's noisy entries."""
+    return second_moment(Region.of_domain(domain), norm_of(family)) / public_count(domain)
+
+
+def stages(params: object, domain: Domain) -> dict[str, NoisyStage]:
+    """The single noisy stage ``covariance`` with its budget and sensitivity."""
+    sensitivity = covariance_sensitivity(domain, params.noise)
+    return plan_stages(
+        params.noise,
+        params.epsilon,
+        params.delta,
+        {"covariance": (1.0, sensitivity)},
+        domain.relation,
+        {"covariance": "upper triangle (Laplace) / svec (Gaussian) of the centred second moment"},
+    )

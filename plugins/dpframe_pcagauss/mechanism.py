@@ -1,0 +1,313 @@
+"""PCA-Gauss: a DP Gaussian model in principal coordinates (Algorithms 1 and 2).
+
+Records are centred at the domain's public centre ``c``, or, with ``centring =
+"dp_mean"``, at a DP mean clamped into the domain, after which every centred row is
+clipped back to the bounds the stage's sensitivity assumes (Alg. 1: the domain radius
+``R``; Alg. 2: the scaled projected region and the label range), so the sensitivities do
+not depend on the centre.
+
+Algorithm 1 (unsupervised). The private principal directions are never released and not
+even needed: in the basis of the top-``P`` eigenvectors the second moment is
+``diag(lambda_1..lambda_P)`` for every dataset. We release the top-``P`` eigenvalues plus
+Laplace (or Gaussian) noise, and synthetic records ``z ~ N(0, diag(max(lambda~, 0)))``:
+coordinates along unknown principal axes, ordered by decreasing variance. Nothing else
+about the data leaves the mechanism, so the release is DP by the eigenvalue sensitivity
+and post-processing.
+
+Algorithm 2 (supervised). With an independently derived public ``W`` (``M x P``: a
+Lap-PCA release's ``components`` or a matrix from public data), ``u = s W^T (x - c)``
+(feature scale ``s`` puts ``u`` on the label's scale, like the paper's ``1/sqrt(M)``) and
+``z = (u, y - y_c)``; the noisy ``(P+1) x (P+1)`` second moment of ``z`` is released
+(PSD-projected) and synthetic ``(features, labels)`` drawn from it. Features come out as
+the coordinates ``W^T x`` (``projected``) or as ``c + W^T``-preimages in the feature space
+(``original``, ``c + (W^T x - W^T c) pinv(W^T)``).
+"""
+
+from __future__ import annotations
+
+from typing import Literal
+
+import attrs
+import numpy as np
+
+from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
+from dpframe.errors import ParameterError
+from dpframe.events import PrivacyEvent, compose
+from dpframe.linalg import psd_project
+from dpframe.noise import FAMILIES, check_family, symmetric_entries, symmetric_matrix
+from dpframe.params import one_of, optional, positive_int, probability_open
+from dpframe.samplers import Sampler
+from dpframe.sensitivities import Region, check_dimension, check_projection
+from dpframe.synthesis import gaussian, map_back, split_label
+from dpframe_pcagauss.sensitivity import stages, supervised_regions
+
+CHUNK_ROWS = 8192
+
+
+def _projection(instance: object, attribute: attrs.Attribute, value: object) -> None:
+    if value is not None:
+        check_projection(value)
+
+
+@attrs.frozen(kw_only=True)
+class PCAGaussParams(PrivacyParams):
+    dimension: int | None = param(
+        None,
+        help="number P of principal components (unsupervised); when supervised it is the "
+        "projection's column count",
+        constraint="1 <= P <= number of features",
+        validator=optional(positive_int),
+    )
+    supervised: bool = param(
+        False,
+        help="Algorithm 2: model the bounded numeric label; needs an independent projection",
+    )
+    projection: np.ndarray | None = param(
+        None,
+        help="independently derived M x P projection for supervised mode: a Lap-PCA "
+        "release's components (RELEASE_DIR:components) or a matrix from public data",
+        validator=_projection,
+        eq=False,
+    )
+    centring: Literal["domain", "dp_mean"] = param(
+        "domain",
+        help="centre at the domain's public centre, or at a DP mean (charged to the budget)",
+        constraint="domain | dp_mean",
+        validator=one_of("domain", "dp_mean"),
+    )
+    mean_share: float = param(
+        0.2,
+        help="share of the budget for the DP mean when centring = dp_mean",
+        constraint="0 < share < 1",
+        validator=probability_open,
+    )
+    noise: Literal["laplace", "gaussian"] = param(
+        "laplace",
+        help="noise family: laplace (pure ε-DP, the paper's) or gaussian ((ε, δ)-DP)",
+        constraint="laplace | gaussian",
+        validator=one_of(*FAMILIES),
+    )
+    n_synthetic: int | None = param(
+        None,
+        help="number of synthetic records (default: n, public under replace-one)",
+        constraint=">= 1",
+        validator=optional(positive_int),
+    )
+    output_space: Literal["projected", "original"] = param(
+        "projected",
+        help="projected: P coordinates; original: mapped back with the public projection "
+        "(supervised only: Algorithm 1's directions are private)",
+        constraint="projected | original",
+        validator=one_of("projected", "original"),
+    )
+
+    def __attrs_post_init__(self) -> None:
+        check_family(self.noise, self.delta)
+        if self.supervised:
+            if self.projection is None:
+                raise ParameterError(
+                    "supervised PCA-Gauss (Algorithm 2) needs an independently derived "
+                    "projection: pass projection = a Lap-PCA release's components or a "
+                    "matrix from public data."
+                )
+            columns = np.asarray(self.projection).shape[1]
+            if self.dimension is not None and self.dimension != columns:
+                raise ParameterError(
+                    f"dimension = {self.dimension} but the projection has {columns} "
+                    "columns; drop dimension or make them agree."
+                )
+        else:
+            if self.projection is not None:
+                raise ParameterError(
+                    "unsupervised PCA-Gauss (Algorithm 1) uses the data's own principal "
+                    "directions; pass projection only with supervised = true."
+                )
+            if self.dimension is None:
+                raise ParameterError("unsupervised PCA-Gauss needs dimension (P >= 1).")
+            if self.output_space == "original":
+                raise ParameterError(
+                    "Algorithm 1 never releases its private principal directions, so its "
+                    "synthetic data stay in principal coordinates; use output_space = "
+                    "projected."
+                )
+
+    @property
+    def components(self) -> int:
+        """``P``."""
+        return int(np.asarray(self.projection).shape[1]) if self.supervised else self.dimension
+
+
+class _Centred:
+    """The record-by-record map of one run: centre, scale/project, re-clip."""
+
+    def __init__(self, dataset: Dataset, params: PCAGaussParams) -> None:
+        domain = dataset.domain
+        self.params = params
+        self.centre = domain.centre()
+        self.recentred = False
+        self.buffer = np.empty((min(CHUNK_ROWS, dataset.n_records), dataset.n_features))
+        if params.supervised:
+            self.w = check_projection(params.projection, domain)
+            self.region, self.label_radius, self.scale = supervised_regions(domain, self.w)
+            target = domain.target()
+            self.label_centre = target.centre
+            self.offset = np.zeros(self.w.shape[1] + 1)  # centre of z (a DP mean, or 0)
+        else:
+            self.region = Region.of_domain(domain)
+            self.ball = Region.ball(domain.n_features, self.region.radius)
+            self.offset = np.zeros(domain.n_features)
+
+    def rows(self, features: np.ndarray, labels: np.ndarray | None) -> np.ndarray:
+        """``v = x - c`` (Alg. 1) or ``z = (s W^T (x - c), y - y_c)`` (Alg. 2), minus the
+        offset, clipped back into the region. Alg. 1 clips only after re-centring at a DP
+        mean (at the public centre ``v`` is in the region already, because the Dataset
+        clipped ``x``), and only to the radius ``R``: the eigenvalue bound depends on
+        nothing else."""
+        if not self.params.supervised:
+            if not self.recentred:
+                return np.subtract(features, self.centre, out=self.buffer[: features.shape[0]])
+            v = np.subtract(features, self.centre + self.offset, out=self.buffer[: len(features)])
+            return self.ball.clip(v)
+        v = np.subtract(features, self.centre, out=self.buffer[: features.shape[0]])
+        u = (v @ self.w) * self.scale - self.offset[:-1]
+        y = labels - self.label_centre - self.offset[-1]
+        return np.column_stack(
+            [self.region.clip(u), np.clip(y, -self.label_radius, self.label_radius)]
+        )
+
+    def uncentred_rows(self, features: np.ndarray, labels: np.ndarray | None) -> np.ndarray:
+        """The rows before any offset or re-clipping (input of the DP mean)."""
+        state = self.offset, self.recentred
+        self.offset, self.recentred = np.zeros_like(self.offset), False
+        try:
+            return self.rows(features, labels)
+        finally:
+            self.offset, self.recentred = state
+
+    def mean(self, dataset: Dataset) -> np.ndarray:
+        """The mean of the rows at the public centre (Alg. 1: of ``x - c``, summed as
+        ``sum x - n c``)."""
+        total = np.zeros_like(self.offset)
+        for features, labels in dataset.chunks(CHUNK_ROWS):
+            if self.params.supervised:
+                total += self.uncentred_rows(features, labels).sum(axis=0)
+            else:
+                total += features.sum(axis=0)
+        if not self.params.supervised:
+            total -= dataset.n_records * self.centre
+        return total / dataset.n_records
+
+    def set_offset(self, noisy_mean: np.ndarray) -> None:
+        """Centre at a DP mean, clamped into the region (post-processing)."""
+        offset = np.array(noisy_mean, dtype=np.float64)
+        if self.params.supervised:
+            self.region.clip(offset[None, :-1])
+            offset[-1] = np.clip(offset[-1], -self.label_radius, self.label_radius)
+        else:
+            self.region.clip(offset[None, :])
+        self.offset, self.recentred = offset, True
+
+    def second_moment(self, dataset: Dataset) -> np.ndarray:
+        dim = self.offset.shape[0]
+        total = np.zeros((dim, dim))
+        for features, labels in dataset.chunks(CHUNK_ROWS):
+            rows = self.rows(features, labels)
+            total += rows.T @ rows
+        return total / dataset.n_records
+
+
+class PCAGauss(Mechanism):
+    """A Gaussian generative model of principal coordinates with DP parameters."""
+
+    name = "pca_gauss"
+    title = "PCA-Gauss"
+    summary = (
+        "synthetic data from DP principal-coordinate variances (Alg. 1) or a DP labelled "
+        "covariance in a public projection (Alg. 2)"
+    )
+    reference = (
+        "Chanyaswad, Liu, Mittal. Coupling Dimensionality Reduction with Generative Model "
+        "for Non-Interactive Private Data Release. arXiv:1709.00054 (2017), Algorithms 1-2."
+    )
+    privacy = (
+        "replace-one; Laplace (ε-DP) or Gaussian ((ε, δ)-DP) on the top eigenvalues "
+        "(Alg. 1) or the labelled projected second moment (Alg. 2), after an optional DP mean"
+    )
+    outputs = ("synthetic", "labels", "eigenvalues", "covariance", "centre")
+    Params = PCAGaussParams
+
+    def _checked_stages(self, params: PCAGaussParams, domain: Domain) -> dict:
+        check_dimension(params.components, domain)
+        if params.supervised:
+            check_projection(params.projection, domain)
+        return stages(params, domain)
+
+    def sensitivity(self, params: PCAGaussParams, domain: Domain) -> dict[str, Sensitivity]:
+        return {k: s.declared() for k, s in self._checked_stages(params, domain).items()}
+
+    def plan(self, params: PCAGaussParams, domain: Domain) -> PrivacyEvent:
+        return compose(*(s.event() for s in self._checked_stages(params, domain).values()))
+
+    def query(self, dataset: Dataset, params: PCAGaussParams) -> dict[str, np.ndarray]:
+        """Stand-in for the main stage after a DP mean: the public centre (offset 0); its
+        bound holds for any centre because rows are clipped back to the same bounds."""
+        planned = self._checked_stages(params, dataset.domain)
+        if params.supervised:
+            dataset.require_labels("supervised PCA-Gauss")
+        centred = _Centred(dataset, params)
+        out = {}
+        if "mean" in planned:
+            out["mean"] = centred.mean(dataset)
+        second = centred.second_moment(dataset)
+        if params.supervised:
+            out["covariance"] = symmetric_entries(second, params.noise)
+        else:
+            out["eigenvalues"] = _top_eigenvalues(second, params.components)
+        return out
+
+    def run(self, dataset: Dataset, params: PCAGaussParams, sampler: Sampler) -> Release:
+        domain = dataset.domain
+        planned = self._checked_stages(params, domain)
+        if params.supervised:
+            dataset.require_labels("supervised PCA-Gauss")
+        centred = _Centred(dataset, params)
+        if "mean" in planned:
+            centred.set_offset(planned["mean"].perturb(centred.mean(dataset), sampler))
+        second = centred.second_moment(dataset)
+        size = params.n_synthetic or dataset.n_records
+        noise_scales = {name: stage.scale for name, stage in planned.items()}
+        info = {"noise": params.noise, "centring": params.centring}
+        if not params.supervised:
+            noisy = planned["eigenvalues"].perturb(
+                _top_eigenvalues(second, params.components), sampler
+            )
+            variances = np.sort(np.maximum(noisy, 0.0))[::-1]
+            synthetic = sampler.standard_normal((size, variances.size)) * np.sqrt(variances)
+            centre = domain.centre() + centred.offset
+            return Release(
+                arrays={"synthetic": synthetic, "eigenvalues": variances, "centre": centre},
+                noise_scales=noise_scales,
+                info={**info, "space": "principal coordinates (directions not released)"},
+            )
+        dim = second.shape[0]
+        entries = planned["covariance"].perturb(symmetric_entries(second, params.noise), sampler)
+        covariance = psd_project(symmetric_matrix(entries, dim, params.noise))
+        samples = gaussian(centred.offset, covariance, size, sampler)
+        features, labels = split_label(
+            samples, centred.label_centre, domain.target().lower, domain.target().upper
+        )
+        coordinates = features / centred.scale  # = W^T (x - c)
+        if params.output_space == "original":
+            synthetic = map_back(coordinates, centred.w, centred.centre)
+        else:
+            synthetic = coordinates + centred.centre @ centred.w
+        return Release(
+            arrays={"synthetic": synthetic, "labels": labels, "covariance": covariance},
+            noise_scales=noise_scales,
+            info={**info, "output_space": params.output_space, "feature_scale": centred.scale},
+        )
+
+
+def _top_eigenvalues(matrix: np.ndarray, k: int) -> np.ndarray:
+    """The ``k`` largest eigenvalues of a symmetric matrix, descending."""
+    return np.linalg.eigvalsh(matrix)[::-1][:k].copy()

@@ -1,0 +1,79 @@
+"""Calibration of RON-Gauss; the proofs are in README.md and :mod:`dpframe.sensitivities`.
+
+Replace-one, ``n`` public. Every record enters the statistics only through unit vectors:
+``u = (x - c)/||x - c||`` (pre-normalised) and ``z = W^T (u - mu~)/||u - mu~||`` with ``W``
+(``m x p``) orthonormal, so ``||u|| <= 1`` and ``||z|| <= 1`` whatever the DP mean ``mu~``
+and the Haar draw ``W`` (a zero row stays zero, norm 0).
+
+* ``mean`` = ``(1/n) sum u_i`` (``m`` entries): L1 ``2 sqrt(m) / n`` (Lemma 2, correct),
+  L2 ``2 / n``;
+* ``covariance`` = ``(1/n) sum z_i z_i^T``: upper-triangle L1 ``kappa_p / n`` with
+  ``kappa_p = sqrt(p (p+3) / 2)`` (``kappa_1 = 1``). The paper's Lemma 4 claims
+  ``2 sqrt(p) / n``, which unit vectors exceed (``sqrt(2) p`` on the full matrix); the
+  notes' sound ``(p+1) / n`` is tightened here by the spectral argument. Gaussian:
+  svec (Frobenius) ``sqrt(2) / n``;
+* supervised, ``covariance`` of ``(z, y - y_c)`` with ``|y - y_c| <= a`` (the target's
+  half-range): L1 ``(kappa_p + h) / n`` with ``h = 2 a sqrt(p)`` if ``a <= sqrt(p)/2``, else
+  ``a sqrt(p) + a^2 + p/4`` (below the notes' ``(p+1) + 2 a sqrt(p) + a^2``; the paper's
+  Lemma 5 ``2 sqrt(p) + 4 a sqrt(p) + a^2`` inherits Lemma 4's error). Gaussian:
+  ``sqrt(2) (1 + a^2) / n``.
+
+The covariance bound holds for every value of ``mu~`` and ``W``, so conditioning on the
+released mean and the public projection, the covariance stage is a fixed Laplace (or
+Gaussian) mechanism and the two stages compose adaptively.
+"""
+
+from __future__ import annotations
+
+from dpframe import Domain
+from dpframe.noise import NoisyStage, norm_of, plan_stages
+from dpframe.sensitivities import (
+    Region,
+    labelled_second_moment,
+    public_count,
+    second_moment,
+    vector_sum,
+)
+
+
+def label_radius(domain: Domain) -> float:
+    """Half the target range, ``a``: ``|y - y_c| <= a`` for every record."""
+    return domain.target().radius
+
+
+def mean_sensitivity(domain: Domain, family: str) -> float:
+    """Sensitivity of the mean of the pre-normalised rows (``m`` entries)."""
+    return vector_sum(Region.ball(domain.n_features), norm_of(family)) / public_count(domain)
+
+
+def covariance_sensitivity(domain: Domain, dimension: int, family: str, supervised: bool) -> float:
+    """Sensitivity of the (augmented) second moment of the projected unit rows."""
+    projected = Region.ball(dimension)
+    norm = norm_of(family)
+    if supervised:
+        total = labelled_second_moment(projected, label_radius(domain), norm)
+    else:
+        total = second_moment(projected, norm)
+    return total / public_count(domain)
+
+
+def stages(params: object, domain: Domain) -> dict[str, NoisyStage]:
+    """The two noisy stages, ``mean`` then ``covariance``, splitting the budget."""
+    return plan_stages(
+        params.noise,
+        params.epsilon,
+        params.delta,
+        {
+            "mean": (params.mean_share, mean_sensitivity(domain, params.noise)),
+            "covariance": (
+                1.0 - params.mean_share,
+                covariance_sensitivity(domain, params.dimension, params.noise, params.supervised),
+            ),
+        },
+        domain.relation,
+        {
+            "mean": "mean of the pre-normalised unit rows",
+            "covariance": "second moment of the projected unit rows (with the centred label "
+            "when supervised); bound uniform over the DP mean and the projection",
+        },
+    )

@@ -1,0 +1,253 @@
+"""GMM: releases, joint and parallel events, per-class sensitivities under attack
+(records changing class included), the noisy class proportions, utility, errors."""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+import numpy as np
+import pytest
+
+import dpframe
+from dpframe import Classes, Dataset, Domain, Release, SeededSampler, Target, execute
+from dpframe.accountants.pure import PureAccountant
+from dpframe.calibration import gdp_mu
+from dpframe.errors import DataError, DomainError, ParameterError
+from dpframe.events import ComposedEvent, LaplaceEvent, ParallelEvent
+from dpframe.sensitivities import Region, second_moment, vector_sum
+
+GMM = dpframe.mechanism("gmm")
+LAP_PCA = dpframe.mechanism("lap_pca")
+DOMAIN = Domain(lower=-1.0, upper=1.0, labels=Classes(("a", "b", "c")))
+
+
+def uniform_rows(seed: int, n: int, m: int) -> np.ndarray:
+    return SeededSampler(seed).uniform(-1.0, 1.0, (n, m))
+
+
+def one_sentence(exc: pytest.ExceptionInfo) -> str:
+    text = str(exc.value)
+    assert "\n" not in text and text.endswith("."), text
+    return text
+
+
+def labelled(seed: int, n: int = 600, m: int = 5) -> Dataset:
+    rows = uniform_rows(seed, n, m)
+    labels = np.where(rows[:, 0] > 0.3, "a", np.where(rows[:, 1] > 0, "b", "c"))
+    return Dataset.from_arrays(rows, labels, DOMAIN)
+
+
+@pytest.mark.parametrize(
+    "params",
+    [
+        {},
+        {"reduction": "ron", "dimension": 3},
+        {"reduction": "ron", "dimension": 3, "output_space": "original"},
+        {"accounting": "parallel", "balanced": True},
+    ],
+)
+def test_release_shapes(params):
+    data = labelled(1)
+    release = execute(GMM, data, GMM.params(epsilon=2.0, **params), SeededSampler(2))
+    dim = params.get("dimension", 5)
+    width = 5 if params.get("output_space") == "original" else dim
+    assert release["synthetic"].shape == (600, width)
+    assert release["synthetic"].dtype == np.float64
+    assert set(release["labels"]) <= {"a", "b", "c"}
+    assert release["means"].shape == (3, dim) and release["covariances"].shape == (3, dim, dim)
+    assert release["counts"].shape == (3,) and np.all(release["counts"] >= 0)
+    if params.get("reduction") == "ron":
+        w = release["projection"]
+        assert w.shape == (5, 3) and np.allclose(w.T @ w, np.eye(3), atol=1e-10)
+
+
+def test_class_sizes_follow_noisy_counts_or_are_balanced():
+    data = labelled(3)
+    release = execute(GMM, data, GMM.params(epsilon=1.0, n_synthetic=1000), SeededSampler(4))
+    counts = release["counts"]
+    sizes = np.array([np.sum(release["labels"] == c) for c in ("a", "b", "c")])
+    assert sizes.sum() == 1000
+    assert np.all(np.abs(sizes - 1000 * counts / counts.sum()) < 1)  # largest remainders
+    balanced = execute(
+        GMM, data, GMM.params(epsilon=1.0, n_synthetic=999, balanced=True), SeededSampler(4)
+    )
+    assert [np.sum(balanced["labels"] == c) for c in ("a", "b", "c")] == [333, 333, 333]
+
+
+def test_same_seed_same_release():
+    data = labelled(5)
+    params = GMM.params(epsilon=1.0, reduction="ron", dimension=2)
+    a, b, c = (execute(GMM, data, params, SeededSampler(s)) for s in (6, 6, 7))
+    for name in a.arrays:
+        assert np.array_equal(a[name], b[name])
+    assert not np.allclose(a["synthetic"], c["synthetic"])
+
+
+def test_joint_and_parallel_events_cost_epsilon():
+    domain = Domain(
+        lower=-1.0, upper=1.0, feature_names=tuple("abcd"), labels=Classes((0, 1, 2)), records=90
+    )
+
+    def multipliers(event: ComposedEvent) -> list[float]:
+        assert all(
+            isinstance(e, LaplaceEvent) and e.relation.value == "replace_one" for e in event.events
+        )
+        return [e.noise_multiplier for e in event.events]
+
+    joint = GMM.plan(GMM.params(epsilon=1.0), domain)
+    assert multipliers(joint) == pytest.approx([1 / 0.1, 1 / 0.3, 1 / 0.6], rel=1e-12)
+    parallel = GMM.plan(GMM.params(epsilon=1.0, accounting="parallel"), domain)
+    assert isinstance(parallel, ParallelEvent) and parallel.partitions_touched == 2
+    assert len(parallel.events) == 3
+    for child in parallel.events:  # each class gets half the budget
+        assert multipliers(child) == pytest.approx([2 / 0.1, 2 / 0.3, 2 / 0.6], rel=1e-12)
+    for event in (joint, parallel):
+        assert PureAccountant().epsilon(event) == pytest.approx(1.0, rel=1e-12)
+
+
+def test_joint_calibration_adds_less_noise_than_parallel():
+    data = labelled(8)
+    joint = execute(GMM, data, GMM.params(epsilon=1.0), SeededSampler(1)).noise_scales
+    parallel = execute(
+        GMM, data, GMM.params(epsilon=1.0, accounting="parallel"), SeededSampler(1)
+    ).noise_scales
+    assert joint["counts"] == pytest.approx(parallel["counts/0"])
+    for stage in ("sums", "second_moments"):
+        assert joint[stage] < parallel[f"{stage}/0"]
+
+
+def test_add_remove_never_exceeds_replace_when_centred():
+    """README lemma: centred at the public centre, a record entering or leaving a class
+    changes its sum and second moment by no more than a within-class replacement."""
+    regions = [
+        Region.of_domain(Domain(lower=-1.0, upper=1.0, feature_names=tuple("abcdef"))),
+        Region.of_domain(Domain(lower=[0, 0, 0], upper=[1, 5, 20])),
+        Region.ball(4, 2.0),
+        Region.ball(1, 1.0),
+    ]
+    for region in regions:
+        for norm in ("l1", "l2"):
+            assert vector_sum(region, norm, "add") <= vector_sum(region, norm)
+            assert second_moment(region, norm, "add") <= second_moment(region, norm)
+
+
+@pytest.mark.parametrize("accounting", ["joint", "parallel"])
+def test_per_class_sensitivities_survive_attack(search, accounting):
+    m = 3
+    domain = Domain(lower=-1.0, upper=1.0, labels=Classes((0, 1)))
+    base = (uniform_rows(9, 5, m), np.array([0, 1, 0, 1, 1]))
+    params = GMM.params(epsilon=1.0, accounting=accounting)
+    found, declared = search(GMM, params, domain, base, labels=(0, 1), random_pairs=40)
+    for stage, sensitivity in declared.items():
+        assert found[stage] <= sensitivity.value * (1 + 1e-9), stage
+        # every per-class bound is hit: counts exactly, sums and second moments within
+        # the gap between the cube and the spectral bound
+        assert found[stage] >= 0.66 * sensitivity.value, stage
+    if accounting == "joint":  # a class move costs (M+1) R^2 on the second moments
+        assert found["second_moments"] == pytest.approx(declared["second_moments"].value)
+        assert found["counts"] == pytest.approx(2.0)
+
+
+def test_supplied_projection_from_lap_pca(search):
+    data = labelled(10)
+    components = execute(LAP_PCA, data, LAP_PCA.params(epsilon=1.0, dimension=2), SeededSampler(1))[
+        "components"
+    ]
+    release = execute(
+        GMM,
+        data,
+        GMM.params(epsilon=1.0, reduction="supplied", projection=components),
+        SeededSampler(11),
+    )
+    assert release["synthetic"].shape == (600, 2)
+    assert np.array_equal(release["projection"], components)
+    domain = Domain(lower=-1.0, upper=1.0, labels=Classes((0, 1)))
+    base = (uniform_rows(12, 4, 5), np.array([0, 1, 1, 0]))
+    params = GMM.params(epsilon=1.0, reduction="supplied", projection=components)
+    found, declared = search(GMM, params, domain, base, labels=(0, 1), random_pairs=30)
+    for stage, sensitivity in declared.items():
+        assert found[stage] <= sensitivity.value * (1 + 1e-9), stage
+
+
+def test_class_models_approach_real_at_large_epsilon(ctg):
+    features, nsp, names = ctg
+    domain = Domain(
+        lower=features.min(0).tolist(),
+        upper=features.max(0).tolist(),
+        labels=Classes((1, 2, 3)),
+    )
+    data = Dataset.from_arrays(features, nsp, domain, feature_names=names)
+    params = GMM.params(epsilon=1e7, reduction="ron", dimension=4, n_synthetic=300_000)
+    release = execute(GMM, data, params, SeededSampler(13))
+    w = release["projection"]
+    projected = features @ w
+    sizes = np.array([np.sum(nsp == c) for c in (1, 2, 3)])
+    assert release["counts"] == pytest.approx(sizes, abs=0.01)
+    for k, c in enumerate((1, 2, 3)):
+        rows = projected[nsp == c]
+        assert release["means"][k] == pytest.approx(rows.mean(0), abs=1e-3)
+        real = np.cov(rows.T, bias=True)
+        assert np.linalg.norm(release["covariances"][k] - real) < 1e-3 * np.linalg.norm(real)
+        synthetic = release["synthetic"][release["labels"] == c]
+        # >= 24k draws per class: second moments within ~1-2%; 5% fails negligibly
+        moment = np.cov(synthetic.T, bias=True)
+        assert np.linalg.norm(moment - real) < 0.05 * np.linalg.norm(real)
+    synthetic_share = [np.mean(release["labels"] == c) for c in (1, 2, 3)]
+    assert synthetic_share == pytest.approx(sizes / sizes.sum(), abs=1e-4)
+
+
+def test_bad_parameters_fail_with_one_sentence():
+    cases = [
+        ({"reduction": "ron"}, "needs dimension"),
+        ({"dimension": 2}, "only used with reduction = ron"),
+        ({"reduction": "supplied"}, "needs projection"),
+        ({"projection": np.eye(3, 2)}, "only used with reduction = supplied"),
+        ({"count_share": 0.5, "mean_share": 0.5}, "below 1"),
+        ({"epsilon": -1.0}, "epsilon"),
+        ({"accounting": "sequential"}, "accounting"),
+    ]
+    for values, text in cases:
+        with pytest.raises(ParameterError) as exc:
+            GMM.params(**{"epsilon": 1.0, **values})
+        assert text in one_sentence(exc)
+    domain = Domain(lower=-1.0, upper=1.0, feature_names=tuple("abc"), records=10)
+    with pytest.raises(DomainError) as exc:
+        GMM.plan(GMM.params(epsilon=1.0), domain)
+    assert "class labels" in one_sentence(exc)
+    with pytest.raises(DomainError):
+        GMM.plan(GMM.params(epsilon=1.0), attrs.evolve(domain, labels=Target(0, 1)))
+    classes = attrs.evolve(domain, labels=Classes((0, 1)))
+    with pytest.raises(ParameterError) as exc:
+        GMM.plan(GMM.params(epsilon=1.0, reduction="ron", dimension=5), classes)
+    assert "exceeds the number of features" in one_sentence(exc)
+    with pytest.raises(ParameterError) as exc:
+        GMM.plan(GMM.params(epsilon=1.0, reduction="supplied", projection=np.eye(4, 2)), classes)
+    assert "projection has 4 rows" in one_sentence(exc)
+    unlabelled = Dataset.from_arrays(uniform_rows(14, 20, 3), None, DOMAIN)
+    with pytest.raises(DataError) as exc:
+        execute(GMM, unlabelled, GMM.params(epsilon=1.0))
+    assert "needs labels" in one_sentence(exc)
+
+
+def test_gaussian_parallel_children_compose_to_the_target():
+    domain = Domain(
+        lower=-1.0, upper=1.0, feature_names=tuple("abcd"), labels=Classes((0, 1, 2)), records=90
+    )
+    for accounting in ("joint", "parallel"):
+        params = GMM.params(epsilon=1.0, delta=1e-6, noise="gaussian", accounting=accounting)
+        event = GMM.plan(params, domain)
+        # mu-GDP of the composition: every stage of a joint release, or the stages of the
+        # two children a replaced record can touch
+        stages = list(event.events) if accounting == "joint" else 2 * list(event.events[0].events)
+        mu = math.sqrt(sum(1 / e.noise_multiplier**2 for e in stages))
+        assert mu == pytest.approx(gdp_mu(1.0, 1e-6), rel=1e-9)
+
+
+def test_release_round_trips_through_disk(tmp_path):
+    release = execute(GMM, labelled(15), GMM.params(epsilon=1.0), SeededSampler(16))
+    release.save(tmp_path / "gmm")
+    loaded = Release.load(tmp_path / "gmm")
+    assert list(loaded["labels"]) == list(release["labels"])
+    assert np.array_equal(loaded["synthetic"], release["synthetic"])
+    assert loaded.event == release.event and loaded.noise_scales == release.noise_scales
