@@ -68,10 +68,17 @@ class GlobalRNGUsed(AssertionError):
     """A global (or unmanaged) random number generator was used."""
 
 
-def _raiser(name: str) -> Any:
+def _raiser(name: str, original: Any = None) -> Any:
+    """A stand-in for ``original`` that raises when called. A class is replaced by a
+    subclass that raises on construction, so that module-level uses of the class itself
+    (``isinstance``, ``Generator | RandomState`` type aliases, as in scipy) keep working
+    when such a module is first imported inside the trap."""
+
     def fail(*args: Any, **kwargs: Any) -> None:
         raise GlobalRNGUsed(f"global RNG used: {name}")
 
+    if isinstance(original, type):
+        return type(original.__name__, (original,), {"__new__": fail, "__init__": fail})
     return fail
 
 
@@ -82,8 +89,9 @@ def forbid_global_rng() -> Iterator[None]:
 
     def patch(owner: Any, name: str, label: str) -> None:
         if hasattr(owner, name):
-            saved.append((owner, name, getattr(owner, name)))
-            setattr(owner, name, _raiser(label))
+            original = getattr(owner, name)
+            saved.append((owner, name, original))
+            setattr(owner, name, _raiser(label, original))
 
     global_state = np.random.mtrand._rand
     for name in dir(np.random):

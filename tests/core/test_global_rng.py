@@ -30,6 +30,10 @@ EXAMPLES: dict[str, dict] = {
     "mvg": {"epsilon": 1.0, "delta": 1e-6, "query": "covariance"},
     "dprp": {"epsilon": 1.0, "delta": 1e-5, "k1": 3},
     "dpcda": {"epsilon": 2.0, "delta": 1e-5, "order": 2, "records": 20},
+    "ron_gauss": {"epsilon": 1.0, "dimension": 2},
+    "pca_gauss": {"epsilon": 1.0, "delta": 1e-6, "dimension": 2, "noise": "gaussian"},
+    "gmm": {"epsilon": 1.0, "reduction": "ron", "dimension": 2},
+    "lap_pca": {"epsilon": 1.0, "dimension": 2},
 }
 
 
@@ -59,6 +63,14 @@ def test_the_patch_really_traps_global_rng_use(global_rng_forbidden):
         np.random.normal()  # noqa: NPY002
     with pytest.raises(AssertionError, match="global RNG used"):
         np.random.default_rng()
+    with pytest.raises(AssertionError, match="global RNG used"):
+        np.random.RandomState(3)
+
+
+def test_the_trap_keeps_generator_classes_usable_as_types(global_rng_forbidden):
+    # scipy builds ``np.random.Generator | np.random.RandomState`` at import time; a
+    # library first imported inside the trap must still import.
+    assert isinstance(np.random.Generator | np.random.RandomState, type(int | str))
 
 
 def test_every_builtin_mechanism_has_an_example():

@@ -158,7 +158,8 @@ def test_lap_pca_components_chain_through_the_cli(tmp_path):
     data = np.column_stack([rows, rows[:, 0]])
     np.savetxt(tmp_path / "data.csv", data, delimiter=",", header="a,b,c,d,e,y", comments="")
     common = ["--data", str(tmp_path / "data.csv"), "--bounds", "-1:1", "--seed", "1"]
-    common += ["--label", "y", "--target-range", "-1:1"]
+    common += ["--label", "y", "--target-range", "-1:1", "--ledger", str(tmp_path / "l.ledger")]
+    common += ["--budget-epsilon", "1", "--accountant", "pure"]
     runner = CliRunner()
     first_args = ["release", "lap_pca", *common, "--epsilon", "0.5", "--param", "dimension=2"]
     first = runner.invoke(cli, [*first_args, "--out", str(tmp_path / "pca")])
@@ -167,6 +168,7 @@ def test_lap_pca_components_chain_through_the_cli(tmp_path):
     second_args = ["release", "pca_gauss", *common, "--epsilon", "0.5", *chained]
     second = runner.invoke(cli, [*second_args, "--out", str(tmp_path / "synth")])
     assert second.exit_code == 0, second.output
+    assert "remaining ε=0" in second.output  # both steps charged to the one budget
     release = Release.load(tmp_path / "synth")
     assert release["synthetic"].shape == (120, 2)
     assert (tmp_path / "synth" / "synthetic.csv").is_file()
