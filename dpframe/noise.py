@@ -16,7 +16,7 @@ the Frobenius norm) for Gaussian; :func:`symmetric_matrix` maps the noisy entrie
 from __future__ import annotations
 
 from collections.abc import Mapping
-from typing import Literal
+from typing import Any, Literal
 
 import attrs
 import numpy as np
@@ -26,11 +26,22 @@ from dpframe.errors import ParameterError
 from dpframe.events import GaussianEvent, LaplaceEvent, PrivacyEvent
 from dpframe.linalg import from_svec, from_upper_triangle, svec, upper_triangle
 from dpframe.mechanism import Sensitivity
+from dpframe.params import one_of, param
 from dpframe.relation import Relation
 from dpframe.samplers import Sampler
 
 Family = Literal["laplace", "gaussian"]
 FAMILIES: tuple[str, ...] = ("laplace", "gaussian")
+
+
+def family_param() -> Any:
+    """The ``noise`` parameter of a mechanism offering both families (an attrs field)."""
+    return param(
+        "laplace",
+        help="noise family: laplace (pure ε-DP, as in the papers) or gaussian ((ε, δ)-DP)",
+        constraint="laplace | gaussian",
+        validator=one_of(*FAMILIES),
+    )
 
 
 def check_family(family: str, delta: float) -> None:

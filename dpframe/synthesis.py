@@ -5,6 +5,7 @@ Everything here is post-processing of DP outputs (noisy moments, a public projec
 public centre) and fresh randomness from the :class:`~dpframe.samplers.Sampler`: it never
 sees the private data and costs no budget.
 
+* :func:`n_synthetic_param` is the shared ``n_synthetic`` parameter;
 * :func:`moments_to_gaussian` turns a noisy count, sum and second moment into a mean and
   a PSD covariance;
 * :func:`gaussian` draws from ``N(mean, psd(covariance))``;
@@ -17,12 +18,25 @@ sees the private data and costs no budget.
 
 from __future__ import annotations
 
+from typing import Any
+
 import numpy as np
 from numpy.typing import ArrayLike
 
 from dpframe.errors import ParameterError
 from dpframe.linalg import psd_project
+from dpframe.params import optional, param, positive_int
 from dpframe.samplers import Sampler
+
+
+def n_synthetic_param() -> Any:
+    """The ``n_synthetic`` parameter of a synthesiser (an attrs field; ``None`` means n)."""
+    return param(
+        None,
+        help="number of synthetic records (default: n, public under replace-one)",
+        constraint=">= 1",
+        validator=optional(positive_int),
+    )
 
 
 def moments_to_gaussian(

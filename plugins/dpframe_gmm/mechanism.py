@@ -22,11 +22,11 @@ import numpy as np
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
 from dpframe.errors import ParameterError
 from dpframe.events import ParallelEvent, PrivacyEvent, compose
-from dpframe.noise import FAMILIES, check_family, symmetric_entries, symmetric_matrix
+from dpframe.noise import check_family, family_param, symmetric_entries, symmetric_matrix
 from dpframe.params import one_of, optional, positive_int, probability_open
 from dpframe.samplers import Sampler
 from dpframe.sensitivities import Region, check_dimension, check_projection
-from dpframe.synthesis import class_conditional, map_back, moments_to_gaussian
+from dpframe.synthesis import class_conditional, map_back, moments_to_gaussian, n_synthetic_param
 from dpframe_gmm.sensitivity import STAGES, feature_region, stages
 
 CHUNK_ROWS = 8192
@@ -72,12 +72,7 @@ class GMMParams(PrivacyParams):
         constraint="0 < share, count_share + mean_share < 1",
         validator=probability_open,
     )
-    noise: Literal["laplace", "gaussian"] = param(
-        "laplace",
-        help="noise family: laplace (pure ε-DP) or gaussian ((ε, δ)-DP)",
-        constraint="laplace | gaussian",
-        validator=one_of(*FAMILIES),
-    )
+    noise: Literal["laplace", "gaussian"] = family_param()
     accounting: Literal["joint", "parallel"] = param(
         "joint",
         help="joint: one calibration over all classes (less noise); parallel: a "
@@ -88,12 +83,7 @@ class GMMParams(PrivacyParams):
     balanced: bool = param(
         False, help="equal class sizes in the synthetic data (default: the noisy proportions)"
     )
-    n_synthetic: int | None = param(
-        None,
-        help="number of synthetic records (default: n, public under replace-one)",
-        constraint=">= 1",
-        validator=optional(positive_int),
-    )
+    n_synthetic: int | None = n_synthetic_param()
     output_space: Literal["projected", "original"] = param(
         "projected",
         help="projected: coordinates W^T x; original: mapped back to the feature space "

@@ -21,8 +21,8 @@ import numpy as np
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
 from dpframe.events import PrivacyEvent, compose
 from dpframe.linalg import psd_project, top_eigen
-from dpframe.noise import FAMILIES, check_family, symmetric_entries, symmetric_matrix
-from dpframe.params import one_of, positive_int
+from dpframe.noise import check_family, family_param, symmetric_entries, symmetric_matrix
+from dpframe.params import positive_int
 from dpframe.samplers import Sampler
 from dpframe.sensitivities import check_dimension
 from dpframe_lappca.sensitivity import stages
@@ -35,12 +35,7 @@ class LapPCAParams(PrivacyParams):
         constraint="1 <= P <= number of features",
         validator=positive_int,
     )
-    noise: Literal["laplace", "gaussian"] = param(
-        "laplace",
-        help="noise family: laplace (pure ε-DP, the paper's) or gaussian ((ε, δ)-DP)",
-        constraint="laplace | gaussian",
-        validator=one_of(*FAMILIES),
-    )
+    noise: Literal["laplace", "gaussian"] = family_param()
 
     def __attrs_post_init__(self) -> None:
         check_family(self.noise, self.delta)

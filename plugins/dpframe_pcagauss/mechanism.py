@@ -34,11 +34,11 @@ from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitiv
 from dpframe.errors import ParameterError
 from dpframe.events import PrivacyEvent, compose
 from dpframe.linalg import psd_project
-from dpframe.noise import FAMILIES, check_family, symmetric_entries, symmetric_matrix
+from dpframe.noise import check_family, family_param, symmetric_entries, symmetric_matrix
 from dpframe.params import one_of, optional, positive_int, probability_open
 from dpframe.samplers import Sampler
 from dpframe.sensitivities import Region, check_dimension, check_projection
-from dpframe.synthesis import gaussian, map_back, split_label
+from dpframe.synthesis import gaussian, map_back, n_synthetic_param, split_label
 from dpframe_pcagauss.sensitivity import stages, supervised_regions
 
 CHUNK_ROWS = 8192
@@ -81,18 +81,8 @@ class PCAGaussParams(PrivacyParams):
         constraint="0 < share < 1",
         validator=probability_open,
     )
-    noise: Literal["laplace", "gaussian"] = param(
-        "laplace",
-        help="noise family: laplace (pure ε-DP, the paper's) or gaussian ((ε, δ)-DP)",
-        constraint="laplace | gaussian",
-        validator=one_of(*FAMILIES),
-    )
-    n_synthetic: int | None = param(
-        None,
-        help="number of synthetic records (default: n, public under replace-one)",
-        constraint=">= 1",
-        validator=optional(positive_int),
-    )
+    noise: Literal["laplace", "gaussian"] = family_param()
+    n_synthetic: int | None = n_synthetic_param()
     output_space: Literal["projected", "original"] = param(
         "projected",
         help="projected: P coordinates; original: mapped back with the public projection "

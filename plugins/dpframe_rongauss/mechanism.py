@@ -25,11 +25,11 @@ import numpy as np
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
 from dpframe.events import PrivacyEvent, compose
 from dpframe.linalg import psd_project
-from dpframe.noise import FAMILIES, check_family, symmetric_entries, symmetric_matrix
-from dpframe.params import one_of, optional, positive_int, probability_open
+from dpframe.noise import check_family, family_param, symmetric_entries, symmetric_matrix
+from dpframe.params import one_of, positive_int, probability_open
 from dpframe.samplers import Sampler
 from dpframe.sensitivities import Region, check_dimension
-from dpframe.synthesis import gaussian, map_back, split_label
+from dpframe.synthesis import gaussian, map_back, n_synthetic_param, split_label
 from dpframe_rongauss.sensitivity import stages
 
 CHUNK_ROWS = 8192
@@ -53,18 +53,8 @@ class RONGaussParams(PrivacyParams):
         constraint="0 < share < 1",
         validator=probability_open,
     )
-    noise: Literal["laplace", "gaussian"] = param(
-        "laplace",
-        help="noise family: laplace (pure ε-DP, the paper's) or gaussian ((ε, δ)-DP)",
-        constraint="laplace | gaussian",
-        validator=one_of(*FAMILIES),
-    )
-    n_synthetic: int | None = param(
-        None,
-        help="number of synthetic records (default: n, public under replace-one)",
-        constraint=">= 1",
-        validator=optional(positive_int),
-    )
+    noise: Literal["laplace", "gaussian"] = family_param()
+    n_synthetic: int | None = n_synthetic_param()
     output_space: Literal["projected", "original"] = param(
         "projected",
         help="projected: p coordinates (the paper's output); original: mapped back to the m "
