@@ -11,11 +11,18 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 import dpframe
-from dpframe import Domain
-from dpframe.testing import Kit, PrivacyViolation, SensitivityViolation, with_sensitivity
+from dpframe import Classes, Dataset, Domain
+from dpframe.testing import (
+    Kit,
+    PrivacyViolation,
+    SensitivityViolation,
+    patched,
+    with_sensitivity,
+)
 
 
 def cube(m: int, a: float = 1.0) -> Domain:
@@ -73,3 +80,44 @@ def test_lap_pca_ours_passes_the_same_checks():
     kit = Kit(dpframe.mechanism("lap_pca"), {"epsilon": 1.0, "dimension": 2}, cube(3))
     kit.check_sensitivity("fast")
     kit.check_audit("fast")
+
+
+def dpcda_paper_ratio() -> dpframe.Mechanism:
+    # The paper's accounting samples l of N records (ratio l/N); a mixture samples its
+    # class pool of M_k records (ratio l/M_k, plugins/dpframe_dpcda/README.md). The mutant
+    # calibrates and plans with pools of size N.
+    import attrs
+    from dpframe_dpcda.accounting import calibrate_noise
+    from dpframe_dpcda.mechanism import plan_pools
+
+    def paper(pools):
+        return attrs.evolve(pools, sizes=(sum(pools.sizes),) * len(pools.sizes))
+
+    def _noise_multiplier(self, params, pools):
+        return calibrate_noise(paper(pools), params.epsilon, params.delta)
+
+    def plan(self, params, domain):
+        pools = paper(plan_pools(params, domain))
+        return pools.event(calibrate_noise(pools, params.epsilon, params.delta))
+
+    return patched(
+        dpframe.mechanism("dpcda"),
+        "DP-CDA ratio l/N",
+        _noise_multiplier=_noise_multiplier,
+        plan=plan,
+    )
+
+
+@pytest.mark.thorough  # two looped audits of 10 000 releases of 800 mixtures: about 4 min
+def test_dpcda_paper_sampling_ratio_is_caught_by_the_audit():
+    # 20 classes of 2 records: our ratio l/M_k = 1 (no amplification), the paper's 1/20,
+    # so its noise multiplier is about 5 times too small.
+    names = tuple("abcdefghijklmnopqrst")
+    domain = Domain(lower=[0], upper=[1], feature_names=("x",), labels=Classes(names))
+    base = Dataset.from_arrays(np.linspace(0.1, 0.9, 40)[:, None], np.array(names * 2), domain)
+    params = {"epsilon": 1.0, "delta": 1e-5, "order": 2, "records": 800}
+    Kit(dpframe.mechanism("dpcda"), params, domain, base=base).check_audit("fast")
+    kit = Kit(dpcda_paper_ratio(), params, domain, base=base)
+    kit.check_plan()  # its own (wrong) accounting says it meets epsilon ...
+    with pytest.raises(PrivacyViolation):  # ... the outputs show epsilon > 2
+        kit.check_audit("fast")
