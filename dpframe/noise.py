@@ -128,3 +128,32 @@ def symmetric_entries(matrix: np.ndarray, family: str) -> np.ndarray:
 def symmetric_matrix(entries: np.ndarray, dim: int, family: str) -> np.ndarray:
     """Inverse of :func:`symmetric_entries`."""
     return from_upper_triangle(entries, dim) if family == "laplace" else from_svec(entries, dim)
+
+
+def follow_declared(
+    stages: Mapping[str, NoisyStage], declared: Mapping[str, Sensitivity]
+) -> dict[str, NoisyStage]:
+    """``stages`` with each sensitivity taken from ``declared`` (the mechanism's
+    ``sensitivity()`` hook) and the noise multipliers kept: the noise scale is computed from
+    the declared bound, so a wrong declaration is a wrong noise (what the testing kit's
+    Layer A and its sensitivity mutants rely on). The plan does not change."""
+    return {
+        name: attrs.evolve(stage, sensitivity=float(declared[name].value))
+        for name, stage in stages.items()
+    }
+
+
+def batch_perturb(
+    stages: Mapping[str, NoisyStage],
+    query: Mapping[str, np.ndarray],
+    sampler: Sampler,
+    count: int,
+) -> dict[str, np.ndarray]:
+    """``count`` independent noisy copies of each stage's flattened query value,
+    ``{name: (count, k)}``, one draw per stage with the noise ``run()`` adds (the testing
+    hook ``noisy_stages``)."""
+    out = {}
+    for name, stage in stages.items():
+        value = np.ravel(np.asarray(query[name], dtype=np.float64))
+        out[name] = stage.perturb(np.broadcast_to(value, (count, value.size)), sampler)
+    return out

@@ -146,11 +146,15 @@ def check_seeded_reproducible(mechanism: Mechanism, dataset: Dataset, params: An
 
 def _same_arrays(a: Release, b: Release) -> bool:
     return a.arrays.keys() == b.arrays.keys() and all(
-        np.array_equal(np.asarray(a.arrays[k]), np.asarray(b.arrays[k]), equal_nan=True)
-        if np.asarray(a.arrays[k]).dtype != object
-        else np.asarray(a.arrays[k]).tolist() == np.asarray(b.arrays[k]).tolist()
-        for k in a.arrays
+        _same_array(np.asarray(a.arrays[k]), np.asarray(b.arrays[k])) for k in a.arrays
     )
+
+
+def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
+    """Equal arrays; NaN equals NaN in numeric ones (labels may be strings or objects)."""
+    if a.dtype.kind in "fc" and b.dtype.kind in "fc":
+        return np.array_equal(a, b, equal_nan=True)
+    return a.shape == b.shape and a.tolist() == b.tolist()
 
 
 def check_secure_by_default(mechanism: Mechanism, dataset: Dataset, params: Any) -> None:

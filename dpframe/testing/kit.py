@@ -172,8 +172,10 @@ class Kit:
         seed: int = 0,
         fast: Tier = FAST,
         thorough: Tier = THOROUGH,
+        bounds_records: str | None = None,
     ) -> None:
         self.mechanism = mechanism() if isinstance(mechanism, type) else mechanism
+        self.bounds_records = bounds_records
         self._params_spec = params
         self._params: dict[Domain, Any] = {}
         self.domain = domain
@@ -589,6 +591,8 @@ class Kit:
             outcome["clipping removed"] = "caught by Layer A"
         elif self._clipping_irrelevant():
             outcome["clipping removed"] = "equivalent mutant: no query depends on clipping"
+        elif self.bounds_records:
+            outcome["clipping removed"] = f"not a privacy mutant: {self.bounds_records}"
         else:
             missed.append("clipping removed: Layer A found no violation")
         pairs = self.audit_pairs(t)[:1]

@@ -283,6 +283,21 @@ class DPRPMechanism(Mechanism):
             "covariance": Sensitivity(calibration.covariance_sensitivity, "l2"),
         }
 
+    def _sigmas(
+        self, params: DPRPParams, domain: Domain, calibration: Calibration
+    ) -> dict[str, float]:
+        """Noise standard deviations: the calibrated multipliers times the declared
+        sensitivities (:meth:`sensitivity`), so the noise follows them."""
+        declared = self.sensitivity(params, domain)
+        return {
+            "projection": calibration.projection_sigma
+            / calibration.projection_sensitivity
+            * declared["projection"].value,
+            "covariance": calibration.covariance_sigma
+            / calibration.covariance_sensitivity
+            * declared["covariance"].value,
+        }
+
     def query(self, dataset: Dataset, params: DPRPParams) -> dict[str, np.ndarray]:
         """``Z R`` with a fixed public stand-in R (seeded by QUERY_PROJECTION_SEED) and the
         upper triangle of ``Z^T Z``."""
@@ -296,14 +311,13 @@ class DPRPMechanism(Mechanism):
     def run(self, dataset: Dataset, params: DPRPParams, sampler: Sampler) -> Release:
         encoding = Encoding.build(params, dataset.domain)
         calibration = self._calibration(params, encoding)
+        sigmas = self._sigmas(params, dataset.domain, calibration)
         z = encoding.encode(dataset)
         width = encoding.width
         k2 = default_k2(params, width)
         r = sampler.gaussian(1.0 / math.sqrt(params.k1), (width, params.k1))
-        projection = z @ r + sampler.gaussian(
-            calibration.projection_sigma, (len(dataset), params.k1)
-        )
-        covariance = z.T @ z + sampler.symmetric_gaussian(width, calibration.covariance_sigma)
+        projection = z @ r + sampler.gaussian(sigmas["projection"], (len(dataset), params.k1))
+        covariance = z.T @ z + sampler.symmetric_gaussian(width, sigmas["covariance"])
         _, components = top_eigen(covariance, k2)
         rows = projection @ np.linalg.pinv(components.T @ r) @ components.T
         features, labels = encoding.decode(rows)
@@ -319,10 +333,7 @@ class DPRPMechanism(Mechanism):
             }
         return Release(
             arrays=arrays,
-            noise_scales={
-                "projection": calibration.projection_sigma,
-                "covariance": calibration.covariance_sigma,
-            },
+            noise_scales=sigmas,
             info={
                 "k1": params.k1,
                 "k2": k2,

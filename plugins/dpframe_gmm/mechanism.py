@@ -22,7 +22,14 @@ import numpy as np
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
 from dpframe.errors import ParameterError
 from dpframe.events import ParallelEvent, PrivacyEvent, compose
-from dpframe.noise import check_family, family_param, symmetric_entries, symmetric_matrix
+from dpframe.noise import (
+    batch_perturb,
+    check_family,
+    family_param,
+    follow_declared,
+    symmetric_entries,
+    symmetric_matrix,
+)
 from dpframe.params import one_of, optional, positive_int, probability_open
 from dpframe.samplers import Sampler
 from dpframe.sensitivities import Region, check_dimension, check_projection
@@ -155,6 +162,19 @@ class GMM(Mechanism):
         ]
         return ParallelEvent(tuple(children), partitions_touched=2)
 
+    def _noisy(self, params: GMMParams, domain: Domain) -> dict:
+        """The stages with their noise computed from :meth:`sensitivity`."""
+        planned = stages(params, domain, self._region(params, domain))
+        return follow_declared(planned, self.sensitivity(params, domain))
+
+    def noisy_stages(
+        self, dataset: Dataset, params: GMMParams, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        """``query() + noise`` for ``count`` runs (``ron``: at the identity stand-in)."""
+        return batch_perturb(
+            self._noisy(params, dataset.domain), self.query(dataset, params), sampler, count
+        )
+
     def query(self, dataset: Dataset, params: GMMParams) -> dict[str, np.ndarray]:
         """For ``ron`` the Haar draw is replaced by the first ``p`` columns of the identity
         (the bound is uniform over orthonormal ``W``)."""
@@ -180,7 +200,7 @@ class GMM(Mechanism):
     def run(self, dataset: Dataset, params: GMMParams, sampler: Sampler) -> Release:
         domain = dataset.domain
         region = self._region(params, domain)
-        planned = stages(params, domain, region)
+        planned = self._noisy(params, domain)
         w = self._projection(params, dataset.n_features, sampler)
         counts, sums, seconds = _class_moments(dataset, w, region)
         n_classes, dim = sums.shape

@@ -21,7 +21,14 @@ import numpy as np
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
 from dpframe.events import PrivacyEvent, compose
 from dpframe.linalg import psd_project, top_eigen
-from dpframe.noise import check_family, family_param, symmetric_entries, symmetric_matrix
+from dpframe.noise import (
+    batch_perturb,
+    check_family,
+    family_param,
+    follow_declared,
+    symmetric_entries,
+    symmetric_matrix,
+)
 from dpframe.params import positive_int
 from dpframe.samplers import Sampler
 from dpframe.sensitivities import check_dimension
@@ -83,9 +90,21 @@ class LapPCA(Mechanism):
     def query(self, dataset: Dataset, params: LapPCAParams) -> dict[str, np.ndarray]:
         return {"covariance": symmetric_entries(centred_second_moment(dataset), params.noise)}
 
+    def _noisy(self, params: LapPCAParams, domain: Domain) -> dict:
+        """The stage with its noise computed from :meth:`sensitivity`."""
+        return follow_declared(stages(params, domain), self.sensitivity(params, domain))
+
+    def noisy_stages(
+        self, dataset: Dataset, params: LapPCAParams, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        """``query() + noise`` for ``count`` runs, before the eigen-decomposition."""
+        return batch_perturb(
+            self._noisy(params, dataset.domain), self.query(dataset, params), sampler, count
+        )
+
     def run(self, dataset: Dataset, params: LapPCAParams, sampler: Sampler) -> Release:
         check_dimension(params.dimension, dataset.domain)
-        stage = stages(params, dataset.domain)["covariance"]
+        stage = self._noisy(params, dataset.domain)["covariance"]
         entries = symmetric_entries(centred_second_moment(dataset), params.noise)
         noisy = symmetric_matrix(stage.perturb(entries, sampler), dataset.n_features, params.noise)
         values, vectors = top_eigen(noisy, params.dimension)

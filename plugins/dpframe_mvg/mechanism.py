@@ -427,19 +427,50 @@ class MVGMechanism(Mechanism):
             return {STAGE: design.whiten(value).ravel()}
         return {STAGE: value.ravel()}
 
-    def run(self, dataset: Dataset, params: MVGParams, sampler: Sampler) -> Release:
+    def noisy_stages(
+        self, dataset: Dataset, params: MVGParams, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        """``query() + noise`` for ``count`` runs, with the noise ``run()`` adds (whitened
+        for ``exact``: standard normal on the kept directions), before post-processing."""
         design = self.design(params, dataset.domain)
         value = design.project(self._value(dataset, params, design.spec))
         factor = design.factor()
+        unit = self._unit(params, dataset.domain, design)
+        noise = sampler.standard_normal((count, *design.spec.shape)) @ (factor * unit).T
+        if design.equimodal:
+            noise = factor @ noise
+        noisy = value + noise
+        if design.calibration.method == "exact":
+            noisy = design.whiten(noisy)
+        return {STAGE: noisy.reshape(count, -1)}
+
+    def run(self, dataset: Dataset, params: MVGParams, sampler: Sampler) -> Release:
+        design = self.design(params, dataset.domain)
+        value = design.project(self._value(dataset, params, design.spec))
+        unit = self._unit(params, dataset.domain, design)
+        factor = design.factor()
         row_factor = factor if design.equimodal else None
-        noisy = value + sampler.matrix_normal(row_factor, factor, design.spec.shape)
+        noisy = value + sampler.matrix_normal(row_factor, factor * unit, design.spec.shape)
         arrays = self._outputs(dataset, params, noisy)
         arrays["directions"] = design.basis
+        noise_scales = self._noise_scales(design)
+        if design.calibration.method == "exact":
+            noise_scales = {STAGE: unit}
         return Release(
             arrays=arrays,
-            noise_scales=self._noise_scales(design),
+            noise_scales=noise_scales,
             info=self._info(params, design),
         )
+
+    def _unit(self, params: MVGParams, domain: Domain, design: Design) -> float:
+        """exact: the whitened noise's standard deviation, ``sensitivity() / mu`` (1 for
+        this class; the noise follows the declared sensitivity, as the testing kit needs).
+        theorem2/3: 1 (their noise is not linear in a sensitivity)."""
+        if design.calibration.method != "exact":
+            return 1.0
+        assert design.calibration.mu is not None
+        declared = self.sensitivity(params, domain)[STAGE].value
+        return float(declared / design.calibration.mu)
 
     # -- helpers -----------------------------------------------------------------------
 

@@ -34,7 +34,14 @@ from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitiv
 from dpframe.errors import ParameterError
 from dpframe.events import PrivacyEvent, compose
 from dpframe.linalg import psd_project
-from dpframe.noise import check_family, family_param, symmetric_entries, symmetric_matrix
+from dpframe.noise import (
+    batch_perturb,
+    check_family,
+    family_param,
+    follow_declared,
+    symmetric_entries,
+    symmetric_matrix,
+)
 from dpframe.params import one_of, optional, positive_int, probability_open
 from dpframe.samplers import Sampler
 from dpframe.sensitivities import Region, check_dimension, check_projection
@@ -238,6 +245,20 @@ class PCAGauss(Mechanism):
     def plan(self, params: PCAGaussParams, domain: Domain) -> PrivacyEvent:
         return compose(*(s.event() for s in self._checked_stages(params, domain).values()))
 
+    def _noisy(self, params: PCAGaussParams, domain: Domain) -> dict:
+        """The stages with their noise computed from :meth:`sensitivity`."""
+        return follow_declared(
+            self._checked_stages(params, domain), self.sensitivity(params, domain)
+        )
+
+    def noisy_stages(
+        self, dataset: Dataset, params: PCAGaussParams, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        """``query() + noise`` for ``count`` runs (the main stage at the public centre)."""
+        return batch_perturb(
+            self._noisy(params, dataset.domain), self.query(dataset, params), sampler, count
+        )
+
     def query(self, dataset: Dataset, params: PCAGaussParams) -> dict[str, np.ndarray]:
         """Stand-in for the main stage after a DP mean: the public centre (offset 0); its
         bound holds for any centre because rows are clipped back to the same bounds."""
@@ -257,7 +278,7 @@ class PCAGauss(Mechanism):
 
     def run(self, dataset: Dataset, params: PCAGaussParams, sampler: Sampler) -> Release:
         domain = dataset.domain
-        planned = self._checked_stages(params, domain)
+        planned = self._noisy(params, domain)
         if params.supervised:
             dataset.require_labels("supervised PCA-Gauss")
         centred = _Centred(dataset, params)

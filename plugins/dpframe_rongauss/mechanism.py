@@ -25,7 +25,14 @@ import numpy as np
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
 from dpframe.events import PrivacyEvent, compose
 from dpframe.linalg import psd_project
-from dpframe.noise import check_family, family_param, symmetric_entries, symmetric_matrix
+from dpframe.noise import (
+    batch_perturb,
+    check_family,
+    family_param,
+    follow_declared,
+    symmetric_entries,
+    symmetric_matrix,
+)
 from dpframe.params import one_of, positive_int, probability_open
 from dpframe.samplers import Sampler
 from dpframe.sensitivities import Region, check_dimension
@@ -158,6 +165,20 @@ class RONGauss(Mechanism):
     def plan(self, params: RONGaussParams, domain: Domain) -> PrivacyEvent:
         return compose(*(s.event() for s in self._checked_stages(params, domain).values()))
 
+    def _noisy(self, params: RONGaussParams, domain: Domain) -> dict:
+        """The stages with their noise computed from :meth:`sensitivity`."""
+        return follow_declared(
+            self._checked_stages(params, domain), self.sensitivity(params, domain)
+        )
+
+    def noisy_stages(
+        self, dataset: Dataset, params: RONGaussParams, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        """``query() + noise`` for ``count`` runs (the covariance at the query's stand-ins)."""
+        return batch_perturb(
+            self._noisy(params, dataset.domain), self.query(dataset, params), sampler, count
+        )
+
     def query(self, dataset: Dataset, params: RONGaussParams) -> dict[str, np.ndarray]:
         """Stand-ins for the covariance stage: the DP mean is replaced by 0 and ``W`` by the
         first ``p`` columns of the identity; its bound holds for every centre and every
@@ -175,7 +196,7 @@ class RONGauss(Mechanism):
 
     def run(self, dataset: Dataset, params: RONGaussParams, sampler: Sampler) -> Release:
         domain = dataset.domain
-        planned = self._checked_stages(params, domain)
+        planned = self._noisy(params, domain)
         if params.supervised:
             dataset.require_labels("supervised RON-Gauss")
         pre = _Preprocess(dataset, params.supervised)
