@@ -18,7 +18,8 @@ from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitiv
 from dpframe.calibration import gaussian_sigma, laplace_scale
 from dpframe.errors import ParameterError
 from dpframe.events import GaussianEvent, LaplaceEvent, PrivacyEvent
-from dpframe.linalg import from_upper_triangle, psd_project, upper_triangle
+from dpframe.linalg import psd_project
+from dpframe.noise import symmetric_entries, symmetric_matrix
 from dpframe.samplers import Sampler
 from dpframe_basic.sensitivity import covariance_sensitivity, mean_sensitivity
 
@@ -45,13 +46,15 @@ class GaussianParams(PrivacyParams):
             raise ParameterError("the Gaussian mechanism needs 0 < delta < 1.")
 
 
-def _query_value(dataset: Dataset, query: str) -> np.ndarray:
-    """The exact (pre-noise) query, as the vector of independently noised entries."""
+def _query_value(dataset: Dataset, query: str, family: str) -> np.ndarray:
+    """The exact (pre-noise) query, as the vector of independently noised entries: for a
+    covariance, its upper triangle (Laplace) or ``svec`` (Gaussian; off-diagonal entries
+    times sqrt(2), an isometry to the Frobenius norm, see :mod:`dpframe.noise`)."""
     x = dataset.features
     if query == "mean":
         return x.mean(axis=0)
     centred = x - dataset.domain.centre()
-    return upper_triangle(centred.T @ centred / dataset.n_records)
+    return symmetric_entries(centred.T @ centred / dataset.n_records, family)
 
 
 def _sensitivity(query: str, domain: Domain, norm: str) -> float:
@@ -61,11 +64,15 @@ def _sensitivity(query: str, domain: Domain, norm: str) -> float:
 
 
 def _release(
-    dataset: Dataset, params: LaplaceParams | GaussianParams, noisy: np.ndarray, scale: float
+    dataset: Dataset,
+    params: LaplaceParams | GaussianParams,
+    noisy: np.ndarray,
+    scale: float,
+    family: str,
 ) -> Release:
     if params.query == "mean":
         return Release(arrays={"mean": noisy}, noise_scales={"mean": scale})
-    matrix = from_upper_triangle(noisy, dataset.n_features)
+    matrix = symmetric_matrix(noisy, dataset.n_features, family)
     if params.psd:
         matrix = psd_project(matrix)
     return Release(
@@ -99,19 +106,20 @@ class LaplaceMechanism(Mechanism):
         return LaplaceEvent(1.0 / params.epsilon, relation=domain.relation)
 
     def query(self, dataset: Dataset, params: LaplaceParams) -> dict[str, np.ndarray]:
-        return {params.query: _query_value(dataset, params.query)}
+        return {params.query: _query_value(dataset, params.query, "laplace")}
 
     def run(self, dataset: Dataset, params: LaplaceParams, sampler: Sampler) -> Release:
-        value = _query_value(dataset, params.query)
+        value = _query_value(dataset, params.query, "laplace")
         scale = laplace_scale(
             params.epsilon, self.sensitivity(params, dataset.domain)[params.query].value
         )
-        return _release(dataset, params, value + sampler.laplace(scale, value.shape), scale)
+        noisy = value + sampler.laplace(scale, value.shape)
+        return _release(dataset, params, noisy, scale, "laplace")
 
     def noisy_stages(
         self, dataset: Dataset, params: LaplaceParams, sampler: Sampler, count: int
     ) -> dict[str, np.ndarray]:
-        value = _query_value(dataset, params.query)
+        value = _query_value(dataset, params.query, "laplace")
         scale = laplace_scale(
             params.epsilon, self.sensitivity(params, dataset.domain)[params.query].value
         )
@@ -144,16 +152,17 @@ class GaussianMechanism(Mechanism):
         return GaussianEvent(sigma / delta2, relation=domain.relation)
 
     def query(self, dataset: Dataset, params: GaussianParams) -> dict[str, np.ndarray]:
-        return {params.query: _query_value(dataset, params.query)}
+        return {params.query: _query_value(dataset, params.query, "gaussian")}
 
     def run(self, dataset: Dataset, params: GaussianParams, sampler: Sampler) -> Release:
-        value = _query_value(dataset, params.query)
+        value = _query_value(dataset, params.query, "gaussian")
         sigma, _ = self._sigma(params, dataset.domain)
-        return _release(dataset, params, value + sampler.gaussian(sigma, value.shape), sigma)
+        noisy = value + sampler.gaussian(sigma, value.shape)
+        return _release(dataset, params, noisy, sigma, "gaussian")
 
     def noisy_stages(
         self, dataset: Dataset, params: GaussianParams, sampler: Sampler, count: int
     ) -> dict[str, np.ndarray]:
-        value = _query_value(dataset, params.query)
+        value = _query_value(dataset, params.query, "gaussian")
         sigma, _ = self._sigma(params, dataset.domain)
         return {params.query: value + sampler.gaussian(sigma, (count, value.size))}

@@ -8,10 +8,11 @@ mean, ``q(D) = (1/n) sum_i x_i``: ``q(D) - q(D') = (x - x')/n``, so
     L1 ``<= min(sum_j 2 r_j, 2 sqrt(m) R) / n`` and L2 ``<= 2 min(||r||_2, R) / n``.
 
 covariance, ``q(D) = (1/n) sum_i v_i v_i^T``, released as its upper triangle U
-(diagonal included, PRIVACY-NOTES rule 3):
+(diagonal included, PRIVACY-NOTES rule 3) under Laplace noise and as ``svec`` (U with
+off-diagonal entries times sqrt(2)) under Gaussian noise:
     L1 ``<= min((sum_j r_j)^2, kappa_m R^2) / n`` with ``kappa_m = sqrt(m (m+3) / 2)``
     (box bound, and the spectral bound that tightens the ball bound ``(m+1) R^2``);
-    L2 ``||U(vv^T - ww^T)||_2 <= ||vv^T - ww^T||_F <= sqrt(2) R^2``, over n.
+    L2 ``||svec(vv^T - ww^T)||_2 = ||vv^T - ww^T||_F <= sqrt(2) R^2``, over n.
 """
 
 from __future__ import annotations

@@ -87,6 +87,23 @@ def test_gaussian_uses_the_analytic_calibration():
     assert np.linalg.eigvalsh(cov).min() >= -1e-12
 
 
+def test_gaussian_covariance_noise_is_svec_shaped():
+    # svec layout: for the same L2 sensitivity, diagonal entries get variance sigma^2 and
+    # off-diagonal entries sigma^2 / 2 (the Frobenius isometry), not sigma^2 each.
+    mech = dpframe.mechanism("gaussian")
+    params = mech.params(epsilon=1.0, delta=1e-5, query="covariance", psd=False)
+    data = dataset(np.zeros((20, 3)) + np.array([0.5, 0, 3.5]))  # at the centre: q(D) = 0
+    sampler = SeededSampler(11)
+    draws = np.array([mech.run(data, params, sampler)["covariance"] for _ in range(2000)])
+    sigma = mech.run(data, params, sampler).noise_scales["covariance"]
+    diagonal = draws[:, [0, 1, 2], [0, 1, 2]].ravel() / sigma
+    off = draws[:, [0, 0, 1], [1, 2, 2]].ravel() / sigma
+    # 6000 draws each: the sample variance has relative s.e. sqrt(2/6000) = 1.8 %, so the
+    # bands below are more than 5 standard errors wide (false alarm < 1e-6).
+    assert 0.9 < diagonal.var() < 1.1
+    assert 0.45 < off.var() < 0.55
+
+
 def test_same_seed_same_release_different_seed_different():
     mech = dpframe.mechanism("gaussian")
     params = mech.params(epsilon=1.0, delta=1e-5)
