@@ -27,7 +27,13 @@ import pkgutil
 from pathlib import Path
 from types import ModuleType
 
+from dpframe.errors import DataError, DPFrameError, ParameterError
+
 DEFAULT_OUT = Path("docs/reproductions")
+
+
+class UnknownReproduction(ParameterError):
+    """No reproduction module has that name."""
 
 
 def available() -> list[str]:
@@ -43,7 +49,9 @@ def load(name: str) -> ModuleType:
     """The reproduction module ``name`` (``gfe_clustering`` or ``gfe-clustering``)."""
     module = name.replace("-", "_")
     if module not in available():
-        raise SystemExit(f"unknown reproduction {name!r}; available: {', '.join(available())}.")
+        raise UnknownReproduction(
+            f"unknown reproduction {name!r}; available: {', '.join(available())}."
+        )
     return importlib.import_module(f"{__name__}.{module}")
 
 
@@ -62,13 +70,18 @@ def main(argv: list[str] | None = None) -> None:
     if args.name is None:
         print("\n".join(available()))
         return
-    module = load(args.name)
-    datasets = args.datasets or _default_datasets()
+    try:
+        module = load(args.name)
+        datasets = args.datasets or default_datasets()
+    except DPFrameError as exc:
+        raise SystemExit(str(exc)) from None
     trials = args.trials if args.trials is not None else module.DEFAULT_TRIALS
     print(module.run(trials, args.out, datasets))
 
 
-def _default_datasets() -> Path:
+def default_datasets() -> Path:
+    """The shared datasets folder: ``$DPFRAME_DATASETS``, ``../shared/datasets`` or
+    ``/work/shared/datasets``."""
     import os
 
     for candidate in (
@@ -78,4 +91,8 @@ def _default_datasets() -> Path:
     ):
         if candidate and Path(candidate).is_dir():
             return Path(candidate)
-    raise SystemExit("datasets not found; pass --datasets or set DPFRAME_DATASETS.")
+    raise DatasetsNotFound("datasets not found; pass --datasets or set DPFRAME_DATASETS.")
+
+
+class DatasetsNotFound(DataError):
+    """The shared datasets folder is missing."""

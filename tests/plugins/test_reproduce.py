@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from dpframe import reproduce
+from dpframe.errors import DPFrameError
 
 
 def test_reproductions_are_discovered_and_named_with_dashes():
@@ -16,7 +17,7 @@ def test_reproductions_are_discovered_and_named_with_dashes():
     assert reproduce.output_path(Path("docs/reproductions"), module.__name__) == Path(
         "docs/reproductions/gfe-clustering.md"
     )
-    with pytest.raises(SystemExit):
+    with pytest.raises(DPFrameError, match="unknown reproduction 'no_such_experiment'"):
         reproduce.load("no_such_experiment")
 
 
