@@ -140,6 +140,37 @@ def silhouette(
         return float(silhouette_score(x, labels))
 
 
+def transfer_silhouette(
+    candidate: np.ndarray,
+    real: np.ndarray,
+    clusters: int,
+    seed: int = 0,
+    sample: int = SILHOUETTE_SAMPLE,
+) -> float:
+    """Silhouette of the real records under the clustering K-means finds on the candidate
+    (centroids fitted on the candidate, each real record assigned to its nearest one):
+    comparable across releases, unlike a silhouette computed on each release's own
+    records; 0 when the real records fall in a single cluster."""
+    from sklearn.cluster import KMeans
+    from sklearn.metrics import silhouette_score
+    from threadpoolctl import threadpool_limits
+
+    from dpframe.samplers import SeededSampler
+
+    x, r = np.asarray(candidate, dtype=np.float64), np.asarray(real, dtype=np.float64)
+    if x.shape[0] > sample:
+        x = x[np.sort(SeededSampler(seed).subset(x.shape[0], sample))]
+    if r.shape[0] > sample:
+        r = r[np.sort(SeededSampler(seed + 1).subset(r.shape[0], sample))]
+    if x.shape[0] <= clusters:
+        raise DataError(f"clustering into {clusters} clusters needs more than {clusters} records.")
+    with threadpool_limits(1):
+        labels = KMeans(n_clusters=clusters, n_init=1, random_state=seed).fit(x).predict(r)
+        if len(set(labels)) < 2:
+            return 0.0
+        return float(silhouette_score(r, labels))
+
+
 def classify(
     train_x: np.ndarray,
     train_y: np.ndarray,
@@ -598,11 +629,12 @@ def projection_view(release: Any, domain: Any) -> Callable[[np.ndarray], np.ndar
 
 def ron_view(x: np.ndarray, centre: Any, mean: np.ndarray, w: np.ndarray) -> np.ndarray:
     """RON-Gauss's record map (public given the DP mean ``mean`` and ``W``)."""
-    u = _unit(np.asarray(x, dtype=np.float64) - centre)
-    return _unit(u - mean) @ w
+    u = unit_rows(np.asarray(x, dtype=np.float64) - centre)
+    return unit_rows(u - mean) @ w
 
 
-def _unit(v: np.ndarray) -> np.ndarray:
+def unit_rows(v: np.ndarray) -> np.ndarray:
+    """Each row divided by its L2 norm (zero rows stay zero)."""
     norms = np.linalg.norm(v, axis=1, keepdims=True)
     return np.divide(v, norms, out=np.zeros_like(v), where=norms > 0)
 
