@@ -33,7 +33,7 @@ def utility_plot(
     matplotlib.use("Agg")
     import matplotlib.pyplot as plt
 
-    figure, ax = plt.subplots(figsize=(6.4, 4.2), dpi=120)
+    figure, ax = plt.subplots(figsize=(9.0, 4.4), dpi=110)
     for name, points in series.items():
         xs = [x for x, _ in points]
         means = [i.mean for _, i in points]
@@ -49,7 +49,7 @@ def utility_plot(
     ax.set_ylabel(metric)
     ax.set_title(title or f"{metric} against {AXES.get(axis, axis)}")
     ax.grid(alpha=0.3)
-    ax.legend(fontsize=8)
+    ax.legend(fontsize=7, loc="upper left", bbox_to_anchor=(1.02, 1.0), borderaxespad=0.0)
     figure.tight_layout()
     out = Path(path)
     out.parent.mkdir(parents=True, exist_ok=True)
