@@ -114,6 +114,21 @@ def repeat(trials: int, one: Callable[[int], float]) -> Interval:
     return interval(one(trial) for trial in range(trials))
 
 
+def split(n: int, fraction: float, seed: int) -> tuple[np.ndarray, np.ndarray]:
+    """``(train, test)`` sorted row indices: ``round(fraction n)`` rows held out, chosen by
+    ``SeededSampler(seed).permutation(n)`` (what ``--test-fraction`` / ``--split-seed``
+    use; release from the ``train`` rows only)."""
+    from dpframe.samplers import SeededSampler
+
+    if not 0 < fraction < 1:
+        raise ParameterError(f"the test fraction must be in (0, 1), not {fraction}.")
+    cut = n - round(fraction * n)
+    if cut < 2 or cut == n:
+        raise DataError("the split leaves no training or no test records; change it.")
+    order = SeededSampler(seed).permutation(n)
+    return np.sort(order[:cut]), np.sort(order[cut:])
+
+
 # -- the tasks ---------------------------------------------------------------------------
 
 

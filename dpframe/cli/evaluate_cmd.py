@@ -143,9 +143,8 @@ def _real_data(
     label: str | None,
     header: bool | None,
 ) -> _Real:
-    from dpframe.evaluate import RealData
+    from dpframe.evaluate import RealData, split
     from dpframe.loaders import load_dataset
-    from dpframe.samplers import SeededSampler
 
     data = load_dataset(data_path, domain, label=label, header=header)
     if test_path is not None:
@@ -156,13 +155,12 @@ def _real_data(
             )
         train_x, train_y, test_x, test_y = data.features, data.labels, test.features, test.labels
     else:
-        if not 0 < test_fraction < 1:
-            raise ParameterError(f"--test-fraction must be in (0, 1), not {test_fraction}.")
-        order = SeededSampler(seed).permutation(data.n_records)
-        cut = data.n_records - round(test_fraction * data.n_records)
-        if cut < 2 or cut == data.n_records:
-            raise DataError("the split leaves no training or no test records; change it.")
-        train, test_rows = np.sort(order[:cut]), np.sort(order[cut:])
+        try:
+            train, test_rows = split(data.n_records, test_fraction, seed)
+        except ParameterError:
+            raise ParameterError(
+                f"--test-fraction must be in (0, 1), not {test_fraction}."
+            ) from None
         labels = data.labels
         train_x, test_x = data.features[train], data.features[test_rows]
         train_y = None if labels is None else labels[train]

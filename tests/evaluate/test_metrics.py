@@ -175,3 +175,15 @@ def test_evaluate_refuses_tasks_the_data_cannot_support():
     wrong = Candidate(name="narrow", features=real.train_x[:, :2], labels=real.train_y)
     with pytest.raises(DataError, match="2 columns but the real test data have 3"):
         evaluate([wrong], real, ("classification",))
+
+
+def test_split_holds_out_the_stated_fraction_disjointly():
+    from dpframe.evaluate import split
+
+    train, test = split(10, 0.3, seed=4)
+    assert len(test) == 3 and len(train) == 7
+    assert sorted([*train, *test]) == list(range(10))
+    again = split(10, 0.3, seed=4)
+    assert (again[1] == test).all()  # the same seed gives the same rows
+    with pytest.raises(ParameterError):
+        split(10, 1.0, seed=4)
