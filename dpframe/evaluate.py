@@ -137,22 +137,8 @@ def silhouette(
 ) -> float:
     """Silhouette coefficient of a K-means clustering (k-means++, one initialisation) of a
     seeded random subsample of ``sample`` rows; 0 when K-means finds a single cluster."""
-    from sklearn.cluster import KMeans
-    from sklearn.metrics import silhouette_score
-    from threadpoolctl import threadpool_limits
-
-    from dpframe.samplers import SeededSampler
-
-    x = np.asarray(data, dtype=np.float64)
-    if x.shape[0] > sample:
-        x = x[np.sort(SeededSampler(seed).subset(x.shape[0], sample))]
-    if x.shape[0] <= clusters:
-        raise DataError(f"clustering into {clusters} clusters needs more than {clusters} records.")
-    with threadpool_limits(1):  # small problems: threads only add overhead on a busy host
-        labels = KMeans(n_clusters=clusters, n_init=1, random_state=seed).fit_predict(x)
-        if len(set(labels)) < 2:
-            return 0.0
-        return float(silhouette_score(x, labels))
+    x = _subsample(data, sample, seed)
+    return _kmeans_silhouette(x, x, clusters, seed)
 
 
 def transfer_silhouette(
@@ -166,24 +152,32 @@ def transfer_silhouette(
     (centroids fitted on the candidate, each real record assigned to its nearest one):
     comparable across releases, unlike a silhouette computed on each release's own
     records; 0 when the real records fall in a single cluster."""
+    x = _subsample(candidate, sample, seed)
+    return _kmeans_silhouette(x, _subsample(real, sample, seed + 1), clusters, seed)
+
+
+def _subsample(data: np.ndarray, sample: int, seed: int) -> np.ndarray:
+    from dpframe.samplers import SeededSampler
+
+    x = np.asarray(data, dtype=np.float64)
+    if x.shape[0] > sample:
+        x = x[np.sort(SeededSampler(seed).subset(x.shape[0], sample))]
+    return x
+
+
+def _kmeans_silhouette(fit_on: np.ndarray, scored: np.ndarray, clusters: int, seed: int) -> float:
     from sklearn.cluster import KMeans
     from sklearn.metrics import silhouette_score
     from threadpoolctl import threadpool_limits
 
-    from dpframe.samplers import SeededSampler
-
-    x, r = np.asarray(candidate, dtype=np.float64), np.asarray(real, dtype=np.float64)
-    if x.shape[0] > sample:
-        x = x[np.sort(SeededSampler(seed).subset(x.shape[0], sample))]
-    if r.shape[0] > sample:
-        r = r[np.sort(SeededSampler(seed + 1).subset(r.shape[0], sample))]
-    if x.shape[0] <= clusters:
+    if fit_on.shape[0] <= clusters:
         raise DataError(f"clustering into {clusters} clusters needs more than {clusters} records.")
-    with threadpool_limits(1):
-        labels = KMeans(n_clusters=clusters, n_init=1, random_state=seed).fit(x).predict(r)
+    with threadpool_limits(1):  # small problems: threads only add overhead on a busy host
+        model = KMeans(n_clusters=clusters, n_init=1, random_state=seed).fit(fit_on)
+        labels = model.labels_ if scored is fit_on else model.predict(scored)
         if len(set(labels)) < 2:
             return 0.0
-        return float(silhouette_score(r, labels))
+        return float(silhouette_score(scored, labels))
 
 
 def classify(
