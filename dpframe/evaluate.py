@@ -605,6 +605,11 @@ def from_release(release: Any, domain: Any, name: str) -> Candidate:
     )
 
 
+def public_centre(domain: Any) -> np.ndarray | float:
+    """The domain's public centre, or 0 for a domain without bounds."""
+    return domain.centre() if domain.has_box or domain.row_norm_bound is not None else 0.0
+
+
 def class_indices(values: Any, classes: Any, name: str) -> np.ndarray:
     """Indices of released label values among the declared classes (numbers compared as
     numbers, anything else as text)."""
@@ -629,7 +634,7 @@ def projection_view(release: Any, domain: Any) -> Callable[[np.ndarray], np.ndar
     ``W^T (u - mu~) / ||u - mu~||`` with ``u = (x - c)/||x - c||``; otherwise ``x W``
     (GMM's projected output). Both use only released arrays and the public centre."""
     w = np.asarray(release.arrays["projection"], dtype=np.float64)
-    centre = domain.centre() if domain.has_box or domain.row_norm_bound is not None else 0.0
+    centre = public_centre(domain)
     if release.mechanism == "ron_gauss":
         mean = np.asarray(release.arrays["mean"], dtype=np.float64)
         return lambda x: ron_view(x, centre, mean, w)

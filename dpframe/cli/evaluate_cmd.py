@@ -10,7 +10,7 @@ import click
 import numpy as np
 
 from dpframe.cli.common import build_domain, data_options, emit_json, json_option
-from dpframe.domain import Domain
+from dpframe.domain import Classes, Domain, Target
 from dpframe.errors import DataError, ParameterError
 
 
@@ -100,13 +100,12 @@ def evaluate(
     domain = build_domain(
         domain_path, bounds, row_norm_bound, classes, target_range, relation, label
     )
-    real = _real_data(data_path, test_path, test_fraction, split_seed, domain, label, header)
+    real, bound = _real_data(data_path, test_path, test_fraction, split_seed, domain, label, header)
     chosen = tasks or _default_tasks(real)
-    bound = real.domain
     candidates = [_candidate(path, bound, label, header) for path in synthetic]
     report = ev.evaluate(
         candidates,
-        real.data,
+        real,
         chosen,
         repeats=repeats,
         clusters=_clusters(clusters),
@@ -127,13 +126,6 @@ def evaluate(
         click.echo(f"\nPlot: {plot_path}")
 
 
-class _Real:
-    """The loaded real data and the domain they were bound to."""
-
-    def __init__(self, data: Any, domain: Domain) -> None:
-        self.data, self.domain = data, domain
-
-
 def _real_data(
     data_path: Path,
     test_path: Path | None,
@@ -142,8 +134,9 @@ def _real_data(
     domain: Domain,
     label: str | None,
     header: bool | None,
-) -> _Real:
-    from dpframe.evaluate import RealData, split
+) -> tuple[Any, Domain]:
+    """The real data (train and held-out test) and the domain bound to them."""
+    from dpframe.evaluate import RealData, public_centre, split
     from dpframe.loaders import load_dataset
 
     data = load_dataset(data_path, domain, label=label, header=header)
@@ -166,30 +159,28 @@ def _real_data(
         train_y = None if labels is None else labels[train]
         test_y = None if labels is None else labels[test_rows]
     bound = data.domain
-    kind = None
-    target = None
-    if bound.labels is not None:
-        kind = "classes" if hasattr(bound.labels, "values") else "target"
-        if kind == "target":
-            target = (bound.target().lower, bound.target().upper)
-    centre = bound.centre() if bound.has_box or bound.row_norm_bound is not None else 0.0
+    kind, target = None, None
+    if isinstance(bound.labels, Classes):
+        kind = "classes"
+    elif isinstance(bound.labels, Target):
+        kind, target = "target", (bound.labels.lower, bound.labels.upper)
     real = RealData(
         train_x=np.asarray(train_x, dtype=np.float64),
         test_x=np.asarray(test_x, dtype=np.float64),
         train_y=train_y,
         test_y=test_y,
-        centre=centre,
+        centre=public_centre(bound),
         target_range=target,
         labels=kind,
     )
-    return _Real(real, bound)
+    return real, bound
 
 
-def _default_tasks(real: _Real) -> tuple[str, ...]:
+def _default_tasks(real: Any) -> tuple[str, ...]:
     tasks = ["clustering", "covariance", "pca"]
-    if real.data.labels == "classes":
+    if real.labels == "classes":
         tasks.insert(1, "classification")
-    elif real.data.labels == "target":
+    elif real.labels == "target":
         tasks.insert(1, "regression")
     return tuple(tasks)
 
