@@ -82,6 +82,7 @@ METHODS: dict[str, dict[str, Method]] = {
             "synthetic",
         ),
         "DPRP (k1 = 5)": ("dprp", {"k1": DIMENSION, "delta": DELTA}, "synthetic"),
+        "DP-CDA (l = 4, RDP-calibrated)": ("dpcda", {"order": 4, "delta": DELTA}, "synthetic"),
     },
     "regression": {
         "RON-Gauss supervised (Laplace, p = 2)": (
