@@ -8,7 +8,9 @@ entered a private release). Evaluation is post-processing and costs no privacy b
 Tasks (each a plain function on arrays; scikit-learn is imported inside them):
 
 * ``clustering`` -- :func:`silhouette`: K-means on the candidate's records and the
-  silhouette coefficient of that clustering (higher is better);
+  silhouette coefficient of that clustering (higher is better, the papers' measure); and
+  :func:`transfer_silhouette`: the silhouette of the real test records under the
+  candidate's K-means centroids (comparable across candidates);
 * ``classification`` -- :func:`classify`: a linear classifier (logistic regression or a
   linear SVM, after standardising with the training set's own mean and deviation) trained
   on the candidate, accuracy and balanced accuracy on the real test split;
@@ -434,9 +436,15 @@ def scores(
     if "clustering" in tasks:
         for k in clusters:
             out[f"silhouette[k={k}]"] = silhouette(x, k, seed)
+        if x.shape[1] == test_x.shape[1]:  # the real test records, clustered as x is
+            for k in clusters:
+                out[f"test_silhouette[k={k}]"] = transfer_silhouette(x, test_x, k, seed)
     if "classification" in tasks or "regression" in tasks:
         if candidate.labels is None:
-            raise DataError(f"{candidate.name} has no labels to train a model on.")
+            raise DataError(
+                f"{candidate.name} has no labels to train a model on; drop the "
+                "classification and regression tasks or that release."
+            )
         if x.shape[1] != test_x.shape[1]:
             raise DataError(
                 f"{candidate.name} has {x.shape[1]} columns but the real test data have "
@@ -472,6 +480,11 @@ def _moment(candidate: Candidate, real: RealData) -> np.ndarray:
             "cannot be compared; release in the original feature space."
         )
     return second_moment(candidate.features, real.centre)
+
+
+def _order(key: tuple) -> tuple:
+    name, epsilon, dimension, private = key
+    return (name, -math.inf if epsilon is None else epsilon, dimension or 0, private)
 
 
 def baselines(
@@ -546,7 +559,7 @@ def evaluate(
         key = (candidate.name, candidate.epsilon, candidate.dimension, candidate.private)
         groups.setdefault(key, []).append(candidate)
     rows = []
-    for members in groups.values():
+    for _, members in sorted(groups.items(), key=lambda item: _order(item[0])):
         per_trial = [
             scores(c, real, tasks, seed=s, clusters=clusters, pca_dimension=pca_dimension)
             for c in members
@@ -669,7 +682,7 @@ def group_series(
 def references(rows: Iterable[Row], metric: str) -> Mapping[str, Interval]:
     """The rows without an axis value (baselines), by name."""
     return {
-        row.name: row.metrics[metric]
+        row.name + ("" if row.private else " (NOT private)"): row.metrics[metric]
         for row in rows
         if row.epsilon is None and row.dimension is None and metric in row.metrics
     }
