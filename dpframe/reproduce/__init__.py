@@ -13,10 +13,12 @@ on two cores at its default ``trials``, draws every random number of a release f
 seeded :class:`~dpframe.samplers.SeededSampler`, and may import heavy dependencies
 (scikit-learn, pandas) inside ``run`` only.
 
-Modules are discovered, not registered: add a module here and it is listed.
+Each module also sets ``DEFAULT_TRIALS``, shares its scores and intervals with
+:mod:`dpframe.evaluate` and draws its figures with :mod:`dpframe.plots` (PNGs next to the
+report). Modules are discovered, not registered: add a module here and it is listed.
 
-    python -m dpframe.reproduce                      # list the reproductions
-    python -m dpframe.reproduce gfe_clustering --trials 50
+    dpframe reproduce                                # list the reproductions
+    dpframe reproduce gfe_clustering --trials 50     # or: python -m dpframe.reproduce ...
 """
 
 from __future__ import annotations
