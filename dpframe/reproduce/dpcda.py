@@ -350,7 +350,7 @@ def run(
     out = Path(out_dir) / "dpcda.md"
     out.parent.mkdir(parents=True, exist_ok=True)
     figures = _figures(results, Path(out_dir))
-    out.write_text(report(results, trials, time.time() - start) + figures)
+    out.write_text(report(results, trials, time.time() - start) + "\n" + figures)
     return out
 
 
