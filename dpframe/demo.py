@@ -287,29 +287,17 @@ def evaluate(
     split; ``None`` without scikit-learn. Synthetic records that lie in a released subspace
     ``c + span(W)`` are compared with the test records mapped the same way."""
     try:
-        from sklearn.linear_model import LogisticRegression
-        from sklearn.metrics import accuracy_score, balanced_accuracy_score
-        from sklearn.pipeline import make_pipeline
-        from sklearn.preprocessing import StandardScaler
+        import sklearn  # noqa: F401
     except ImportError:
         return None
+    from dpframe.evaluate import classify
 
-    def score(name: str, predicted: np.ndarray, epsilon: float | None) -> dict[str, Any]:
-        return {
-            "name": name,
-            "epsilon": epsilon,
-            "accuracy": float(accuracy_score(test_y, predicted)),
-            "balanced_accuracy": float(balanced_accuracy_score(test_y, predicted)),
-        }
+    def score(
+        name: str, x: np.ndarray, y: np.ndarray, x_test: np.ndarray, epsilon: float | None
+    ) -> dict[str, Any]:
+        return {"name": name, "epsilon": epsilon, **classify(x, y, x_test, test_y, "logistic")}
 
-    def fit(x: np.ndarray, y: np.ndarray, x_test: np.ndarray) -> np.ndarray:
-        classes = np.unique(y)
-        if classes.size < 2:  # a model of one class predicts it everywhere
-            return np.full(len(x_test), classes[0])
-        model = make_pipeline(StandardScaler(), LogisticRegression(max_iter=2000))
-        return model.fit(x, y).predict(x_test)
-
-    rows = [score("real training data (NOT private)", fit(train_x, train_y, test_x), None)]
+    rows = [score("real training data (NOT private)", train_x, train_y, test_x, None)]
     centre = np.full(test_x.shape[1], 0.5)  # the public centre of the domain [0, 1]^m
     for step in session.steps:
         release = step.release
@@ -321,10 +309,9 @@ def evaluate(
             x_test = centre + (test_x - centre) @ w @ np.linalg.pinv(w)
         name = f"{step.name} synthetic (ε={step.plan.epsilon:.3g})"
         labels = np.asarray(release["labels"], dtype=np.float64)
-        rows.append(score(name, fit(release["synthetic"], labels, x_test), step.plan.epsilon))
+        rows.append(score(name, release["synthetic"], labels, x_test, step.plan.epsilon))
     values, counts = np.unique(train_y, return_counts=True)
     majority = values[np.argmax(counts)]
-    rows.append(
-        score(f"always {majority:g} (the majority class)", np.full(len(test_y), majority), None)
-    )
+    constant = f"always {majority:g} (the majority class)"
+    rows.append(score(constant, train_x[:1], np.array([majority]), test_x, None))
     return {"model": "StandardScaler + LogisticRegression(max_iter=2000)", "rows": rows}

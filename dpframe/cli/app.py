@@ -88,7 +88,15 @@ def main(argv: list[str] | None = None) -> Any:
 
 
 def _add_core_commands() -> None:
-    from dpframe.cli import chain_cmd, demo_cmd, ledger_cmd, plugins_cmd, release_cmd
+    from dpframe.cli import (
+        chain_cmd,
+        demo_cmd,
+        evaluate_cmd,
+        ledger_cmd,
+        plugins_cmd,
+        release_cmd,
+        reproduce_cmd,
+    )
 
     for command in (
         plugins_cmd.plugins,
@@ -97,6 +105,8 @@ def _add_core_commands() -> None:
         ledger_cmd.ledger,
         chain_cmd.chain,
         demo_cmd.demo,
+        evaluate_cmd.evaluate,
+        reproduce_cmd.reproduce,
     ):
         cli.add_command(command)
 

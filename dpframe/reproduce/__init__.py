@@ -13,10 +13,12 @@ on two cores at its default ``trials``, draws every random number of a release f
 seeded :class:`~dpframe.samplers.SeededSampler`, and may import heavy dependencies
 (scikit-learn, pandas) inside ``run`` only.
 
-Modules are discovered, not registered: add a module here and it is listed.
+Each module also sets ``DEFAULT_TRIALS``, shares its scores and intervals with
+:mod:`dpframe.evaluate` and draws its figures with :mod:`dpframe.plots` (PNGs next to the
+report). Modules are discovered, not registered: add a module here and it is listed.
 
-    python -m dpframe.reproduce                      # list the reproductions
-    python -m dpframe.reproduce gfe_clustering --trials 50
+    dpframe reproduce                                # list the reproductions
+    dpframe reproduce gfe_clustering --trials 50     # or: python -m dpframe.reproduce ...
 """
 
 from __future__ import annotations
@@ -27,7 +29,13 @@ import pkgutil
 from pathlib import Path
 from types import ModuleType
 
+from dpframe.errors import DataError, DPFrameError, ParameterError
+
 DEFAULT_OUT = Path("docs/reproductions")
+
+
+class UnknownReproduction(ParameterError):
+    """No reproduction module has that name."""
 
 
 def available() -> list[str]:
@@ -43,7 +51,9 @@ def load(name: str) -> ModuleType:
     """The reproduction module ``name`` (``gfe_clustering`` or ``gfe-clustering``)."""
     module = name.replace("-", "_")
     if module not in available():
-        raise SystemExit(f"unknown reproduction {name!r}; available: {', '.join(available())}.")
+        raise UnknownReproduction(
+            f"unknown reproduction {name!r}; available: {', '.join(available())}."
+        )
     return importlib.import_module(f"{__name__}.{module}")
 
 
@@ -62,13 +72,18 @@ def main(argv: list[str] | None = None) -> None:
     if args.name is None:
         print("\n".join(available()))
         return
-    module = load(args.name)
-    datasets = args.datasets or _default_datasets()
+    try:
+        module = load(args.name)
+        datasets = args.datasets or default_datasets()
+    except DPFrameError as exc:
+        raise SystemExit(str(exc)) from None
     trials = args.trials if args.trials is not None else module.DEFAULT_TRIALS
     print(module.run(trials, args.out, datasets))
 
 
-def _default_datasets() -> Path:
+def default_datasets() -> Path:
+    """The shared datasets folder: ``$DPFRAME_DATASETS``, ``../shared/datasets`` or
+    ``/work/shared/datasets``."""
     import os
 
     for candidate in (
@@ -78,4 +93,8 @@ def _default_datasets() -> Path:
     ):
         if candidate and Path(candidate).is_dir():
             return Path(candidate)
-    raise SystemExit("datasets not found; pass --datasets or set DPFRAME_DATASETS.")
+    raise DatasetsNotFound("datasets not found; pass --datasets or set DPFRAME_DATASETS.")
+
+
+class DatasetsNotFound(DataError):
+    """The shared datasets folder is missing."""

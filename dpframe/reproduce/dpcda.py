@@ -13,7 +13,7 @@ by averaged SGD, 5 epochs, scikit-learn; about 0.92 on real MNIST against the CN
 so absolute accuracies are lower than the paper's and the comparison is about trends.
 (Without standardisation and averaging, SGD was unstable on the noisiest synthetic sets.)
 
-Run: ``python -m dpframe.reproduce.dpcda [--trials N]``.
+Run: ``dpframe reproduce dpcda [--trials N]``.
 """
 
 from __future__ import annotations
@@ -29,8 +29,8 @@ import numpy as np
 import dpframe
 from dpframe import Classes, Dataset, Domain, SeededSampler
 from dpframe.calibration import smallest_noise
-from dpframe.errors import ParameterError
 
+DEFAULT_TRIALS = 2
 DATASETS = {"mnist": "MNIST", "fashion_mnist": "Fashion-MNIST"}
 ORDERS = (1, 2, 4, 8, 16, 64)
 ACCOUNTING_ORDERS = (*ORDERS, 128, 512)
@@ -89,28 +89,21 @@ def public_view(images: np.ndarray) -> np.ndarray:
     return x * np.minimum(1.0, CLIP / np.maximum(norms, 1e-12))[:, None]
 
 
-def _our_epsilon(event, delta: float) -> tuple[float, str]:
-    try:
-        accountant = dpframe.registry().accountant("rdp", relation=dpframe.Relation.REPLACE_ONE)
-    except dpframe.DPFrameError:
-        from dpframe_dpcda.reference import dp_accounting_epsilon
-
-        return dp_accounting_epsilon(event, delta), "dp-accounting RDP (interim oracle)"
-    return accountant.epsilon(event, delta), "dpframe rdp accountant"
+ACCOUNTANT = "dpframe rdp accountant"
 
 
-def calibrate(pools, epsilon: float) -> tuple[float, str]:
-    """Our noise multiplier for ``(epsilon, DELTA)``: dpframe's calibrate with the ``rdp``
-    accountant when installed, else the same search with the dp-accounting oracle."""
+def _our_epsilon(event, delta: float) -> float:
+    """The event's epsilon under dpframe's own ``rdp`` accountant (replace-one)."""
+    accountant = dpframe.registry().accountant("rdp", relation=dpframe.Relation.REPLACE_ONE)
+    return accountant.epsilon(event, delta)
+
+
+def calibrate(pools, epsilon: float) -> float:
+    """Our noise multiplier for ``(epsilon, DELTA)``: the plugin's calibration, which
+    searches with dpframe's ``rdp`` accountant (no outside accountant is used)."""
     from dpframe_dpcda.accounting import calibrate_noise
 
-    try:
-        return calibrate_noise(pools, epsilon, DELTA), "dpframe rdp accountant"
-    except ParameterError:
-        z = smallest_noise(
-            lambda m: _our_epsilon(pools.event(m), DELTA)[0], epsilon, lower=0.05, rtol=1e-4
-        )
-        return z, "dp-accounting RDP (interim oracle)"
+    return calibrate_noise(pools, epsilon, DELTA)
 
 
 def paper_sigma(epsilon: float, order: int, records: int, synthetic: int) -> float:
@@ -131,26 +124,11 @@ def paper_sigma(epsilon: float, order: int, records: int, synthetic: int) -> flo
 
 
 def accuracy(train_x: np.ndarray, train_y: np.ndarray, test_x, test_y, seed: int) -> float:
-    """Test accuracy of the linear classifier trained on ``(train_x, train_y)``: features
-    standardised with the training set's statistics (the synthetic set is public), then
-    logistic regression by averaged SGD."""
-    import warnings
+    """Test accuracy of :func:`dpframe.evaluate.classify`'s ``sgd`` model (standardisation
+    with the training set's statistics, then logistic regression by averaged SGD)."""
+    from dpframe.evaluate import classify
 
-    from sklearn.exceptions import ConvergenceWarning
-    from sklearn.linear_model import SGDClassifier
-    from sklearn.pipeline import make_pipeline
-    from sklearn.preprocessing import StandardScaler
-
-    model = make_pipeline(
-        StandardScaler(),
-        SGDClassifier(
-            loss="log_loss", alpha=1e-4, max_iter=5, tol=None, average=True, random_state=seed
-        ),
-    )
-    with warnings.catch_warnings():
-        warnings.simplefilter("ignore", ConvergenceWarning)
-        model.fit(train_x, train_y)
-    return float(np.mean(model.predict(test_x) == test_y))
+    return classify(train_x, train_y, test_x, test_y, model="sgd", seed=seed)["accuracy"]
 
 
 def accounting_table(records: int) -> dict:
@@ -167,7 +145,7 @@ def accounting_table(records: int) -> dict:
         sensitivity = Geometry.build(params, bound).sensitivity(bound.relation)
         synthetic = sum(pools.mixtures)
         for epsilon in EPSILONS:
-            z, accountant = calibrate(pools, epsilon)
+            z = calibrate(pools, epsilon)
             sigma = z * sensitivity / order
             paper_eps = paper_epsilon(
                 noise_std=sigma,
@@ -178,14 +156,13 @@ def accounting_table(records: int) -> dict:
                 delta=DELTA,
             )
             theirs = paper_sigma(epsilon, order, records, synthetic)
-            ours_for_theirs = _our_epsilon(pools.event(theirs * order / sensitivity), DELTA)[0]
+            ours_for_theirs = _our_epsilon(pools.event(theirs * order / sensitivity), DELTA)
             rows[(order, epsilon)] = {
                 "z": z,
                 "sigma": sigma,
                 "paper_eps": paper_eps,
                 "paper_sigma": theirs,
                 "ours_for_paper": ours_for_theirs,
-                "accountant": accountant,
             }
     return rows
 
@@ -220,18 +197,18 @@ def experiment(trials: int, datasets_dir: Path) -> dict:
 
 
 def _ms(values: list[float]) -> str:
-    return (
-        f"{np.mean(values):.3f} ± {np.std(values):.3f}" if len(values) > 1 else f"{values[0]:.3f}"
-    )
+    from dpframe.evaluate import interval
+
+    return interval(values).format()
 
 
 def report(results: dict, trials: int, seconds: float) -> str:
     table = results["table"]
-    accountant = next(iter(table.values()))["accountant"]
+    accountant = ACCOUNTANT
     lines = [
         "# Reproduction: DP-CDA on MNIST and Fashion-MNIST",
         "",
-        f"Generated by `python -m dpframe.reproduce.dpcda --trials {trials}` "
+        f"Generated by `dpframe reproduce dpcda --trials {trials}` "
         f"({seconds / 60:.1f} min). Plugin: `dpcda` (`plugins/dpframe_dpcda/`).",
         "",
         "## Protocol",
@@ -278,6 +255,9 @@ def report(results: dict, trials: int, seconds: float) -> str:
     lines += [
         "",
         "## Accuracy on the real test split",
+        "",
+        "Cells: mean ± half-width of the 95% Student t-interval over the trials "
+        "(`dpframe.evaluate.interval`; just the mean for one trial).",
         "",
         "Ours: synthetic data at our calibrated noise (sound). Paper: Table 2 (CNN, its "
         'accounting). "no noise" is the paper\'s epsilon = infinity column.',
@@ -369,8 +349,42 @@ def run(
     results = experiment(trials, Path(datasets_dir))
     out = Path(out_dir) / "dpcda.md"
     out.parent.mkdir(parents=True, exist_ok=True)
-    out.write_text(report(results, trials, time.time() - start))
+    figures = _figures(results, Path(out_dir))
+    out.write_text(report(results, trials, time.time() - start) + "\n" + figures)
     return out
+
+
+def _figures(results: dict, out_dir: Path) -> str:
+    """Accuracy against the order l, one line per epsilon, per dataset (PNG next to the
+    report) and the markdown that links them."""
+    from dpframe.evaluate import interval
+    from dpframe.plots import utility_plot
+
+    lines = ["## Figures", ""]
+    for name, title in DATASETS.items():
+        series = {
+            f"ours, ε = {e:g}" if math.isfinite(e) else "ours, no noise": [
+                (float(o), interval(results["accuracy"][(name, o, e)])) for o in ORDERS
+            ]
+            for e in (math.inf, *EPSILONS)
+        }
+        for column, e in ((1, 20.0), (2, 10.0)):
+            series[f"paper (CNN, its accounting), ε = {e:g}"] = [
+                (float(o), interval([PAPER_TABLE2[(name, o)][column]])) for o in ORDERS
+            ]
+        png = f"dpcda-{name}.png"
+        baselines = {"real data (linear model, NOT private)": interval([results["real"][name]])}
+        utility_plot(
+            series,
+            out_dir / png,
+            metric="test accuracy",
+            axis="order l",
+            baselines={**baselines, "random guess (1/10)": interval([0.1])},
+            title=f"DP-CDA on {title}",
+            log_x=True,
+        )
+        lines += [f"![DP-CDA accuracy on {title}]({png})", ""]
+    return "\n".join(lines)
 
 
 def main() -> None:

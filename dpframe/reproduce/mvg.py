@@ -15,7 +15,7 @@
 
 Baselines: iid Gaussian (analytic calibration, Balle and Wang 2018) and iid Laplace on the
 same query (``dpframe_basic`` for the covariance; the same calibration functions for the
-identity query), and a public random guess. Run: ``python -m dpframe.reproduce.mvg``
+identity query), and a public random guess. Run: ``dpframe reproduce mvg``
 (``--trials N``, ``--table`` for the exact-vs-theorem2 noise table only).
 """
 
@@ -35,6 +35,7 @@ from dpframe import Dataset, Domain, SeededSampler
 from dpframe.calibration import gaussian_sigma, gdp_delta, gdp_mu, laplace_scale
 
 NAME = "mvg"
+DEFAULT_TRIALS = 100
 EPSILON = 1.0
 DELTAS = {"I": 1e-3, "II": 1e-5, "III": 1e-4}  # each just below 1/N; the paper's are lost
 SHARES = (0.6, 0.75, 0.9)  # binary focus shares tried (the paper "varies" it)
@@ -99,10 +100,13 @@ def load_ctg(datasets_dir: Path) -> tuple[np.ndarray, list[str]]:
 
 
 def summarise(values: Sequence[float]) -> dict[str, float]:
-    """Mean, 95% confidence interval of the mean (normal approximation), and the 2.5% and
-    97.5% percentiles of the trials."""
+    """Mean, half-width of the 95% Student t-interval of the mean
+    (:func:`dpframe.evaluate.interval`; 0 for one value), and the 2.5% and 97.5%
+    percentiles of the trials."""
+    from dpframe.evaluate import interval
+
     v = np.asarray(values, dtype=float)
-    half = 1.959964 * v.std(ddof=1) / math.sqrt(v.size) if v.size > 1 else 0.0
+    half = interval(v).half_width if v.size > 1 else 0.0
     return {
         "mean": float(v.mean()),
         "ci": half,
@@ -136,7 +140,8 @@ def experiment_regression(
 ) -> dict[str, Any]:
     from dpframe_basic.mechanisms import GaussianMechanism
     from dpframe_mvg import MVGMechanism
-    from sklearn.kernel_ridge import KernelRidge
+
+    from dpframe.evaluate import regress
 
     x, cols, drinks_range = load_liver(datasets_dir)
     order = SeededSampler(2018).permutation(x.shape[0])
@@ -148,11 +153,15 @@ def experiment_regression(
 
     def rmse(released: np.ndarray) -> float:
         # Intercept = the release's own target mean (post-processing); RBF is shift-invariant.
-        intercept = float(released[:, 5].mean())
-        model = KernelRidge(alpha=1.0, kernel="rbf", gamma=1 / 5)
-        model.fit(released[:, :5], released[:, 5] - intercept)
-        prediction = np.clip(model.predict(test[:, :5]) + intercept, -1, 1)
-        return float(np.sqrt(np.mean((prediction - test[:, 5]) ** 2)))
+        return regress(
+            released[:, :5],
+            released[:, 5],
+            test[:, :5],
+            test[:, 5],
+            gamma=1 / 5,
+            alpha=1.0,
+            target_range=(-1.0, 1.0),
+        )
 
     mvg = MVGMechanism()
     results: dict[str, Any] = {}
@@ -230,6 +239,8 @@ def experiment_first_pc(
     from dpframe_basic.mechanisms import GaussianMechanism, LaplaceMechanism
     from dpframe_mvg import MVGMechanism
 
+    from dpframe.evaluate import captured, top_components
+
     x = load_movement(datasets_dir)
     data = Dataset.from_arrays(x, domain=Domain(lower=-1.0, upper=1.0))
     c = x.T @ x / x.shape[0]  # second moment about the public centre 0
@@ -237,8 +248,7 @@ def experiment_first_pc(
     delta = DELTAS["II"]
 
     def error(released: np.ndarray) -> float:
-        v = np.linalg.eigh((released + released.T) / 2)[1][:, -1]
-        return top - float(v @ c @ v)
+        return top - float(captured(top_components(released, 1), c)[0])
 
     mvg = MVGMechanism()
     results: dict[str, Any] = {}
@@ -284,6 +294,8 @@ def experiment_covariance(
 ) -> dict[str, Any]:
     from dpframe_mvg import MVGMechanism
 
+    from dpframe.evaluate import pca_error
+
     x, names = load_ctg(datasets_dir)
     n, d = x.shape
     data = Dataset.from_arrays(x, domain=Domain(lower=-1.0, upper=1.0, feature_names=names))
@@ -292,9 +304,7 @@ def experiment_covariance(
     delta = DELTAS["III"]
 
     def rss(estimate: np.ndarray) -> float:
-        vectors = np.linalg.eigh((estimate + estimate.T) / 2)[1][:, ::-1]
-        captured = np.einsum("ij,ik,kj->j", vectors, c, vectors)
-        return float(np.sum((eigenvalues - captured) ** 2))
+        return pca_error(estimate, c)["rss"]
 
     def second_moment(released: np.ndarray, noise_cov: np.ndarray | None = None) -> np.ndarray:
         # Post-processing; subtracting the public noise covariance E[Z^T Z]/N = Psi debiases.
@@ -347,8 +357,9 @@ def rss_basis(sampler: SeededSampler, c: np.ndarray, eigenvalues: np.ndarray) ->
     """RSS of a Haar-random orthonormal basis in random order (the random-guess floor of
     Exp. III)."""
     basis = sampler.haar_orthonormal(c.shape[0], c.shape[0])
-    captured = np.einsum("ij,ik,kj->j", basis, c, basis)
-    return float(np.sum((eigenvalues - captured) ** 2))
+    from dpframe.evaluate import captured
+
+    return float(np.sum((eigenvalues - captured(basis, c)) ** 2))
 
 
 # -- exact vs Theorem 2 -----------------------------------------------------------------------
@@ -444,10 +455,10 @@ def render(
     noise_lines = "\n".join(f"- {k}: {v:.4g}" for k, v in exp1["noise_std"].items())
     return f"""# Reproduction: MVG mechanism (Chanyaswad, Dytso, Poor, Mittal, CCS 2018)
 
-Generated by `python -m dpframe.reproduce.mvg --trials {trials}` ({seconds:.0f} s on the
+Generated by `dpframe reproduce mvg --trials {trials}` ({seconds:.0f} s on the
 shared machine). Every private number is the mean over {trials} independent releases
-(seeded samplers, reproducible), shown as `mean ± half-width of the 95% confidence
-interval of the mean [2.5%, 97.5% percentiles of the trials]`. ε = {EPSILON:g}
+(seeded samplers, reproducible), shown as `mean ± half-width of the 95% Student
+t-interval of the mean [2.5%, 97.5% percentiles of the trials]`. ε = {EPSILON:g}
 throughout; δ is given per experiment (the paper's δ values were lost in our copy; ours
 are just below 1/N). MVG rows use the `mvg` plugin (`exact` is the default calibration).
 
@@ -581,9 +592,44 @@ def run(trials: int, out_dir: Path, datasets_dir: Path) -> Path:
     exp3 = {eps: experiment_covariance(trials, datasets_dir, eps) for eps in SWEEP}
     text = render(exp1, exp2, exp3, trials, time.perf_counter() - start)
     out_dir.mkdir(parents=True, exist_ok=True)
+    text += _figures(exp1, exp3, out_dir)
     path = out_dir / f"{NAME}.md"
     path.write_text(text, encoding="utf-8")
     return path
+
+
+def _figures(runs1: dict, runs3: dict, out_dir: Path) -> str:
+    """The ε sweeps of Exp. I and III as PNGs next to the report, and their links."""
+    from dpframe.evaluate import Interval
+    from dpframe.plots import utility_plot
+
+    def as_interval(summary: dict[str, float], scale: float) -> Interval:
+        mean, half = summary["mean"] * scale, summary["ci"] * scale
+        return Interval(mean, mean - half, mean + half, summary["trials"])
+
+    lines = ["", "## Figures", ""]
+    for runs, png, metric, scale in (
+        (runs1, "mvg-exp1.png", "RMSE (drinks)", runs1[EPSILON]["to_original"]),
+        (runs3, "mvg-exp3.png", "RSS", 1.0),
+    ):
+        series: dict[str, list] = {}
+        baselines = {}
+        for eps, run in runs.items():
+            for label, summary in run["results"].items():
+                if summary["trials"] == 1 or label.startswith("Random"):
+                    baselines[label] = as_interval(summary, scale)
+                else:
+                    series.setdefault(label, []).append((eps, as_interval(summary, scale)))
+        utility_plot(
+            series,
+            out_dir / png,
+            metric=metric,
+            axis="epsilon",
+            baselines=baselines,
+            title=f"MVG {png[4:8].replace('exp', 'Exp. ')}: {metric} against ε",
+        )
+        lines += [f"![{metric} against ε]({png})", ""]
+    return "\n".join(lines)
 
 
 def main(argv: Sequence[str] | None = None) -> None:

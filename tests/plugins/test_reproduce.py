@@ -7,6 +7,7 @@ from pathlib import Path
 import pytest
 
 from dpframe import reproduce
+from dpframe.errors import DPFrameError
 
 
 def test_reproductions_are_discovered_and_named_with_dashes():
@@ -16,7 +17,7 @@ def test_reproductions_are_discovered_and_named_with_dashes():
     assert reproduce.output_path(Path("docs/reproductions"), module.__name__) == Path(
         "docs/reproductions/gfe-clustering.md"
     )
-    with pytest.raises(SystemExit):
+    with pytest.raises(DPFrameError, match="unknown reproduction 'no_such_experiment'"):
         reproduce.load("no_such_experiment")
 
 
@@ -38,3 +39,31 @@ def test_gfe_clustering_runs_end_to_end(tmp_path, datasets_dir):
     assert path.name == "gfe-clustering.md"
     assert "0.220 ± 0.003" in text  # the paper's PCA-Gauss number, next to ours
     assert "| PCA-Gauss (Alg. 1), ε = 1 |" in text
+
+
+def test_ron_gauss_paper_calibration_uses_lemma_4_and_is_not_a_plugin():
+    import dpframe
+    from dpframe import Dataset, Domain, SeededSampler
+    from dpframe.reproduce.ron_gauss import paper_calibrated
+
+    x = SeededSampler(1).uniform(-1.0, 1.0, (200, 6))
+    data = Dataset.from_arrays(x, domain=Domain(lower=-1.0, upper=1.0))
+    mechanism = paper_calibrated()
+    release = mechanism.run(data, mechanism.params(epsilon=1.0, dimension=4), SeededSampler(2))
+    # Lemma 4: L1 sensitivity 2 sqrt(p) / n, Laplace scale over half of epsilon (mean_share).
+    assert release.noise_scales["covariance"] == pytest.approx(2 * 2 / 200 / 0.5)
+    assert mechanism.name not in dpframe.registry().entries("mechanism")
+
+
+def test_summary_runs_on_a_tiny_setting(tmp_path, datasets_dir, monkeypatch):
+    from dpframe.reproduce import summary
+
+    covariance = {"covariance": summary.METHODS["covariance"]}
+    monkeypatch.setattr(summary, "METHODS", covariance)
+    monkeypatch.setattr(summary, "TASKS", {"covariance": summary.TASKS["covariance"]})
+    monkeypatch.setattr(summary, "EPSILONS", (1.0,))
+    path = summary.run(2, tmp_path, datasets_dir)
+    text = path.read_text()
+    assert path.name == "README.md" and (tmp_path / "summary-covariance.png").exists()
+    assert "--trials 2" in text and "| covariance | 1 |" in text
+    assert "not** protected" in text
