@@ -411,6 +411,24 @@ def open_source(
     return ArraySource(data, feature_names=names)
 
 
+def check_passes(mechanism: Any, params: Any, dataset: Any) -> None:
+    """Before any data are read (and the ledger charged): refuse a mechanism that needs
+    the records in memory, or more passes than a source-backed ``dataset`` allows. A
+    mechanism without ``data_passes`` is checked while it runs instead."""
+    source = getattr(dataset, "source_obj", None)
+    if source is None or not hasattr(mechanism, "data_passes"):
+        return
+    passes = mechanism.data_passes(params)
+    if passes is None:
+        raise RecordAccessError(f"{mechanism.name} with these parameters: {_RECORDS}")
+    if source.passes is not None and passes > source.passes:
+        raise PassLimitError(
+            f"{mechanism.name} needs {passes} passes over the data but {source.name} can be "
+            f"read only {source.passes} time(s); use a re-readable file or a mechanism that "
+            "needs fewer passes."
+        )
+
+
 # -- the dataset -------------------------------------------------------------------------
 
 
@@ -552,8 +570,9 @@ class SourceDataset:
         """Validated, clipped ``(features, labels)`` chunks of ``rows`` records: one pass."""
         if self.source_obj.distributed:
             raise RecordAccessError(
-                "records of a distributed source stay on the workers; reduce them with "
-                "dpframe.stats.reduce instead of iterating chunks."
+                "this mechanism reads records chunk by chunk on this process (DPRP's "
+                "projection has one output row per record), but a distributed source keeps "
+                "its records on the workers; use a local source (--engine local)."
             )
         number = self._begin_pass()
         bar = self._progress(number, self.n) if self._progress else None

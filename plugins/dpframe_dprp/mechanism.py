@@ -33,6 +33,8 @@ from dpframe.relation import Relation
 from dpframe.samplers import Sampler, SeededSampler
 from dpframe_dprp.calibration import Calibration, calibrate
 
+CHUNK_ROWS = 8192
+
 QUERY_PROJECTION_SEED = 0
 """Seed of the fixed public ``R`` that the ``query()`` testing hook uses as a stand-in."""
 
@@ -179,15 +181,21 @@ class Encoding:
         return self.centre.shape[0] + self.label_columns
 
     def encode(self, dataset: Dataset) -> np.ndarray:
+        """Working rows of the whole (in-memory) dataset."""
+        if self.labels is None:
+            return self.encode_rows(dataset.features, None)
+        y = dataset.require_labels("DPRP with labels='feature'")
+        return self.encode_rows(dataset.features, y)
+
+    def encode_rows(self, features: np.ndarray, y: np.ndarray | None) -> np.ndarray:
         """Working rows: centred, scaled features clipped to ``feature_bound``, then the
         label block (norm exactly ``w`` for classes, at most ``w`` for a target)."""
-        u = (dataset.features - self.centre) / self.scale
+        u = (features - self.centre) / self.scale
         norms = np.sqrt(np.einsum("ij,ij->i", u, u))
         over = norms > self.feature_bound
         u[over] *= (self.feature_bound / norms[over])[:, None]
         if self.labels is None:
             return u
-        y = dataset.require_labels("DPRP with labels='feature'")
         if isinstance(self.labels, Classes):
             block = np.zeros((u.shape[0], self.label_columns))
             block[np.arange(u.shape[0]), y] = self.label_weight
@@ -263,6 +271,11 @@ class DPRPMechanism(Mechanism):
             failure_share=params.failure_share,
         )
 
+    def data_passes(self, params: DPRPParams) -> int | None:
+        """Passes over the data: ``Z R`` and ``Z^T Z`` in one pass (read on this process;
+        ``Z R`` has one row per record)."""
+        return 1
+
     def plan(self, params: DPRPParams, domain: Domain) -> PrivacyEvent:
         self.check_relation(domain)
         encoding = Encoding.build(params, domain)
@@ -296,14 +309,16 @@ class DPRPMechanism(Mechanism):
     def run(self, dataset: Dataset, params: DPRPParams, sampler: Sampler) -> Release:
         encoding = Encoding.build(params, dataset.domain)
         calibration = self._calibration(params, encoding)
-        z = encoding.encode(dataset)
+        if encoding.labels is not None:
+            dataset.require_labels("DPRP with labels='feature'")
         width = encoding.width
         k2 = default_k2(params, width)
         r = sampler.gaussian(1.0 / math.sqrt(params.k1), (width, params.k1))
-        projection = z @ r + sampler.gaussian(
+        projected, second = _project(encoding, dataset, r)
+        projection = projected + sampler.gaussian(
             calibration.projection_sigma, (len(dataset), params.k1)
         )
-        covariance = z.T @ z + sampler.symmetric_gaussian(width, calibration.covariance_sigma)
+        covariance = second + sampler.symmetric_gaussian(width, calibration.covariance_sigma)
         _, components = top_eigen(covariance, k2)
         rows = projection @ np.linalg.pinv(components.T @ r) @ components.T
         features, labels = encoding.decode(rows)
@@ -332,3 +347,19 @@ class DPRPMechanism(Mechanism):
                 "working_space": "standardised" if params.standardise else "centred",
             },
         )
+
+
+def _project(encoding: Encoding, dataset: Dataset, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``Z R`` (one row per record) and ``Z^T Z`` in one chunked pass: the working rows
+    are never all in memory, but ``Z R`` is (it is released, noised, row by row). Needs a
+    source read on this process: on a distributed source the rows of ``Z R`` would have
+    to leave the workers."""
+    projected = np.empty((len(dataset), r.shape[1]))
+    second = np.zeros((encoding.width, encoding.width))
+    start = 0
+    for features, labels in dataset.chunks(CHUNK_ROWS):
+        z = encoding.encode_rows(features, labels if encoding.labels is not None else None)
+        projected[start : start + len(z)] = z @ r
+        second += z.T @ z
+        start += len(z)
+    return projected, second
