@@ -175,15 +175,18 @@ def keyed_fingerprint(
     n_features: int,
     chunks: Iterable[tuple[np.ndarray, np.ndarray | None]],
 ) -> str:
-    """HMAC-SHA256 under ``key`` of the clipped records, chunk by chunk (features, then
-    label indices or values, as little-endian float64); the same bytes for every source
-    that yields the same chunks."""
-    mac = hmac.new(key, digestmod=hashlib.sha256)
-    mac.update(f"dpframe-dataset-v1:{n_records}x{n_features}:".encode())
+    """HMAC-SHA256 under ``key`` of the clipped records: of the features' bytes and of the
+    labels' bytes (little-endian float64, in record order), each streamed through its own
+    MAC, so the value does not depend on how the records were chunked."""
+    features_mac = hmac.new(key, digestmod=hashlib.sha256)
+    labels_mac = hmac.new(key, digestmod=hashlib.sha256)
     for features, labels in chunks:
-        mac.update(np.ascontiguousarray(features, dtype="<f8").tobytes())
+        features_mac.update(np.ascontiguousarray(features, dtype="<f8").tobytes())
         if labels is not None:
-            mac.update(np.ascontiguousarray(labels, dtype="<f8").tobytes())
+            labels_mac.update(np.ascontiguousarray(labels, dtype="<f8").tobytes())
+    mac = hmac.new(key, digestmod=hashlib.sha256)
+    mac.update(f"dpframe-dataset-v2:{n_records}x{n_features}:".encode())
+    mac.update(features_mac.digest() + labels_mac.digest())
     return mac.hexdigest()
 
 

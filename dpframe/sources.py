@@ -448,6 +448,7 @@ _RECORDS = (
 class SourceDataset:
     """A source bound to a public domain; a Dataset for mechanisms that reduce.
 
+    ``chunk_rows`` caps the records held at once (by default the mechanism's chunk size);
     ``progress`` makes a display per pass on this process; it sees record counts only.
     """
 
@@ -456,9 +457,13 @@ class SourceDataset:
         source: Source,
         domain: Domain | None = None,
         *,
+        chunk_rows: int | None = None,
         progress: ProgressFactory | None = None,
     ) -> None:
         domain = domain or Domain()
+        if chunk_rows is not None and chunk_rows < 1:
+            raise DataError(f"chunk_rows must be at least 1, got {chunk_rows}.")
+        self.chunk_rows = chunk_rows
         self.source_obj = source
         self.source = source.name
         bound = domain.bind(len(source.feature_names), source.feature_names)
@@ -574,6 +579,7 @@ class SourceDataset:
                 "projection has one output row per record), but a distributed source keeps "
                 "its records on the workers; use a local source (--engine local)."
             )
+        rows = min(rows, self.chunk_rows or rows)
         number = self._begin_pass()
         bar = self._progress(number, self.n) if self._progress else None
         report = ClipReport(0)
@@ -593,7 +599,8 @@ class SourceDataset:
         if not source.distributed:
             return sum_chunks(chunk_map, self.chunks(chunk_rows))
         self._begin_pass()
-        task = functools.partial(_partition_reduce, chunk_map, self.domain, chunk_rows)
+        rows = min(chunk_rows, self.chunk_rows or chunk_rows)
+        task = functools.partial(_partition_reduce, chunk_map, self.domain, rows)
         result, counted = source.reduce(task)  # type: ignore[attr-defined]
         self._check_count(int(counted))
         return result
