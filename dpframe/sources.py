@@ -312,7 +312,7 @@ class DaskSource(Source):
 
     def reduce(self, task: Callable[..., Any]) -> Any:
         """``sum over partitions of task(features, labels, first_row)`` (each a
-        ``(statistic, count)`` pair), as a tree of Dask tasks; only the sum is computed
+        ``(statistic, count, clip report)``), as a tree of Dask tasks; only the sum is computed
         back to this process."""
         import dask
         from dask import delayed
@@ -413,11 +413,17 @@ def open_source(
 
 def check_passes(mechanism: Any, params: Any, dataset: Any) -> None:
     """Before any data are read (and the ledger charged): refuse a mechanism that needs
-    the records in memory, or more passes than a source-backed ``dataset`` allows. A
-    mechanism without ``data_passes`` is checked while it runs instead."""
+    the records in memory (or does not declare ``data_passes``), or more passes than a
+    source-backed ``dataset`` allows. In-memory Datasets pass unchecked."""
     source = getattr(dataset, "source_obj", None)
-    if source is None or not hasattr(mechanism, "data_passes"):
+    if source is None:
         return
+    if not hasattr(mechanism, "data_passes"):
+        raise RecordAccessError(
+            f"{mechanism.name} does not declare how it reads the data (no data_passes), so "
+            "it runs only on data loaded in memory; drop --chunk-rows/--engine or use a "
+            ".csv/.npy file."
+        )
     passes = mechanism.data_passes(params)
     if passes is None:
         raise RecordAccessError(f"{mechanism.name} with these parameters: {_RECORDS}")
@@ -601,7 +607,7 @@ class SourceDataset:
         self._begin_pass()
         rows = min(chunk_rows, self.chunk_rows or chunk_rows)
         task = functools.partial(_partition_reduce, chunk_map, self.domain, rows)
-        result, counted = source.reduce(task)  # type: ignore[attr-defined]
+        result, counted, self.clip_report = source.reduce(task)  # type: ignore[attr-defined]
         self._check_count(int(counted))
         return result
 
@@ -670,28 +676,30 @@ def _partition_reduce(
     first_row: int,
 ) -> tuple[Any, int]:
     """On a worker: validate, clip and reduce one partition chunk by chunk; returns
-    ``(statistic or None, row count)``. No record leaves."""
+    ``(statistic or None, row count, clip report)``. No record leaves."""
     features = np.asarray(features)
     n_features = len(domain.feature_names or ())
-    total = None
+    total, report = None, ClipReport(0)
     for start in range(0, len(features), chunk_rows):
         stop = start + chunk_rows
         chunk_labels = None if labels is None else np.asarray(labels)[start:stop]
-        x, y, _ = prepare_chunk(
+        x, y, clipped = prepare_chunk(
             domain, n_features, features[start:stop], chunk_labels, first_row + start
         )
+        report = _sum_reports(report, clipped)
         part = chunk_map(x, y)
         total = detach(part) if total is None else add(total, part)
-    return total, len(features)
+    return total, len(features), report
 
 
-def _add_partials(a: tuple[Any, int], b: tuple[Any, int]) -> tuple[Any, int]:
-    """Sum two ``(statistic or None, count)`` partials (empty partitions give None)."""
-    if a[0] is None:
-        return b[0], a[1] + b[1]
-    if b[0] is None:
-        return a[0], a[1] + b[1]
-    return add(a[0], b[0]), a[1] + b[1]
+def _add_partials(a: tuple, b: tuple) -> tuple:
+    """Sum two ``(statistic or None, count, clip report)`` partials (an empty partition's
+    statistic is None)."""
+    if a[0] is None or b[0] is None:
+        statistic = b[0] if a[0] is None else a[0]
+    else:
+        statistic = add(a[0], b[0])
+    return statistic, a[1] + b[1], _sum_reports(a[2], b[2])
 
 
 def _sum_reports(a: ClipReport, b: ClipReport) -> ClipReport:

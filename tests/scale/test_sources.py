@@ -8,6 +8,7 @@ import pytest
 
 import dpframe
 from dpframe import Classes, Dataset, Domain, SeededSampler
+from dpframe.domain import ClipReport
 from dpframe.errors import DataError
 from dpframe.sources import (
     ArraySource,
@@ -19,7 +20,7 @@ from dpframe.sources import (
     check_passes,
     open_source,
 )
-from dpframe.stats import moments, reduce
+from dpframe.stats import Moments, moments, reduce
 
 CHUNK = 500  # records held at once by the streamed sources (the table has 3000)
 
@@ -81,23 +82,25 @@ def test_dask_sources_give_the_in_memory_release(
 
 
 def test_only_reduced_statistics_leave_the_dask_workers(dask_client, table, domain):
-    """The per-partition results computed back are the statistic's shape, not records."""
+    """What the cluster computes back is the statistic, a count and a clip report: no
+    array in it grows with the number of records."""
     import dask.array as da
 
     x, y = table
     source = DaskSource(da.from_array(x, chunks=(700, 4)), da.from_array(y, chunks=700))
-    seen: list[tuple] = []
+    returned = []
     original = source.reduce
-
-    def spy(task):
-        result = original(task)
-        seen.append((np.shape(result[0]), result[1]))
-        return result
-
-    source.reduce = spy  # type: ignore[method-assign]
+    source.reduce = lambda task: returned.append(original(task)) or returned[-1]  # type: ignore[method-assign]
     stats = moments(SourceDataset(source, domain), n_classes=3)
-    assert seen == [((), 3000)] or seen[0][1] == 3000
-    assert stats.outer.shape == (3, 4, 4) and stats.count.sum() == 3000
+    (statistic, count, report) = returned[0]
+    assert isinstance(statistic, Moments) and count == len(x)
+    assert [a.shape for a in (statistic.count, statistic.total, statistic.outer)] == [
+        (3,),
+        (3, 4),
+        (3, 4, 4),
+    ]
+    assert isinstance(report, ClipReport) and report.records == len(x)
+    np.testing.assert_allclose(stats.outer.sum(axis=0), np.clip(x, -1, 1).T @ np.clip(x, -1, 1))
 
 
 def test_dprp_refuses_a_distributed_source(dask_client, table, domain):
@@ -256,5 +259,8 @@ def test_mechanisms_that_need_records_say_so(table, domain):
     with pytest.raises(RecordAccessError, match="needs the records in memory"):
         check_passes(mvg, mvg.params(epsilon=1.0, delta=1e-5, query="identity"), dataset)
     dpcda = dpframe.mechanism("dpcda")
+    params = dpcda.params(epsilon=1.0, delta=1e-5)
+    with pytest.raises(RecordAccessError, match="runs only on data loaded in memory"):
+        check_passes(dpcda, params, dataset)
     with pytest.raises(RecordAccessError, match="needs the records in memory"):
-        dpcda.run(dataset, dpcda.params(epsilon=1.0, delta=1e-5), SeededSampler(0))
+        dpcda.run(dataset, params, SeededSampler(0))
