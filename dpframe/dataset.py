@@ -181,9 +181,9 @@ def keyed_fingerprint(
     features_mac = hmac.new(key, digestmod=hashlib.sha256)
     labels_mac = hmac.new(key, digestmod=hashlib.sha256)
     for features, labels in chunks:
-        features_mac.update(np.ascontiguousarray(features, dtype="<f8").tobytes())
+        features_mac.update(np.ascontiguousarray(features, dtype="<f8").data)
         if labels is not None:
-            labels_mac.update(np.ascontiguousarray(labels, dtype="<f8").tobytes())
+            labels_mac.update(np.ascontiguousarray(labels, dtype="<f8").data)
     mac = hmac.new(key, digestmod=hashlib.sha256)
     mac.update(f"dpframe-dataset-v2:{n_records}x{n_features}:".encode())
     mac.update(features_mac.digest() + labels_mac.digest())

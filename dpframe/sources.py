@@ -21,6 +21,7 @@ what a Dataset reports as ``n_records``; under add/remove it is as private as it
 
 from __future__ import annotations
 
+import csv
 import functools
 import hashlib
 import hmac
@@ -78,6 +79,8 @@ class Source:
     name: str = "source"
     passes: int | None = None
     """How many passes the source allows (None: any number)."""
+    fresh_batches: bool = False
+    """Whether batches are new arrays (clipped in place) rather than views of the caller's."""
     distributed: bool = False
 
     @property
@@ -148,6 +151,8 @@ class IteratorSource(Source):
 
 class _ColumnSource(Source):
     """A file whose columns are named; picks the feature and label columns."""
+
+    fresh_batches = True
 
     def _select(
         self, columns: Sequence[str], features: Sequence[str] | None, label: str | int | None
@@ -222,7 +227,7 @@ class CSVSource(_ColumnSource):
         self.delimiter = _sniff_delimiter(sample)
         if self.delimiter == " ":
             raise DataError(f"{self.name}: streaming reads comma, tab or semicolon separated text.")
-        rows = [line.split(self.delimiter) for line in lines[:2]]
+        rows = list(csv.reader(lines[:2], delimiter=self.delimiter))
         self.header = _detect_header(rows) if header is None else header
         columns = (
             [c.strip() for c in rows[0]] if self.header else [str(i) for i in range(len(rows[0]))]
@@ -351,14 +356,12 @@ def _partition(
 
 def _arrow_batch(batch: Any, names: Sequence[str], label: str | None, source: str) -> Batch:
     """A pyarrow record batch to a float64 feature block (nulls as NaN) and raw labels."""
-    columns = []
-    for name in names:
-        column = batch.column(name)
+    features = np.empty((batch.num_rows, len(names)))
+    for j, name in enumerate(names):
         try:
-            columns.append(column.to_numpy(zero_copy_only=False).astype(np.float64, copy=False))
+            features[:, j] = batch.column(name).to_numpy(zero_copy_only=False)
         except (TypeError, ValueError):
             raise DataError(f"{source}: column {name!r} is not numeric.") from None
-    features = np.column_stack(columns) if columns else np.empty((batch.num_rows, 0))
     labels = None
     if label is not None:
         labels = batch.column(label).to_numpy(zero_copy_only=False)
@@ -397,7 +400,7 @@ def open_source(
         if engine == "dask":
             dd = _require("dask.dataframe", "Dask sources")
             if parquet:
-                frame = dd.read_parquet(str(path))
+                frame = dd.read_parquet(str(path), split_row_groups=True)  # a partition each
             else:
                 frame = dd.read_csv(str(path), header=0 if header is not False else None)
             return DaskSource(frame, features=names, label=label)
@@ -436,6 +439,10 @@ def check_passes(mechanism: Any, params: Any, dataset: Any) -> None:
 
 
 # -- the dataset -------------------------------------------------------------------------
+
+
+CHUNK_ROWS = 8192
+"""Records per chunk of the fingerprint pass (its value does not depend on it)."""
 
 
 class _NotInMemory:
@@ -590,7 +597,14 @@ class SourceDataset:
         bar = self._progress(number, self.n) if self._progress else None
         report = ClipReport(0)
         for features, labels, first in self._raw(rows):
-            x, y, part = prepare_chunk(self.domain, self.n_features, features, labels, first)
+            x, y, part = prepare_chunk(
+                self.domain,
+                self.n_features,
+                features,
+                labels,
+                first,
+                copy=not self.source_obj.fresh_batches or features.base is not None,
+            )
             report = _sum_reports(report, part)
             if bar is not None:
                 bar.update(x.shape[0])
@@ -623,7 +637,9 @@ class SourceDataset:
             mac.update((header + repr(sorted(self.domain.to_dict().items()))).encode())
             return mac.hexdigest()
         if not source.distributed:
-            return keyed_fingerprint(key, self.n, self.n_features, self.chunks(chunk_rows))
+            return keyed_fingerprint(
+                key, self.n, self.n_features, self.chunks(min(chunk_rows, CHUNK_ROWS))
+            )
         digests = self.reduce(_digest, chunk_rows)
         mac = hmac.new(key, digestmod=hashlib.sha256)
         mac.update(f"dpframe-dask-v1:{self.n}x{self.n_features}:".encode())
@@ -653,11 +669,18 @@ def _digest(features: np.ndarray, labels: np.ndarray | None) -> _Digests:
 
 
 def prepare_chunk(
-    domain: Domain, n_features: int, features: Any, labels: Any, first_row: int
+    domain: Domain,
+    n_features: int,
+    features: Any,
+    labels: Any,
+    first_row: int,
+    *,
+    copy: bool = True,
 ) -> tuple[np.ndarray, np.ndarray | None, ClipReport]:
     """Validate and clip one chunk exactly as :meth:`Dataset.from_arrays` does (the same
-    functions); errors name the data row counted from the start of the source."""
-    x = _as_feature_matrix(features, domain, None, copy=True, first_row=first_row)
+    functions); errors name the data row counted from the start of the source. With
+    ``copy=False`` a float64 chunk is clipped in place."""
+    x = _as_feature_matrix(features, domain, None, copy=copy, first_row=first_row)
     if x.shape[1] != n_features:
         raise DataError(
             f"data row {first_row + 1} has {x.shape[1]} features but the domain has {n_features}."
