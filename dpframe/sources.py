@@ -643,7 +643,7 @@ class SourceDataset:
         digests = self.reduce(_digest, chunk_rows)
         mac = hmac.new(key, digestmod=hashlib.sha256)
         mac.update(f"dpframe-dask-v1:{self.n}x{self.n_features}:".encode())
-        for digest in digests:
+        for digest in digests.digests:
             mac.update(digest)
         return mac.hexdigest()
 
@@ -654,11 +654,14 @@ class SourceDataset:
         return counted
 
 
-class _Digests(tuple):
-    """Partition digests; "adding" concatenates them in partition order."""
+class _Digests:
+    """Chunk digests in record order; adding two concatenates them."""
 
-    def __add__(self, other: Any) -> _Digests:  # type: ignore[override]
-        return _Digests(tuple(self) + tuple(other))
+    def __init__(self, digests: tuple[bytes, ...]) -> None:
+        self.digests = digests
+
+    def __add__(self, other: _Digests) -> _Digests:
+        return _Digests(self.digests + other.digests)
 
 
 def _digest(features: np.ndarray, labels: np.ndarray | None) -> _Digests:

@@ -54,14 +54,14 @@ def sum_chunks(chunk_map: ChunkMap, chunks: Any) -> Any:
 
 def add(a: Any, b: Any) -> Any:
     """The sum of two partial statistics (arrays, tuples of them, or Moments)."""
-    if isinstance(a, tuple):
+    if type(a) is tuple:
         return tuple(add(x, y) for x, y in zip(a, b, strict=True))
     return a + b
 
 
 def detach(part: Any) -> Any:
     """A copy of a partial statistic, detached from any work buffer it may alias."""
-    if isinstance(part, tuple):
+    if type(part) is tuple:
         return tuple(detach(x) for x in part)
     if isinstance(part, Moments):
         return Moments(
@@ -69,7 +69,9 @@ def detach(part: Any) -> Any:
             np.array(part.total),
             None if part.outer is None else np.array(part.outer),
         )
-    return np.array(part)
+    if isinstance(part, np.ndarray):
+        return part.copy()
+    return part  # a value that addition never mutates
 
 
 class Scratch:

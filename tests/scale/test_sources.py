@@ -264,3 +264,19 @@ def test_mechanisms_that_need_records_say_so(table, domain):
         check_passes(dpcda, params, dataset)
     with pytest.raises(RecordAccessError, match="needs the records in memory"):
         dpcda.run(dataset, params, SeededSampler(0))
+
+
+def test_dask_fingerprint_binds_the_records_and_the_key(dask_client, table, domain):
+    import dask.array as da
+
+    x, y = table
+
+    def fingerprint(features, key=b"k" * 32):
+        source = DaskSource(da.from_array(features, chunks=(700, 4)), da.from_array(y, chunks=700))
+        return SourceDataset(source, domain).fingerprint(key)
+
+    changed = x.copy()
+    changed[2999, 0] = 0.123
+    assert fingerprint(x) == fingerprint(x.copy())
+    assert fingerprint(changed) != fingerprint(x)
+    assert fingerprint(x, b"j" * 32) != fingerprint(x)
