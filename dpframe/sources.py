@@ -183,7 +183,9 @@ class ParquetSource(_ColumnSource):
         self.path = Path(path)
         self.name = self.path.name
         try:
-            self._file = pq.ParquetFile(self.path)
+            # pre_buffer=False: with it, pyarrow keeps every row group it has read cached
+            # until the file is closed (memory grows with the file; measured).
+            self._file = pq.ParquetFile(self.path, pre_buffer=False)
         except (OSError, ValueError) as exc:
             raise DataError(f"{self.name} is not a readable Parquet file: {exc}.") from None
         self._select(self._file.schema_arrow.names, features, label)

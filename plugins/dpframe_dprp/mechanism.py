@@ -189,26 +189,33 @@ class Encoding:
 
     def encode_rows(self, features: np.ndarray, y: np.ndarray | None) -> np.ndarray:
         """Working rows: centred, scaled features clipped to ``feature_bound``, then the
-        label block (norm exactly ``w`` for classes, at most ``w`` for a target)."""
-        u = (features - self.centre) / self.scale
+        label block (norm exactly ``w`` for classes, at most ``w`` for a target), written
+        into one new ``n x width`` array."""
+        d = self.centre.shape[0]
+        z = np.empty((features.shape[0], self.width))
+        u = np.subtract(features, self.centre, out=z[:, :d])
+        u /= self.scale
         norms = np.sqrt(np.einsum("ij,ij->i", u, u))
         over = norms > self.feature_bound
         u[over] *= (self.feature_bound / norms[over])[:, None]
         if self.labels is None:
-            return u
+            return z
         if isinstance(self.labels, Classes):
-            block = np.zeros((u.shape[0], self.label_columns))
-            block[np.arange(u.shape[0]), y] = self.label_weight
+            z[:, d:] = 0.0
+            z[np.arange(z.shape[0]), d + np.asarray(y)] = self.label_weight
         else:
             radius = self.labels.radius
             t = (y - self.labels.centre) / radius if radius > 0 else np.zeros_like(y)
-            block = (self.label_weight * t)[:, None]
-        return np.hstack([u, block])
+            z[:, d] = self.label_weight * t
+        return z
 
     def decode(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """Features in the original units, and labels (class values or clipped target)."""
+        """Features in the original units (computed in place: ``rows`` is overwritten, no
+        n x d temporaries), and labels (class values or clipped target)."""
         d = self.centre.shape[0]
-        features = rows[:, :d] * self.scale + self.centre
+        features = rows[:, :d]
+        features *= self.scale
+        features += self.centre
         if isinstance(self.labels, Classes):
             index = np.argmax(rows[:, d:], axis=1)
             return features, np.asarray(self.labels.values)[index]
@@ -320,7 +327,7 @@ class DPRPMechanism(Mechanism):
         )
         covariance = second + sampler.symmetric_gaussian(width, calibration.covariance_sigma)
         _, components = top_eigen(covariance, k2)
-        rows = projection @ np.linalg.pinv(components.T @ r) @ components.T
+        rows = projection @ (np.linalg.pinv(components.T @ r) @ components.T)
         features, labels = encoding.decode(rows)
         arrays = {"synthetic": features}
         if labels is not None:
