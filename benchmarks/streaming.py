@@ -6,7 +6,8 @@
 
 1. Generates a Parquet file of ``rows x cols`` (float32 columns, row groups of 65,536
    rows; uniform on [-1.2, 1.2], so some values are clipped) and a CSV file of
-   ``csv-rows x cols`` (a 10^7-row CSV would be about 18 GB).
+   ``csv-rows x cols`` (a 10^7-row CSV would be about 10 GB). A size of 0 skips that part;
+   each part writes its own section (streaming, streaming-csv, dask).
 2. Runs ``dpframe release`` on each in a child process (``--chunk-rows 65536``) and reads
    the child's peak resident memory from the kernel (``os.wait4``'s rusage: measured
    outside the process) and its wall time; throughput = records / wall time (the release
@@ -194,51 +195,51 @@ def main() -> None:
 
     work = args.workdir
     work.mkdir(parents=True, exist_ok=True)
+    header = [
+        "| file | release | records | passes (+ fingerprint) | wall (s) | records/s | "
+        "peak RSS (MiB) |",
+        "|---|---|---:|---|---:|---:|---:|",
+    ]
+    sections = {}
     try:
-        big, csv, small = work / "big.parquet", work / "big.csv", work / "dask.parquet"
-        made = [
-            (big, generate(big, args.rows, args.cols)),
-            (csv, generate(csv, args.csv_rows, args.cols, csv=True)),
-            (small, generate(small, args.dask_rows, args.cols)),
-        ]
-        sizes = ", ".join(
-            f"{p.name} {p.stat().st_size / 2**30:.2f} GiB ({s:.0f} s to write)" for p, s in made
-        )
-        print(sizes, flush=True)
-        table = [
-            "| file | release | records | passes (+ fingerprint) | wall (s) | records/s | "
-            "peak RSS (MiB) |",
-            "|---|---|---:|---|---:|---:|---:|",
-            *streamed(work, big, args.rows, "Parquet", args.blas_threads),
-            *streamed(work, csv, args.csv_rows, "CSV", args.blas_threads),
-        ]
-        dask = [
-            "| release | records | single process (s) | Dask, 2 workers (s) | speed-up | "
-            "max abs difference |",
-            "|---|---:|---:|---:|---:|---:|",
-            *dask_comparison(small, args.dask_rows),
-        ]
+        for name, kind, rows, csv in (
+            ("streaming", "Parquet", args.rows, False),
+            ("streaming-csv", "CSV", args.csv_rows, True),
+        ):
+            if not rows:
+                continue
+            path = work / ("big.csv" if csv else "big.parquet")
+            seconds = generate(path, rows, args.cols, csv=csv)
+            size = path.stat().st_size / 2**30
+            sections[name] = [
+                f"Machine: {machine()}. {kind} file of {rows:,} x {args.cols} (float32 values) "
+                f"plus an integer label column: {size:.2f} GiB, {seconds:.0f} s to write. "
+                f"`dpframe release ... --chunk-rows {CHUNK}` in a child process with "
+                f"{args.blas_threads} BLAS thread(s); peak RSS from the kernel.",
+                "",
+                *header,
+                *streamed(work, path, rows, kind, args.blas_threads),
+            ]
+            path.unlink()
+        if args.dask_rows:
+            small = work / "dask.parquet"
+            generate(small, args.dask_rows, args.cols)
+            sections["dask"] = [
+                f"Machine: {machine()}. Dask `LocalCluster` (2 worker processes, 1 thread "
+                "each) against the single-process source (1 BLAS thread), same seed, on a "
+                f"Parquet file of {args.dask_rows:,} x {args.cols}:",
+                "",
+                "| release | records | single process (s) | Dask, 2 workers (s) | speed-up | "
+                "max abs difference |",
+                "|---|---:|---:|---:|---:|---:|",
+                *dask_comparison(small, args.dask_rows),
+            ]
     finally:
         shutil.rmtree(work, ignore_errors=True)
-    text = "\n".join(
-        [
-            f"Machine: {machine()}. Files: {sizes}; {args.cols} feature columns (float32 in "
-            "the files, float64 in memory) plus an integer label column.",
-            "",
-            f"Streaming (`dpframe release ... --chunk-rows {CHUNK}` in a child process with "
-            f"{args.blas_threads} BLAS thread(s); peak RSS from the kernel):",
-            "",
-            *table,
-            "",
-            "Dask `LocalCluster` (2 worker processes, 1 thread each) against the single-process "
-            "source (1 BLAS thread), same seed:",
-            "",
-            *dask,
-        ]
-    )
-    print(text)
-    if args.write:
-        write_section(args.write, "streaming", text)
+    for name, lines in sections.items():
+        print("\n".join(lines))
+        if args.write:
+            write_section(args.write, name, "\n".join(lines))
 
 
 if __name__ == "__main__":
