@@ -201,9 +201,10 @@ class ParquetSource(_ColumnSource):
 
 
 class CSVSource(_ColumnSource):
-    """Delimited text streamed by ``pyarrow.csv.open_csv`` (multithreaded C++ parsing of
-    fixed-size blocks: constant memory and several times faster than pandas' chunked
-    reader or numpy). Delimiter and header are detected as by the in-memory loader."""
+    """Delimited text streamed by ``pyarrow.csv.open_csv``: multithreaded C++ parsing of
+    1 MiB blocks in constant memory (pyarrow is needed for Parquet anyway; pandas' chunked
+    reader would add a dependency, ``numpy.loadtxt`` parses in Python). Delimiter and
+    header are detected as by the in-memory loader."""
 
     def __init__(
         self,
