@@ -7,7 +7,7 @@ linearly (the extrapolation is labelled; for PLD it is optimistic, since each co
 gets more expensive as the distribution's support grows).
 
 Usage: python benchmarks/accountants.py [--events 2000] [--dpa-events 100] [--pld-events 40]
-                                        [--write docs/benchmarks-accountants.md]
+                                        [--write docs/benchmarks.md]
 """
 
 from __future__ import annotations
@@ -16,6 +16,7 @@ import argparse
 import importlib.metadata
 import os
 import platform
+import sys
 import time
 from pathlib import Path
 
@@ -145,7 +146,11 @@ def main() -> None:
     print(f"dp-accounting rdp ({args.events}) / dpframe rdp: {dpa_full / ours['seconds']:.1f}x")
     print(f"target {args.events} events < 5 s: dpframe {verdict} it ({ours['seconds']:.2f} s)")
     if args.write:
-        args.write.write_text(_markdown(info, rows, args, ours, ours_small, dpa, dpa_full, verdict))
+        sys.path.insert(0, str(Path(__file__).parent))
+        from report import write_section
+
+        markdown = _markdown(info, rows, args, ours, ours_small, dpa, dpa_full, verdict)
+        write_section(args.write, "accountants", markdown)
         print(f"wrote {args.write}")
 
 

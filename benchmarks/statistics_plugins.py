@@ -1,7 +1,7 @@
-"""Benchmark: the four statistics releases against numpy's ``X.T @ X`` on the same array.
+"""Benchmark: the statistics releases against numpy's ``X.T @ X`` on the same array.
 
     python benchmarks/statistics_plugins.py [--rows 1000000] [--cols 100] [--repeats 5]
-                                            [--out docs/benchmarks-statplugins.md]
+                                            [--write docs/benchmarks.md]
 
 Each release (``mechanism.run`` on an in-memory Dataset, which is built once and whose
 clipping is timed separately) and the baseline ``X.T @ X`` are timed in the same process,
@@ -14,8 +14,6 @@ the ratio of CPU times, and the peak memory each release allocates on top of the
 from __future__ import annotations
 
 import argparse
-import os
-import platform
 import statistics
 import sys
 import time
@@ -38,6 +36,8 @@ CONFIGS: list[tuple[str, dict]] = [
     ("ron_gauss", {"dimension": 10, "n_synthetic": 1}),
     ("gmm", {"n_synthetic": 1}),
     ("gmm", {"reduction": "ron", "dimension": 10, "n_synthetic": 1}),
+    ("mvg", {"query": "covariance", "delta": 1e-6}),
+    ("dprp", {"delta": 1e-6, "k1": 10}),
     ("pca_gauss", {"dimension": 10}),
     ("ron_gauss", {"dimension": 10}),
     ("gmm", {"reduction": "ron", "dimension": 10}),
@@ -97,7 +97,7 @@ def main() -> None:
     parser.add_argument("--cols", type=int, default=100)
     parser.add_argument("--classes", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=5)
-    parser.add_argument("--out", type=Path, default=None)
+    parser.add_argument("--write", type=Path, default=None)
     args = parser.parse_args()
 
     sampler = SeededSampler(0)
@@ -125,10 +125,12 @@ def main() -> None:
         with threadpool_limits(threads):
             tables += [f"BLAS threads: {threads or 'default'}", "", *measure(x, runs, args)]
             tables.append("")
+    sys.path.insert(0, str(Path(__file__).parent))
+    from report import machine, write_section
+
     setup = (
         f"{args.rows:,} x {args.cols} float64 rows ({x.nbytes / 2**20:.0f} MiB), "
-        f"{args.classes} classes, {args.repeats} interleaved rounds; numpy "
-        f"{np.__version__}, Python {platform.python_version()}, {os.cpu_count()} CPUs."
+        f"{args.classes} classes, {args.repeats} interleaved rounds. Machine: {machine()}."
     )
     build = (
         f"Dataset construction (validation, copy and clipping; outside the timed "
@@ -137,15 +139,9 @@ def main() -> None:
     )
     report = "\n".join([setup, "", *tables, build, ""])
     print(report)
-    if args.out is not None:
-        text = args.out.read_text() if args.out.exists() else ""
-        marker = "<!-- results -->"
-        if marker in text:
-            head = text.split(marker)[0]
-            args.out.write_text(f"{head}{marker}\n\n{report}")
-        else:
-            args.out.write_text(f"{marker}\n\n{report}")
-        print(f"wrote {args.out}", file=sys.stderr)
+    if args.write is not None:
+        write_section(args.write, "statistics", report)
+        print(f"wrote {args.write}", file=sys.stderr)
 
 
 if __name__ == "__main__":

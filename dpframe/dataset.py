@@ -11,7 +11,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
 import attrs
@@ -83,13 +83,7 @@ class Dataset:
         adversary who knows all but one record test guesses of the last one. The ledger
         holds the key; fingerprints made with it are comparable within that ledger only.
         """
-        mac = hmac.new(key, digestmod=hashlib.sha256)
-        mac.update(f"dpframe-dataset-v1:{self.n_records}x{self.n_features}:".encode())
-        for features, labels in self.chunks(chunk_rows):
-            mac.update(np.ascontiguousarray(features, dtype="<f8").tobytes())
-            if labels is not None:
-                mac.update(np.ascontiguousarray(labels, dtype="<f8").tobytes())
-        return mac.hexdigest()
+        return keyed_fingerprint(key, self.n_records, self.n_features, self.chunks(chunk_rows))
 
     def subset(self, rows: np.ndarray) -> Dataset:
         """The records at ``rows`` (already clipped), with the same domain."""
@@ -175,6 +169,27 @@ class Dataset:
         return cls.from_arrays(features, labels, domain, feature_names=names, source="dataframe")
 
 
+def keyed_fingerprint(
+    key: bytes,
+    n_records: int,
+    n_features: int,
+    chunks: Iterable[tuple[np.ndarray, np.ndarray | None]],
+) -> str:
+    """HMAC-SHA256 under ``key`` of the clipped records: of the features' bytes and of the
+    labels' bytes (little-endian float64, in record order), each streamed through its own
+    MAC, so the value does not depend on how the records were chunked."""
+    features_mac = hmac.new(key, digestmod=hashlib.sha256)
+    labels_mac = hmac.new(key, digestmod=hashlib.sha256)
+    for features, labels in chunks:
+        features_mac.update(np.ascontiguousarray(features, dtype="<f8").data)
+        if labels is not None:
+            labels_mac.update(np.ascontiguousarray(labels, dtype="<f8").data)
+    mac = hmac.new(key, digestmod=hashlib.sha256)
+    mac.update(f"dpframe-dataset-v2:{n_records}x{n_features}:".encode())
+    mac.update(features_mac.digest() + labels_mac.digest())
+    return mac.hexdigest()
+
+
 def _domain_label_column(domain: Domain) -> str | int | None:
     return domain.labels.column if domain.labels is not None else None
 
@@ -201,8 +216,15 @@ def _is_number(value: Any) -> bool:
 
 
 def _as_feature_matrix(
-    features: Any, domain: Domain, names: Sequence[str] | None, *, copy: bool
+    features: Any,
+    domain: Domain,
+    names: Sequence[str] | None,
+    *,
+    copy: bool,
+    first_row: int = 0,
 ) -> np.ndarray:
+    """``features`` as a finite float64 matrix; ``first_row`` numbers the rows of a chunk
+    in error messages."""
     try:
         x = (np.array if copy else np.asarray)(features, dtype=np.float64, order="C")
     except (TypeError, ValueError):
@@ -223,13 +245,17 @@ def _as_feature_matrix(
         name = names[j] if names is not None and j < len(names) else str(j)
         kind = "a missing (NaN)" if np.isnan(x[i, j]) else "an infinite"
         raise DataError(
-            f"column {name!r} has {kind} value at data row {i + 1}; remove or impute it "
-            "before release."
+            f"column {name!r} has {kind} value at data row {first_row + i + 1}; remove or "
+            "impute it before release."
         )
     return x
 
 
-def _validate_labels(labels: Any, domain: Domain, n: int) -> tuple[np.ndarray | None, int]:
+def _validate_labels(
+    labels: Any, domain: Domain, n: int, first_row: int = 0
+) -> tuple[np.ndarray | None, int]:
+    """Class indices or clipped target values, and how many target values were clipped;
+    ``first_row`` numbers the rows of a chunk in error messages."""
     if labels is None:
         return None, 0
     raw = np.asarray(labels)
@@ -244,16 +270,15 @@ def _validate_labels(labels: Any, domain: Domain, n: int) -> tuple[np.ndarray | 
             "[...] or lower/upper to the domain."
         )
     if isinstance(spec, Classes):
-        index = {_label_key(v): i for i, v in enumerate(spec.values)}
-        out = np.empty(n, dtype=np.int64)
-        for row, value in enumerate(raw.tolist()):
-            key = _label_key(value)
-            if key not in index:
-                raise DataError(
-                    f"data row {row + 1} has label {value!r}, which is not one of the declared "
-                    f"classes {list(spec.values)}."
-                )
-            out[row] = index[key]
+        out = _class_indices(raw, spec)
+        bad = np.flatnonzero(out < 0)
+        if bad.size:
+            row = int(bad[0])
+            value = raw[row : row + 1].tolist()[0]
+            raise DataError(
+                f"data row {first_row + row + 1} has label {value!r}, which is not one of the "
+                f"declared classes {list(spec.values)}."
+            )
         return out, 0
     try:
         y = raw.astype(np.float64)
@@ -261,6 +286,29 @@ def _validate_labels(labels: Any, domain: Domain, n: int) -> tuple[np.ndarray | 
         raise DataError("the target labels must be numbers.") from None
     bad = np.flatnonzero(~np.isfinite(y))
     if bad.size:
-        raise DataError(f"the label at data row {int(bad[0]) + 1} is missing or infinite.")
+        raise DataError(
+            f"the label at data row {first_row + int(bad[0]) + 1} is missing or infinite."
+        )
     clipped = int(np.count_nonzero((y < spec.lower) | (y > spec.upper)))
     return np.clip(y, spec.lower, spec.upper), clipped
+
+
+def _class_indices(raw: np.ndarray, spec: Classes) -> np.ndarray:
+    """The index of each label in ``spec.values`` (-1 when undeclared), comparing by
+    :func:`~dpframe.domain._label_key` once per distinct value."""
+    index = {_label_key(v): i for i, v in enumerate(spec.values)}
+    if raw.dtype == object:
+        # Keyed by (type, value): np.unique would merge True with 1, which differ as classes.
+        seen: dict[tuple[type, Any], int] = {}
+        values = raw.tolist()
+        inverse = np.fromiter(
+            (seen.setdefault((type(v), v), len(seen)) for v in values),
+            dtype=np.int64,
+            count=len(values),
+        )
+        distinct = [v for _, v in seen]
+    else:
+        unique, inverse = np.unique(raw, return_inverse=True)
+        distinct = unique.tolist()
+    codes = np.array([index.get(_label_key(v), -1) for v in distinct], dtype=np.int64)
+    return codes[inverse.reshape(-1)]

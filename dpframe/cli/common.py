@@ -83,6 +83,61 @@ def data_options(f: Callable) -> Callable:
     return f
 
 
+def scale_options(f: Callable) -> Callable:
+    """Streaming and distributed reading: ``--chunk-rows``, ``--engine``, ``--scheduler``,
+    ``--progress``."""
+    options = [
+        click.option(
+            "--chunk-rows",
+            type=click.IntRange(min=1),
+            default=None,
+            help="Stream the data file (CSV or Parquet) in chunks of this many records, in "
+            "constant memory (Parquet files are always streamed).",
+        ),
+        click.option(
+            "--engine",
+            type=click.Choice(["local", "dask"]),
+            default="local",
+            show_default=True,
+            help="Where streamed statistics are computed: this process, or Dask workers "
+            "(only reduced statistics leave them).",
+        ),
+        click.option(
+            "--scheduler",
+            default=None,
+            metavar="ADDRESS",
+            help="Dask scheduler address (tcp://host:8786) for --engine dask; default: an "
+            "in-process local cluster.",
+        ),
+        click.option(
+            "--progress/--no-progress",
+            default=None,
+            help="Progress bars on stderr for passes over streamed data (default: when "
+            "stderr is a terminal).",
+        ),
+    ]
+    for option in reversed(options):
+        f = option(f)
+    return f
+
+
+class StderrProgress:
+    """One line on stderr for one pass over the data, redrawn as records are read."""
+
+    def __init__(self, number: int, total: int) -> None:
+        self.label, self.total, self.done, self.shown = f"pass {number}", total, 0, -1
+
+    def update(self, rows: int) -> None:
+        self.done += rows
+        percent = 100 * self.done // max(self.total, 1)
+        if percent != self.shown:
+            self.shown = percent
+            click.echo(f"\r{self.label}: {percent:3d}% of {self.total} records", nl=False, err=True)
+
+    def finish(self) -> None:
+        click.echo("", err=True)
+
+
 def build_domain(
     domain_path: Path | None,
     bounds: str | None = None,

@@ -3,13 +3,25 @@ written to a directory."""
 
 from __future__ import annotations
 
+import contextlib
+import sys
+from collections.abc import Iterator
 from pathlib import Path
+from typing import Any
 
 import attrs
 import click
 
 from dpframe.budget import Budget
-from dpframe.cli.common import build_domain, data_options, emit_json, json_option, parse_params
+from dpframe.cli.common import (
+    StderrProgress,
+    build_domain,
+    data_options,
+    emit_json,
+    json_option,
+    parse_params,
+    scale_options,
+)
 from dpframe.cli.ledger_cmd import ledger_option
 from dpframe.dataset import Dataset
 from dpframe.domain import Domain
@@ -43,6 +55,69 @@ def load_cli_dataset(
     inferred = Domain.infer_from(raw.features, relation=domain.relation)
     bound = attrs.evolve(raw.domain, lower=inferred.lower, upper=inferred.upper, inferred=True)
     return attrs.evolve(raw, domain=bound)
+
+
+def streams(data_path: Path, chunk_rows: int | None, engine: str) -> bool:
+    """Whether the data are streamed through a source rather than loaded in memory."""
+    return (
+        chunk_rows is not None
+        or engine == "dask"
+        or data_path.suffix.lower()
+        in (
+            ".parquet",
+            ".pq",
+        )
+    )
+
+
+def open_cli_source(
+    data_path: Path,
+    domain: Domain,
+    *,
+    label: str | None,
+    header: bool | None,
+    infer_bounds: bool,
+    chunk_rows: int | None,
+    engine: str,
+    progress: bool | None,
+) -> Any:
+    """A :class:`~dpframe.sources.SourceDataset` over the data file."""
+    from dpframe.sources import SourceDataset, open_source
+
+    if infer_bounds:
+        raise ParameterError("--infer-bounds needs the data in memory; drop --chunk-rows/--engine.")
+    show = sys.stderr.isatty() if progress is None else progress
+    source = open_source(data_path, domain, label=label, header=header, engine=engine)
+    return SourceDataset(
+        source, domain, chunk_rows=chunk_rows, progress=StderrProgress if show else None
+    )
+
+
+@contextlib.contextmanager
+def dask_client(engine: str, scheduler: str | None) -> Iterator[None]:
+    """A dask.distributed client for ``--engine dask`` (an in-process LocalCluster unless
+    ``--scheduler`` names one); nothing for the local engine."""
+    if engine != "dask":
+        if scheduler is not None:
+            raise ParameterError("--scheduler needs --engine dask.")
+        yield
+        return
+    try:
+        from dask.distributed import Client, LocalCluster
+    except ImportError:
+        raise ParameterError(
+            "--engine dask needs the 'scale' extra; install it with pip install 'dpframe[scale]'."
+        ) from None
+    if scheduler is not None:
+        try:
+            client = Client(scheduler, timeout=30)
+        except OSError as exc:
+            raise ParameterError(f"cannot reach the Dask scheduler {scheduler!r}: {exc}.") from None
+        with client:
+            yield
+        return
+    with LocalCluster(processes=False, dashboard_address=None) as cluster, Client(cluster):
+        yield
 
 
 def check_output_dir(out: Path) -> None:
@@ -96,6 +171,7 @@ class EpsilonType(click.ParamType):
     required=True,
     help="Directory to write the release to.",
 )
+@scale_options
 @ledger_option
 @click.option(
     "--budget-label",
@@ -143,6 +219,10 @@ def release(
     seed: int | None,
     param_items: tuple[str, ...],
     out: Path,
+    chunk_rows: int | None,
+    engine: str,
+    scheduler: str | None,
+    progress: bool | None,
     ledger_file: Path | None,
     budget_label: str | None,
     budget_epsilon: float | None,
@@ -169,12 +249,27 @@ def release(
         domain_path, bounds, row_norm_bound, classes, target_range, relation, label
     )
     check_output_dir(out)
-    with Ledger.open(path, create=True) as led:
+    with dask_client(engine, scheduler), Ledger.open(path, create=True) as led:
         if led.is_new:
             click.echo(f"Created a new ledger at {led.path}.", err=True)
-        dataset = load_cli_dataset(
-            data_path, domain, label=label, header=header, infer_bounds=infer_bounds
-        )
+        if streams(data_path, chunk_rows, engine):
+            from dpframe.sources import check_passes
+
+            dataset = open_cli_source(
+                data_path,
+                domain,
+                label=label,
+                header=header,
+                infer_bounds=infer_bounds,
+                chunk_rows=chunk_rows,
+                engine=engine,
+                progress=progress,
+            )
+            check_passes(mechanism, params, dataset)
+        else:
+            dataset = load_cli_dataset(
+                data_path, domain, label=label, header=header, infer_bounds=infer_bounds
+            )
         request = {
             "budget_label": budget_label or data_path.name,
             "create_budget": create,

@@ -33,6 +33,8 @@ from dpframe.relation import Relation
 from dpframe.samplers import Sampler, SeededSampler
 from dpframe_dprp.calibration import Calibration, calibrate
 
+CHUNK_ROWS = 8192
+
 QUERY_PROJECTION_SEED = 0
 """Seed of the fixed public ``R`` that the ``query()`` testing hook uses as a stand-in."""
 
@@ -179,28 +181,41 @@ class Encoding:
         return self.centre.shape[0] + self.label_columns
 
     def encode(self, dataset: Dataset) -> np.ndarray:
+        """Working rows of the whole (in-memory) dataset."""
+        if self.labels is None:
+            return self.encode_rows(dataset.features, None)
+        y = dataset.require_labels("DPRP with labels='feature'")
+        return self.encode_rows(dataset.features, y)
+
+    def encode_rows(self, features: np.ndarray, y: np.ndarray | None) -> np.ndarray:
         """Working rows: centred, scaled features clipped to ``feature_bound``, then the
-        label block (norm exactly ``w`` for classes, at most ``w`` for a target)."""
-        u = (dataset.features - self.centre) / self.scale
+        label block (norm exactly ``w`` for classes, at most ``w`` for a target), written
+        into one new ``n x width`` array."""
+        d = self.centre.shape[0]
+        z = np.empty((features.shape[0], self.width))
+        u = np.subtract(features, self.centre, out=z[:, :d])
+        u /= self.scale
         norms = np.sqrt(np.einsum("ij,ij->i", u, u))
         over = norms > self.feature_bound
         u[over] *= (self.feature_bound / norms[over])[:, None]
         if self.labels is None:
-            return u
-        y = dataset.require_labels("DPRP with labels='feature'")
+            return z
         if isinstance(self.labels, Classes):
-            block = np.zeros((u.shape[0], self.label_columns))
-            block[np.arange(u.shape[0]), y] = self.label_weight
+            z[:, d:] = 0.0
+            z[np.arange(z.shape[0]), d + np.asarray(y)] = self.label_weight
         else:
             radius = self.labels.radius
             t = (y - self.labels.centre) / radius if radius > 0 else np.zeros_like(y)
-            block = (self.label_weight * t)[:, None]
-        return np.hstack([u, block])
+            z[:, d] = self.label_weight * t
+        return z
 
     def decode(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
-        """Features in the original units, and labels (class values or clipped target)."""
+        """Features in the original units (computed in place: ``rows`` is overwritten, no
+        n x d temporaries), and labels (class values or clipped target)."""
         d = self.centre.shape[0]
-        features = rows[:, :d] * self.scale + self.centre
+        features = rows[:, :d]
+        features *= self.scale
+        features += self.centre
         if isinstance(self.labels, Classes):
             index = np.argmax(rows[:, d:], axis=1)
             return features, np.asarray(self.labels.values)[index]
@@ -263,6 +278,11 @@ class DPRPMechanism(Mechanism):
             failure_share=params.failure_share,
         )
 
+    def data_passes(self, params: DPRPParams) -> int | None:
+        """Passes over the data: ``Z R`` and ``Z^T Z`` in one pass (read on this process;
+        ``Z R`` has one row per record)."""
+        return 1
+
     def plan(self, params: DPRPParams, domain: Domain) -> PrivacyEvent:
         self.check_relation(domain)
         encoding = Encoding.build(params, domain)
@@ -312,14 +332,16 @@ class DPRPMechanism(Mechanism):
         encoding = Encoding.build(params, dataset.domain)
         calibration = self._calibration(params, encoding)
         sigmas = self._sigmas(params, dataset.domain, calibration)
-        z = encoding.encode(dataset)
+        if encoding.labels is not None:
+            dataset.require_labels("DPRP with labels='feature'")
         width = encoding.width
         k2 = default_k2(params, width)
         r = sampler.gaussian(1.0 / math.sqrt(params.k1), (width, params.k1))
-        projection = z @ r + sampler.gaussian(sigmas["projection"], (len(dataset), params.k1))
-        covariance = z.T @ z + sampler.symmetric_gaussian(width, sigmas["covariance"])
+        projected, second = _project(encoding, dataset, r)
+        projection = projected + sampler.gaussian(sigmas["projection"], (len(dataset), params.k1))
+        covariance = second + sampler.symmetric_gaussian(width, sigmas["covariance"])
         _, components = top_eigen(covariance, k2)
-        rows = projection @ np.linalg.pinv(components.T @ r) @ components.T
+        rows = projection @ (np.linalg.pinv(components.T @ r) @ components.T)
         features, labels = encoding.decode(rows)
         arrays = {"synthetic": features}
         if labels is not None:
@@ -343,3 +365,19 @@ class DPRPMechanism(Mechanism):
                 "working_space": "standardised" if params.standardise else "centred",
             },
         )
+
+
+def _project(encoding: Encoding, dataset: Dataset, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """``Z R`` (one row per record) and ``Z^T Z`` in one chunked pass: the working rows
+    are never all in memory, but ``Z R`` is (it is released, noised, row by row). Needs a
+    source read on this process: on a distributed source the rows of ``Z R`` would have
+    to leave the workers."""
+    projected = np.empty((len(dataset), r.shape[1]))
+    second = np.zeros((encoding.width, encoding.width))
+    start = 0
+    for features, labels in dataset.chunks(CHUNK_ROWS):
+        z = encoding.encode_rows(features, labels if encoding.labels is not None else None)
+        projected[start : start + len(z)] = z @ r
+        second += z.T @ z
+        start += len(z)
+    return projected, second

@@ -33,6 +33,7 @@ from dpframe.noise import (
 from dpframe.params import one_of, optional, positive_int, probability_open
 from dpframe.samplers import Sampler
 from dpframe.sensitivities import Region, check_dimension, check_projection
+from dpframe.stats import Scratch, reduce
 from dpframe.synthesis import class_conditional, map_back, moments_to_gaussian, n_synthetic_param
 from dpframe_gmm.sensitivity import STAGES, feature_region, stages
 
@@ -151,6 +152,10 @@ class GMM(Mechanism):
     def sensitivity(self, params: GMMParams, domain: Domain) -> dict[str, Sensitivity]:
         planned = stages(params, domain, self._region(params, domain))
         return {name: stage.declared() for name, stage in planned.items()}
+
+    def data_passes(self, params: GMMParams) -> int | None:
+        """Passes over the data: per-class moments in one pass."""
+        return 1
 
     def plan(self, params: GMMParams, domain: Domain) -> PrivacyEvent:
         planned = stages(params, domain, self._region(params, domain))
@@ -275,19 +280,22 @@ def _class_moments(
     n_classes = len(dataset.domain.classes().values)
     centre = dataset.domain.centre()
     dim = region.dim
-    moments = np.zeros((n_classes, dim + 1, dim + 1))
-    chunk = min(CHUNK_ROWS, dataset.n_records)
-    buffer = np.empty((chunk, dataset.n_features))
-    augmented = np.ones((chunk, dim + 1))
-    for features, labels in dataset.chunks(CHUNK_ROWS):
+    buffer = Scratch(dataset.n_features)
+    augmented = Scratch(dim + 1, fill=1.0)
+
+    def class_sums(features: np.ndarray, labels: np.ndarray | None) -> np.ndarray:
+        moments = np.zeros((n_classes, dim + 1, dim + 1))
         u = features  # x - c, without a copy when the centre is the origin
         if centre.any():
-            u = np.subtract(features, centre, out=buffer[: features.shape[0]])
+            u = np.subtract(features, centre, out=buffer(features.shape[0]))
         if w is not None:
             u = region.clip(u @ w)
         for k in np.unique(labels):
             rows = np.flatnonzero(labels == k)
-            block = augmented[: rows.size]
+            block = augmented(rows.size)
             np.take(u, rows, axis=0, out=block[:, :dim], mode="clip")  # unbuffered gather
             moments[k] += block.T @ block
+        return moments
+
+    moments = reduce(dataset, class_sums, chunk_rows=CHUNK_ROWS)
     return moments[:, dim, dim], moments[:, :dim, dim], moments[:, :dim, :dim]

@@ -32,6 +32,7 @@ from dpframe.noise import (
 from dpframe.params import positive_int
 from dpframe.samplers import Sampler
 from dpframe.sensitivities import check_dimension
+from dpframe.stats import Scratch, reduce
 from dpframe_lappca.sensitivity import stages
 
 
@@ -55,12 +56,13 @@ def centred_second_moment(dataset: Dataset) -> np.ndarray:
     """``(1/N) sum_i (x_i - c)(x_i - c)^T`` about the public centre, reduced over chunks
     (one reused buffer, one symmetric rank-k update per chunk)."""
     centre = dataset.domain.centre()
-    buffer = np.empty((min(CHUNK_ROWS, dataset.n_records), dataset.n_features))
-    total = np.zeros((dataset.n_features, dataset.n_features))
-    for rows, _ in dataset.chunks(CHUNK_ROWS):
-        centred = np.subtract(rows, centre, out=buffer[: rows.shape[0]])
-        total += centred.T @ centred
-    return total / dataset.n_records
+    buffer = Scratch(dataset.n_features)
+
+    def outer_sum(rows: np.ndarray, _: np.ndarray | None) -> np.ndarray:
+        centred = np.subtract(rows, centre, out=buffer(rows.shape[0]))
+        return centred.T @ centred
+
+    return reduce(dataset, outer_sum, chunk_rows=CHUNK_ROWS) / dataset.n_records
 
 
 class LapPCA(Mechanism):
@@ -82,6 +84,10 @@ class LapPCA(Mechanism):
 
     def sensitivity(self, params: LapPCAParams, domain: Domain) -> dict[str, Sensitivity]:
         return {name: stage.declared() for name, stage in stages(params, domain).items()}
+
+    def data_passes(self, params: LapPCAParams) -> int | None:
+        """Passes over the data: the second moment in one pass."""
+        return 1
 
     def plan(self, params: LapPCAParams, domain: Domain) -> PrivacyEvent:
         check_dimension(params.dimension, domain)

@@ -403,6 +403,11 @@ class MVGMechanism(Mechanism):
 
     # -- Mechanism API -----------------------------------------------------------------
 
+    def data_passes(self, params: MVGParams) -> int | None:
+        """Passes over the data: one for the covariance query; None (records needed in
+        memory) for the identity and custom queries."""
+        return 1 if params.query == "covariance" else None
+
     def plan(self, params: MVGParams, domain: Domain) -> PrivacyEvent:
         return self.design(params, domain).calibration.event
 

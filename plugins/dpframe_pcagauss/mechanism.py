@@ -45,6 +45,7 @@ from dpframe.noise import (
 from dpframe.params import one_of, optional, positive_int, probability_open
 from dpframe.samplers import Sampler
 from dpframe.sensitivities import Region, check_dimension, check_projection
+from dpframe.stats import Scratch, reduce
 from dpframe.synthesis import gaussian, map_back, n_synthetic_param, split_label
 from dpframe_pcagauss.sensitivity import stages, supervised_regions
 
@@ -142,7 +143,7 @@ class _Centred:
         self.params = params
         self.centre = domain.centre()
         self.recentred = False
-        self.buffer = np.empty((min(CHUNK_ROWS, dataset.n_records), dataset.n_features))
+        self.buffer = Scratch(dataset.n_features)
         if params.supervised:
             self.w = check_projection(params.projection, domain)
             self.region, self.label_radius, self.scale = supervised_regions(domain, self.w)
@@ -162,10 +163,10 @@ class _Centred:
         nothing else."""
         if not self.params.supervised:
             if not self.recentred:
-                return np.subtract(features, self.centre, out=self.buffer[: features.shape[0]])
-            v = np.subtract(features, self.centre + self.offset, out=self.buffer[: len(features)])
+                return np.subtract(features, self.centre, out=self.buffer(features.shape[0]))
+            v = np.subtract(features, self.centre + self.offset, out=self.buffer(len(features)))
             return self.ball.clip(v)
-        v = np.subtract(features, self.centre, out=self.buffer[: features.shape[0]])
+        v = np.subtract(features, self.centre, out=self.buffer(features.shape[0]))
         u = (v @ self.w) * self.scale - self.offset[:-1]
         y = labels - self.label_centre - self.offset[-1]
         return np.column_stack(
@@ -184,12 +185,13 @@ class _Centred:
     def mean(self, dataset: Dataset) -> np.ndarray:
         """The mean of the rows at the public centre (Alg. 1: of ``x - c``, summed as
         ``sum x - n c``)."""
-        total = np.zeros_like(self.offset)
-        for features, labels in dataset.chunks(CHUNK_ROWS):
+
+        def row_sum(features: np.ndarray, labels: np.ndarray | None) -> np.ndarray:
             if self.params.supervised:
-                total += self.uncentred_rows(features, labels).sum(axis=0)
-            else:
-                total += features.sum(axis=0)
+                return self.uncentred_rows(features, labels).sum(axis=0)
+            return features.sum(axis=0)
+
+        total = reduce(dataset, row_sum, chunk_rows=CHUNK_ROWS)
         if not self.params.supervised:
             total -= dataset.n_records * self.centre
         return total / dataset.n_records
@@ -205,12 +207,12 @@ class _Centred:
         self.offset, self.recentred = offset, True
 
     def second_moment(self, dataset: Dataset) -> np.ndarray:
-        dim = self.offset.shape[0]
-        total = np.zeros((dim, dim))
-        for features, labels in dataset.chunks(CHUNK_ROWS):
+
+        def outer_sum(features: np.ndarray, labels: np.ndarray | None) -> np.ndarray:
             rows = self.rows(features, labels)
-            total += rows.T @ rows
-        return total / dataset.n_records
+            return rows.T @ rows
+
+        return reduce(dataset, outer_sum, chunk_rows=CHUNK_ROWS) / dataset.n_records
 
 
 class PCAGauss(Mechanism):
@@ -241,6 +243,10 @@ class PCAGauss(Mechanism):
 
     def sensitivity(self, params: PCAGaussParams, domain: Domain) -> dict[str, Sensitivity]:
         return {k: s.declared() for k, s in self._checked_stages(params, domain).items()}
+
+    def data_passes(self, params: PCAGaussParams) -> int | None:
+        """Passes over the data: one more for the DP mean when centring = dp_mean."""
+        return 2 if params.centring == "dp_mean" else 1
 
     def plan(self, params: PCAGaussParams, domain: Domain) -> PrivacyEvent:
         return compose(*(s.event() for s in self._checked_stages(params, domain).values()))

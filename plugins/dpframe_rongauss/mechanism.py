@@ -36,6 +36,7 @@ from dpframe.noise import (
 from dpframe.params import one_of, positive_int, probability_open
 from dpframe.samplers import Sampler
 from dpframe.sensitivities import Region, check_dimension
+from dpframe.stats import Scratch, reduce
 from dpframe.synthesis import gaussian, map_back, n_synthetic_param, split_label
 from dpframe_rongauss.sensitivity import stages
 
@@ -93,11 +94,11 @@ class _Preprocess:
         if supervised:
             target = domain.target()
             self.label_centre, self.label_radius = target.centre, target.radius
-        self.buffer = np.empty((min(CHUNK_ROWS, dataset.n_records), dataset.n_features))
+        self.buffer = Scratch(dataset.n_features)
 
     def _centred(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
         """``v = x - c`` (in the buffer) and ``1 / ||v||`` (0 for a zero row)."""
-        v = np.subtract(rows, self.centre, out=self.buffer[: rows.shape[0]])
+        v = np.subtract(rows, self.centre, out=self.buffer(rows.shape[0]))
         norms = np.sqrt(np.einsum("ij,ij->i", v, v))
         return v, np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
 
@@ -120,20 +121,21 @@ class _Preprocess:
 
     def unit_mean(self, dataset: Dataset) -> np.ndarray:
         """``(1/n) sum_i u_i``."""
-        total = np.zeros(dataset.n_features)
-        for rows, _ in dataset.chunks(CHUNK_ROWS):
+
+        def unit_sum(rows: np.ndarray, _: np.ndarray | None) -> np.ndarray:
             v, inverse = self._centred(rows)
-            total += inverse @ v
-        return total / dataset.n_records
+            return inverse @ v
+
+        return reduce(dataset, unit_sum, chunk_rows=CHUNK_ROWS) / dataset.n_records
 
     def second_moment(self, dataset: Dataset, mean: np.ndarray, w: np.ndarray) -> np.ndarray:
         """``(1/n) sum_i z_i z_i^T``."""
-        dim = w.shape[1] + int(self.supervised)
-        total = np.zeros((dim, dim))
-        for rows, labels in dataset.chunks(CHUNK_ROWS):
+
+        def outer_sum(rows: np.ndarray, labels: np.ndarray | None) -> np.ndarray:
             z = self.projected(rows, labels, mean, w)
-            total += z.T @ z
-        return total / dataset.n_records
+            return z.T @ z
+
+        return reduce(dataset, outer_sum, chunk_rows=CHUNK_ROWS) / dataset.n_records
 
 
 class RONGauss(Mechanism):
@@ -161,6 +163,10 @@ class RONGauss(Mechanism):
 
     def sensitivity(self, params: RONGaussParams, domain: Domain) -> dict[str, Sensitivity]:
         return {k: s.declared() for k, s in self._checked_stages(params, domain).items()}
+
+    def data_passes(self, params: RONGaussParams) -> int | None:
+        """Passes over the data: the DP mean, then the second moment."""
+        return 2
 
     def plan(self, params: RONGaussParams, domain: Domain) -> PrivacyEvent:
         return compose(*(s.event() for s in self._checked_stages(params, domain).values()))

@@ -1,0 +1,246 @@
+"""Benchmark: releases streamed from files, and on a Dask LocalCluster.
+
+    python benchmarks/streaming.py [--rows 10000000] [--cols 100] [--csv-rows 1000000]
+                                   [--dask-rows 2000000] [--workdir /tmp/dpframe-bench]
+                                   [--write docs/benchmarks.md]
+
+1. Generates a Parquet file of ``rows x cols`` (float32 columns, row groups of 65,536
+   rows; uniform on [-1.2, 1.2], so some values are clipped) and a CSV file of
+   ``csv-rows x cols`` (a 10^7-row CSV would be about 10 GB). A size of 0 skips that part;
+   each part writes its own section (streaming, streaming-csv, dask).
+2. Runs ``dpframe release`` on each in a child process (``--chunk-rows 65536``) and reads
+   the child's peak resident memory from the kernel (``os.wait4``'s rusage: measured
+   outside the process) and its wall time; throughput = records / wall time (the release
+   reads the data once for the ledger's keyed fingerprint, then once per statistic pass).
+3. On a ``dask-rows`` Parquet file: the same releases in this process and on a
+   ``LocalCluster`` of 2 worker processes (1 thread each), same seed; reports both times and
+   the largest difference between the released arrays.
+
+Generated files are deleted at the end.
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import shutil
+import subprocess
+import sys
+import time
+from pathlib import Path
+
+import numpy as np
+
+ROW_GROUP = 65536
+CHUNK = 65536
+RELEASES = [
+    ("lap_pca", ["--param", "dimension=10"], 1),
+    ("ron_gauss", ["--param", "dimension=10", "--param", "n_synthetic=1000"], 2),
+    ("gmm", ["--param", "n_synthetic=1000"], 1),
+    ("mvg", ["--param", "query=covariance", "--delta", "1e-6"], 1),
+]
+
+
+def generate(path: Path, rows: int, cols: int, csv: bool = False) -> float:
+    """Write the file group by group (constant memory); returns seconds taken."""
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+    import pyarrow.parquet as pq
+
+    from dpframe import SeededSampler
+
+    sampler = SeededSampler(0)
+    names = [f"x{j}" for j in range(cols)]
+    schema = pa.schema([(n, pa.float32()) for n in names] + [("y", pa.int64())])
+    start = time.perf_counter()
+    writer = pcsv.CSVWriter(path, schema) if csv else pq.ParquetWriter(path, schema)
+    with writer:
+        for first in range(0, rows, ROW_GROUP):
+            size = min(ROW_GROUP, rows - first)
+            block = sampler.uniform(-1.2, 1.2, (size, cols)).astype(np.float32)
+            labels = sampler.integers(0, 5, size)
+            arrays = [pa.array(block[:, j]) for j in range(cols)] + [pa.array(labels)]
+            writer.write_table(pa.Table.from_arrays(arrays, schema=schema))
+    return time.perf_counter() - start
+
+
+def run_child(args: list[str], blas_threads: int) -> tuple[float, float, str]:
+    """Wall seconds and peak RSS (MiB, from the kernel) of a child process."""
+    env = {**os.environ, "OPENBLAS_NUM_THREADS": str(blas_threads)}
+    env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(blas_threads)
+    start = time.perf_counter()
+    child = subprocess.Popen(
+        args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
+    )
+    _, status, usage = os.wait4(child.pid, 0)
+    wall = time.perf_counter() - start
+    output = child.stdout.read() if child.stdout else ""
+    child.returncode = os.waitstatus_to_exitcode(status)
+    if child.returncode:
+        raise SystemExit(f"child failed ({child.returncode}):\n{output}")
+    return wall, usage.ru_maxrss / 1024, output  # ru_maxrss is in KiB on Linux
+
+
+def release_args(name: str, extra: list[str], data: Path, out: Path) -> list[str]:
+    return [
+        sys.executable,
+        "-m",
+        "dpframe",
+        "release",
+        name,
+        "--data",
+        str(data),
+        "--bounds",
+        "-1:1",
+        "--classes",
+        "0,1,2,3,4",
+        "--label",
+        "y",
+        "--epsilon",
+        "1",
+        "--seed",
+        "1",
+        "--chunk-rows",
+        str(CHUNK),
+        "--no-progress",
+        "--out",
+        str(out),
+        "--ledger",
+        str(out) + ".db",
+        "--budget-epsilon",
+        "100",
+        "--budget-delta",
+        "1e-3",
+        *extra,
+    ]
+
+
+def streamed(work: Path, data: Path, rows: int, kind: str, blas_threads: int) -> list[str]:
+    lines = []
+    for name, extra, passes in RELEASES:
+        out = work / f"{kind}-{name}"
+        wall, peak, _ = run_child(release_args(name, extra, data, out), blas_threads)
+        lines.append(
+            f"| {kind} | `{name}` | {rows:,} | {passes} + 1 | {wall:.1f} | "
+            f"{rows / wall:,.0f} | {peak:.0f} |"
+        )
+        print(lines[-1], flush=True)
+    return lines
+
+
+def dask_comparison(data: Path, rows: int) -> list[str]:
+    from dask.distributed import Client, LocalCluster
+
+    import dpframe
+    from dpframe import Classes, Domain, SeededSampler
+    from dpframe.sources import SourceDataset, open_source
+
+    configs = [
+        ("lap_pca", {"dimension": 10}, None),
+        ("ron_gauss", {"dimension": 10, "n_synthetic": 1000}, None),
+        ("gmm", {"n_synthetic": 1000}, Classes((0, 1, 2, 3, 4), column="y")),
+    ]
+    lines = []
+    from threadpoolctl import threadpool_limits
+
+    with (
+        threadpool_limits(1),
+        LocalCluster(
+            n_workers=2, threads_per_worker=1, processes=True, dashboard_address=None
+        ) as cluster,
+    ):
+        for name, params, labels in configs:
+            domain = Domain(lower=-1.0, upper=1.0, labels=labels)
+            mechanism = dpframe.mechanism(name)
+            validated = mechanism.params(epsilon=1.0, **params)
+            times, arrays = [], []
+            for engine in ("local", "dask"):
+                if engine == "dask":
+                    client = Client(cluster)
+                source = open_source(data, domain, engine=engine)
+                dataset = SourceDataset(source, domain, chunk_rows=CHUNK)
+                start = time.perf_counter()
+                release = mechanism.run(dataset, validated, SeededSampler(1))
+                times.append(time.perf_counter() - start)
+                arrays.append(release.arrays)
+                if engine == "dask":
+                    client.close()
+            diff = max(
+                float(np.max(np.abs(arrays[0][k] - arrays[1][k])))
+                for k in arrays[0]
+                if arrays[0][k].dtype.kind == "f"
+            )
+            lines.append(
+                f"| `{name}` | {rows:,} | {times[0]:.1f} | {times[1]:.1f} | "
+                f"{times[0] / times[1]:.2f} | {diff:.1e} |"
+            )
+            print(lines[-1], flush=True)
+    return lines
+
+
+def main() -> None:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--rows", type=int, default=10_000_000)
+    parser.add_argument("--cols", type=int, default=100)
+    parser.add_argument("--csv-rows", type=int, default=1_000_000)
+    parser.add_argument("--dask-rows", type=int, default=2_000_000)
+    parser.add_argument("--workdir", type=Path, default=Path("/tmp/dpframe-bench"))
+    parser.add_argument("--write", type=Path, default=None)
+    parser.add_argument(
+        "--blas-threads", type=int, default=1, help="BLAS threads of the release processes"
+    )
+    args = parser.parse_args()
+    sys.path.insert(0, str(Path(__file__).parent))
+    from report import machine, write_section
+
+    work = args.workdir
+    work.mkdir(parents=True, exist_ok=True)
+    header = [
+        "| file | release | records | passes (+ fingerprint) | wall (s) | records/s | "
+        "peak RSS (MiB) |",
+        "|---|---|---:|---|---:|---:|---:|",
+    ]
+    sections = {}
+    try:
+        for name, kind, rows, csv in (
+            ("streaming", "Parquet", args.rows, False),
+            ("streaming-csv", "CSV", args.csv_rows, True),
+        ):
+            if not rows:
+                continue
+            path = work / ("big.csv" if csv else "big.parquet")
+            seconds = generate(path, rows, args.cols, csv=csv)
+            size = path.stat().st_size / 2**30
+            sections[name] = [
+                f"Machine: {machine()}. {kind} file of {rows:,} x {args.cols} (float32 values) "
+                f"plus an integer label column: {size:.2f} GiB, {seconds:.0f} s to write. "
+                f"`dpframe release ... --chunk-rows {CHUNK}` in a child process with "
+                f"{args.blas_threads} BLAS thread(s); peak RSS from the kernel.",
+                "",
+                *header,
+                *streamed(work, path, rows, kind, args.blas_threads),
+            ]
+            path.unlink()
+        if args.dask_rows:
+            small = work / "dask.parquet"
+            generate(small, args.dask_rows, args.cols)
+            sections["dask"] = [
+                f"Machine: {machine()}. Dask `LocalCluster` (2 worker processes, 1 thread "
+                "each) against the single-process source (1 BLAS thread), same seed, on a "
+                f"Parquet file of {args.dask_rows:,} x {args.cols}:",
+                "",
+                "| release | records | single process (s) | Dask, 2 workers (s) | speed-up | "
+                "max abs difference |",
+                "|---|---:|---:|---:|---:|---:|",
+                *dask_comparison(small, args.dask_rows),
+            ]
+    finally:
+        shutil.rmtree(work, ignore_errors=True)
+    for name, lines in sections.items():
+        print("\n".join(lines))
+        if args.write:
+            write_section(args.write, name, "\n".join(lines))
+
+
+if __name__ == "__main__":
+    main()

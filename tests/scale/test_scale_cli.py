@@ -1,0 +1,70 @@
+"""``dpframe release`` on streamed data: --chunk-rows, --engine dask, clear refusals."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+from click.testing import CliRunner
+
+from dpframe.cli import cli
+from dpframe.ledger import Ledger
+from dpframe.release import Release
+
+COMMON = ["--bounds", "-1:1", "--classes", "0,1,2", "--label", "y", "--seed", "3"]
+
+
+def _release(tmp_path, data, name: str, *extra: str) -> tuple[int, str, Release | None]:
+    out = tmp_path / f"out-{len(list(tmp_path.iterdir()))}"
+    args = ["release", "lap_pca", "--data", str(data), "--epsilon", "1", "--out", str(out)]
+    args += ["--ledger", str(out) + ".db", "--budget-epsilon", "100"]
+    args += ["--param", "dimension=2", *COMMON, *extra]
+    if name != "lap_pca":
+        args[1] = name
+        args.remove("dimension=2")
+        args.remove("--param")
+    result = CliRunner().invoke(cli, args)
+    loaded = Release.load(out) if result.exit_code == 0 else None
+    return result.exit_code, result.output, loaded
+
+
+def test_streamed_parquet_and_chunked_csv_match_the_in_memory_release(files, tmp_path):
+    code, output, memory = _release(tmp_path, files["csv"], "lap_pca")
+    assert code == 0, output
+    for data, extra in ((files["csv"], ["--chunk-rows", "400"]), (files["parquet"], [])):
+        code, output, streamed = _release(tmp_path, data, "lap_pca", *extra)
+        assert code == 0, output
+        np.testing.assert_allclose(streamed.arrays["covariance"], memory.arrays["covariance"])
+
+
+def test_dask_engine_matches_the_local_release(files, tmp_path):
+    pytest.importorskip("dask.distributed", reason="the 'scale' extra is not installed")
+    code, output, local = _release(tmp_path, files["parquet"], "lap_pca")
+    assert code == 0, output
+    code, output, dask = _release(tmp_path, files["parquet"], "lap_pca", "--engine", "dask")
+    assert code == 0, output
+    np.testing.assert_allclose(dask.arrays["covariance"], local.arrays["covariance"])
+
+
+def test_a_mechanism_that_needs_records_is_refused_before_the_ledger_is_charged(files, tmp_path):
+    code, output, _ = _release(
+        tmp_path, files["parquet"], "dpcda", "--delta", "1e-5", "--param", "records=3000"
+    )
+    assert code != 0
+    assert "dpcda does not declare how it reads the data" in output
+    assert "Traceback" not in output
+    (ledger,) = tmp_path.glob("*.db")
+    with Ledger.open(ledger) as led:
+        assert [entry.kind for entry in led.entries()] == ["init"]
+
+
+def test_progress_bars_go_to_stderr_only_when_asked(files, tmp_path):
+    code, output, _ = _release(tmp_path, files["parquet"], "lap_pca", "--progress")
+    assert code == 0
+    assert "pass 1: 100% of 3000 records" in output
+    code, output, _ = _release(tmp_path, files["parquet"], "lap_pca")
+    assert "pass 1" not in output
+
+
+def test_scheduler_without_dask_engine_is_refused(files, tmp_path):
+    code, output, _ = _release(tmp_path, files["parquet"], "lap_pca", "--scheduler", "tcp://x:1")
+    assert code != 0 and "--scheduler needs --engine dask." in output
