@@ -407,7 +407,14 @@ def open_source(
             if parquet:
                 frame = dd.read_parquet(str(path), split_row_groups=True)  # a partition each
             else:
-                frame = dd.read_csv(str(path), header=0 if header is not False else None)
+                # Dask infers dtypes from the first block; a column of integers there and
+                # decimals later fails, so features are read as floats from the start.
+                frame = dd.read_csv(
+                    str(path),
+                    header=0 if header is not False else None,
+                    dtype={name: "float64" for name in names or ()},
+                    assume_missing=True,
+                )
             return DaskSource(frame, features=names, label=label)
         if parquet:
             return ParquetSource(path, features=names, label=label)

@@ -278,3 +278,25 @@ def test_dask_fingerprint_binds_the_records_and_the_key(dask_client, table, doma
     assert fingerprint(x) == fingerprint(x.copy())
     assert fingerprint(changed) != fingerprint(x)
     assert fingerprint(x, b"j" * 32) != fingerprint(x)
+
+
+def test_dask_reads_a_csv_whose_first_block_looks_integer(dask_client, tmp_path):
+    # Dask infers column dtypes from the first 256 kB; a feature that is integer there and
+    # decimal later (as in the bundled CTG file) must still be read, as floats.
+    pd = pytest.importorskip("pandas", reason="writing the test file needs pandas")
+    rows = 40_000  # ~12 bytes per integer row: the first 256 kB hold only integers
+    x = np.zeros((rows, 2))
+    x[:, 0] = np.arange(rows) % 3 - 1
+    x[rows - 10 :, 1] = 0.25  # decimals appear only at the end
+    y = np.arange(rows) % 2
+    path = tmp_path / "ints-then-decimals.csv"
+    frame = pd.DataFrame({"a": x[:, 0].astype(int), "b": x[:, 1], "y": y})
+    frame["b"] = frame["b"].map(lambda v: f"{v:g}")  # '0' in the first rows, '0.25' at the end
+    frame.to_csv(path, index=False)
+    domain = Domain(lower=-1.0, upper=1.0, labels=Classes((0, 1), column="y"))
+    expected = moments(Dataset.from_arrays(x, y, domain), n_classes=2)
+    source = open_source(path, domain, engine="dask")
+    actual = moments(SourceDataset(source, domain, chunk_rows=CHUNK), n_classes=2)
+    np.testing.assert_allclose(actual.total, expected.total)
+    np.testing.assert_allclose(actual.outer, expected.outer)
+    np.testing.assert_array_equal(actual.count, expected.count)
