@@ -56,32 +56,19 @@ def paper_covariance_sensitivity(params: Any, domain: Domain) -> float:
 
 def paper_calibrated() -> Any:
     """RON-Gauss with the paper's covariance sensitivity: a local subclass, for comparison
-    only, never registered as a plugin (NOT private)."""
+    only, never registered as a plugin (NOT private). RON-Gauss computes its noise from its
+    declared ``sensitivity()``, so declaring the paper's value gives the paper's noise."""
+    import attrs
     from dpframe_rongauss.mechanism import RONGauss
-    from dpframe_rongauss.sensitivity import mean_sensitivity
-
-    from dpframe.noise import plan_stages
 
     class PaperLemma4RONGauss(RONGauss):
         name = "ron_gauss_paper_lemma4_NOT_PRIVATE"
         privacy = "NOT private: the paper's Lemma 4/5 covariance sensitivity is too small"
 
-        def _checked_stages(self, params: Any, domain: Domain) -> dict:
-            super()._checked_stages(params, domain)  # the same parameter checks
-            return plan_stages(
-                params.noise,
-                params.epsilon,
-                params.delta,
-                {
-                    "mean": (params.mean_share, mean_sensitivity(domain, params.noise)),
-                    "covariance": (
-                        1.0 - params.mean_share,
-                        paper_covariance_sensitivity(params, domain),
-                    ),
-                },
-                domain.relation,
-                {"mean": "DP mean", "covariance": "paper's Lemma 4/5 (NOT private)"},
-            )
+        def sensitivity(self, params: Any, domain: Domain) -> dict:
+            declared = super().sensitivity(params, domain)
+            paper = paper_covariance_sensitivity(params, domain)
+            return declared | {"covariance": attrs.evolve(declared["covariance"], value=paper)}
 
     return PaperLemma4RONGauss()
 
