@@ -14,6 +14,12 @@ A mechanism is a class with:
   draw goes through ``sampler``. It returns a :class:`~dpframe.release.Release` with its
   ``arrays``, ``noise_scales`` and ``info``; :func:`execute` fills in the rest.
 
+Optional: ``data_passes(params) -> int | None``, how many passes ``run`` makes over
+``dataset.chunks()`` (usually through :func:`dpframe.stats.reduce` or
+:func:`~dpframe.stats.moments`) without touching ``dataset.features``. Declare it, and
+streamed files and Dask clusters serve the mechanism (``docs/scaling.md``); the default,
+``None``, means the records must be in memory.
+
 Testing hooks (optional for third parties, required for built-ins), used by
 :mod:`dpframe.testing`:
 
@@ -86,6 +92,11 @@ class Mechanism(abc.ABC):
     @abc.abstractmethod
     def run(self, dataset: Dataset, params: Any, sampler: Sampler) -> Release:
         """Run on ``dataset`` (already clipped to its domain), drawing from ``sampler``."""
+
+    def data_passes(self, params: Any) -> int | None:
+        """Passes ``run`` makes over the data's chunks; ``None``: it needs the records in
+        memory (streamed and distributed sources are refused before any charge)."""
+        return None
 
     def sensitivity(self, params: Any, domain: Domain) -> dict[str, Sensitivity]:
         """Declared sensitivity of each noisy stage (testing hook)."""

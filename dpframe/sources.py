@@ -428,17 +428,12 @@ def open_source(
 
 def check_passes(mechanism: Any, params: Any, dataset: Any) -> None:
     """Before any data are read (and the ledger charged): refuse a mechanism that needs
-    the records in memory (or does not declare ``data_passes``), or more passes than a
-    source-backed ``dataset`` allows. In-memory Datasets pass unchecked."""
+    the records in memory (``data_passes`` is None: the default of
+    :meth:`dpframe.mechanism.Mechanism.data_passes`), or more passes than a source-backed
+    ``dataset`` allows. In-memory Datasets pass unchecked."""
     source = getattr(dataset, "source_obj", None)
     if source is None:
         return
-    if not hasattr(mechanism, "data_passes"):
-        raise RecordAccessError(
-            f"{mechanism.name} does not declare how it reads the data (no data_passes), so "
-            "it runs only on data loaded in memory; drop --chunk-rows/--engine or use a "
-            ".csv/.npy file."
-        )
     passes = mechanism.data_passes(params)
     if passes is None:
         raise RecordAccessError(f"{mechanism.name} with these parameters: {_RECORDS}")

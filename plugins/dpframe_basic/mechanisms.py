@@ -21,6 +21,7 @@ from dpframe.events import GaussianEvent, LaplaceEvent, PrivacyEvent
 from dpframe.linalg import psd_project
 from dpframe.noise import symmetric_entries, symmetric_matrix
 from dpframe.samplers import Sampler
+from dpframe.stats import moments
 from dpframe_basic.sensitivity import covariance_sensitivity, mean_sensitivity
 
 Query = Literal["mean", "covariance"]
@@ -49,12 +50,13 @@ class GaussianParams(PrivacyParams):
 def _query_value(dataset: Dataset, query: str, family: str) -> np.ndarray:
     """The exact (pre-noise) query, as the vector of independently noised entries: for a
     covariance, its upper triangle (Laplace) or ``svec`` (Gaussian; off-diagonal entries
-    times sqrt(2), an isometry to the Frobenius norm, see :mod:`dpframe.noise`)."""
-    x = dataset.features
+    times sqrt(2), an isometry to the Frobenius norm, see :mod:`dpframe.noise`). One pass
+    over the data's chunks (:func:`dpframe.stats.moments`), so any source serves."""
     if query == "mean":
-        return x.mean(axis=0)
-    centred = x - dataset.domain.centre()
-    return symmetric_entries(centred.T @ centred / dataset.n_records, family)
+        return moments(dataset, outer=False).total / dataset.n_records
+    centre = dataset.domain.centre()
+    second = moments(dataset, lambda rows: rows - centre).outer
+    return symmetric_entries(second / dataset.n_records, family)
 
 
 def _sensitivity(query: str, domain: Domain, norm: str) -> float:
@@ -98,6 +100,10 @@ class LaplaceMechanism(Mechanism):
 
     def sensitivity(self, params: LaplaceParams, domain: Domain) -> dict[str, Sensitivity]:
         return {params.query: Sensitivity(_sensitivity(params.query, domain, "l1"), "l1")}
+
+    def data_passes(self, params: LaplaceParams) -> int:
+        """One pass over the data's chunks (streamed and Dask sources serve)."""
+        return 1
 
     def plan(self, params: LaplaceParams, domain: Domain) -> PrivacyEvent:
         # b = Δ₁/ε, so b/Δ₁ = 1/ε whatever the sensitivity; computing the sensitivity here
@@ -146,6 +152,10 @@ class GaussianMechanism(Mechanism):
     def _sigma(self, params: GaussianParams, domain: Domain) -> tuple[float, float]:
         delta2 = self.sensitivity(params, domain)[params.query].value
         return gaussian_sigma(params.epsilon, params.delta, delta2), delta2
+
+    def data_passes(self, params: GaussianParams) -> int:
+        """One pass over the data's chunks (streamed and Dask sources serve)."""
+        return 1
 
     def plan(self, params: GaussianParams, domain: Domain) -> PrivacyEvent:
         sigma, delta2 = self._sigma(params, domain)

@@ -50,7 +50,7 @@ def test_a_mechanism_that_needs_records_is_refused_before_the_ledger_is_charged(
         tmp_path, files["parquet"], "dpcda", "--delta", "1e-5", "--param", "records=3000"
     )
     assert code != 0
-    assert "dpcda does not declare how it reads the data" in output
+    assert "dpcda with these parameters: this mechanism needs the records in memory" in output
     assert "Traceback" not in output
     (ledger,) = tmp_path.glob("*.db")
     with Ledger.open(ledger) as led:
