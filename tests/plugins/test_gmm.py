@@ -8,6 +8,7 @@ import math
 import attrs
 import numpy as np
 import pytest
+from plugin_testkit import one_sentence, uniform_rows
 
 import dpframe
 from dpframe import Classes, Dataset, Domain, Release, SeededSampler, Target, execute
@@ -20,16 +21,6 @@ from dpframe.sensitivities import Region, second_moment, vector_sum
 GMM = dpframe.mechanism("gmm")
 LAP_PCA = dpframe.mechanism("lap_pca")
 DOMAIN = Domain(lower=-1.0, upper=1.0, labels=Classes(("a", "b", "c")))
-
-
-def uniform_rows(seed: int, n: int, m: int) -> np.ndarray:
-    return SeededSampler(seed).uniform(-1.0, 1.0, (n, m))
-
-
-def one_sentence(exc: pytest.ExceptionInfo) -> str:
-    text = str(exc.value)
-    assert "\n" not in text and text.endswith("."), text
-    return text
 
 
 def labelled(seed: int, n: int = 600, m: int = 5) -> Dataset:

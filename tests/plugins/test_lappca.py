@@ -6,6 +6,7 @@ import math
 
 import numpy as np
 import pytest
+from plugin_testkit import one_sentence, uniform_rows
 
 import dpframe
 from dpframe import Dataset, Domain, SeededSampler, execute
@@ -17,16 +18,6 @@ from dpframe.relation import Relation
 
 LAP_PCA = dpframe.mechanism("lap_pca")
 CUBE = Domain(lower=-1.0, upper=1.0)
-
-
-def uniform_rows(seed: int, n: int, m: int) -> np.ndarray:
-    return SeededSampler(seed).uniform(-1.0, 1.0, (n, m))
-
-
-def one_sentence(exc: pytest.ExceptionInfo) -> str:
-    text = str(exc.value)
-    assert "\n" not in text and text.endswith("."), text
-    return text
 
 
 def test_release_has_orthonormal_components_and_sorted_eigenvalues():

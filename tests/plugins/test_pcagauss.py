@@ -8,6 +8,7 @@ import math
 import numpy as np
 import pytest
 from click.testing import CliRunner
+from plugin_testkit import one_sentence, uniform_rows
 
 import dpframe
 from dpframe import Dataset, Domain, Release, SeededSampler, Target, execute
@@ -20,16 +21,6 @@ PCA = dpframe.mechanism("pca_gauss")
 LAP_PCA = dpframe.mechanism("lap_pca")
 CUBE = Domain(lower=-1.0, upper=1.0)
 LABELLED = Domain(lower=-1.0, upper=1.0, labels=Target(-2.0, 2.0))
-
-
-def uniform_rows(seed: int, n: int, m: int) -> np.ndarray:
-    return SeededSampler(seed).uniform(-1.0, 1.0, (n, m))
-
-
-def one_sentence(exc: pytest.ExceptionInfo) -> str:
-    text = str(exc.value)
-    assert "\n" not in text and text.endswith("."), text
-    return text
 
 
 def labelled_data(seed: int, n: int = 300, m: int = 6) -> Dataset:
