@@ -105,25 +105,28 @@ def test_a_charge_made_after_the_plan_stops_the_chain_at_the_step_that_no_longer
     assert len(ledger.charges("toy")) == 3  # the intruder's and two steps
 
 
+# A step whose weights (and so, for WeightedGaussian, its cost) come from an earlier output.
+WEIGHTS_FROM_COVARIANCE = """
+[[steps]]
+name = "cov"
+mechanism = "laplace"
+epsilon = 0.3
+params = { query = "covariance" }
+
+[[steps]]
+name = "w"
+mechanism = "test-weighted"
+epsilon = 0.2
+delta = 1e-7
+params = { weights = "@cov.covariance" }
+"""
+
+
 def test_a_step_whose_cost_depends_on_earlier_outputs_is_refused_without_a_filter(
     write_spec, ledger, toy_csv, tmp_path, monkeypatch
 ):
     register(monkeypatch, WeightedGaussian)
-    steps = """
-    [[steps]]
-    name = "cov"
-    mechanism = "laplace"
-    epsilon = 0.3
-    params = { query = "covariance" }
-
-    [[steps]]
-    name = "w"
-    mechanism = "test-weighted"
-    epsilon = 0.2
-    delta = 1e-7
-    params = { weights = "@cov.covariance" }
-    """
-    plan, session = start(write_spec(steps, accountant="best"), ledger, toy_csv)
+    plan, session = start(write_spec(WEIGHTS_FROM_COVARIANCE, accountant="best"), ledger, toy_csv)
     result = run_chain(plan, session, tmp_path / "out")
     assert [s.status for s in result.steps] == ["released", "refused"]
     assert "differs from the planned" in result.stop.reason
@@ -134,22 +137,9 @@ def test_under_a_filter_such_a_step_runs(write_spec, tmp_path, toy_csv, monkeypa
     from dpframe.ledger import Ledger
 
     register(monkeypatch, WeightedGaussian)
-    steps = """
-    [[steps]]
-    name = "cov"
-    mechanism = "laplace"
-    epsilon = 0.3
-    params = { query = "covariance" }
-
-    [[steps]]
-    name = "w"
-    mechanism = "test-weighted"
-    epsilon = 0.2
-    delta = 1e-7
-    params = { weights = "@cov.covariance" }
-    """
     with Ledger.open(tmp_path / "z.ledger", create=True) as ledger:
-        plan, session = start(write_spec(steps, accountant="zcdp", epsilon=5.0), ledger, toy_csv)
+        spec = write_spec(WEIGHTS_FROM_COVARIANCE, accountant="zcdp", epsilon=5.0)
+        plan, session = start(spec, ledger, toy_csv)
         result = run_chain(plan, session, tmp_path / "out")
         assert result.completed
         w = ledger.charges("toy")[1]
