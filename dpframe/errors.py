@@ -1,38 +1,65 @@
 """User-facing errors.
 
 Every error a user can cause is a :class:`DPFrameError` whose message is one sentence
-saying what is wrong and how to fix it. The CLI prints that sentence and exits with
-``exit_code`` (2 for usage errors, 1 for runtime errors); it never shows a traceback
-unless ``--debug`` is given.
+saying what is wrong and how to fix it. The CLI prints that sentence and exits with the
+class's ``exit_code``; with ``--json`` it prints ``{"error": {"code": ..., "message": ...}}``
+with the class's stable ``code``. It never shows a traceback unless ``--debug`` is given.
+
+The exit codes (one table, also in ``docs/cli.md``):
+
+====  ==================  =====================================================
+exit  ``code``            meaning
+====  ==================  =====================================================
+0                         success
+1     ``budget_refused``  refused by the budget; nothing was charged
+2     ``usage``           usage or parameter error (bad option, unknown plugin)
+3     ``data``            data or domain error (unreadable data, bad domain file)
+4     ``ledger``          ledger error (damaged, tampered, locked, I/O)
+5     ``compute``         the release failed while running (cluster lost, timeout)
+70    ``internal``        a bug in dpframe or a plugin (please report it)
+130   ``interrupted``     interrupted (Ctrl-C)
+====  ==================  =====================================================
 """
 
 from __future__ import annotations
+
+EXIT_OK = 0
+EXIT_BUDGET_REFUSED = 1
+EXIT_USAGE = 2
+EXIT_DATA = 3
+EXIT_LEDGER = 4
+EXIT_COMPUTE = 5
+EXIT_INTERNAL = 70
+EXIT_INTERRUPTED = 130
 
 
 class DPFrameError(Exception):
     """Base class of every error dpframe raises for bad input or refused requests."""
 
-    exit_code: int = 1
+    exit_code: int = EXIT_USAGE
+    code: str = "usage"
 
 
 class ParameterError(DPFrameError, ValueError):
     """A mechanism, accountant or CLI parameter is invalid."""
 
-    exit_code = 2
-
 
 class PluginError(DPFrameError, LookupError):
     """A plugin, mechanism, accountant, sampler or loader name is unknown or failed to load."""
-
-    exit_code = 2
 
 
 class DomainError(DPFrameError, ValueError):
     """The public domain description is missing, inconsistent or malformed."""
 
+    exit_code = EXIT_DATA
+    code = "data"
+
 
 class DataError(DPFrameError, ValueError):
     """The private data cannot be read or do not fit the declared domain."""
+
+    exit_code = EXIT_DATA
+    code = "data"
 
 
 class EventError(DPFrameError, ValueError):
@@ -46,10 +73,32 @@ class UnsupportedEventError(DPFrameError):
 class BudgetExceededError(DPFrameError):
     """A release would exceed the privacy budget; nothing was charged."""
 
+    exit_code = EXIT_BUDGET_REFUSED
+    code = "budget_refused"
+
 
 class LedgerError(DPFrameError):
     """The ledger cannot be opened, is inconsistent, or refuses an operation."""
 
+    exit_code = EXIT_LEDGER
+    code = "ledger"
+
+
+class BudgetRefusedError(LedgerError):
+    """The ledger refuses to bind a charge to a budget (no budget for these data, the data
+    budgeted under another label, or another data's budget); nothing was charged."""
+
+    exit_code = EXIT_BUDGET_REFUSED
+    code = "budget_refused"
+
 
 class SamplerError(DPFrameError, ValueError):
     """A random draw was requested with invalid arguments (for example a non-finite covariance)."""
+
+
+class ComputeError(DPFrameError, RuntimeError):
+    """A release failed while running for a reason outside the data and parameters
+    (a cluster that lost its workers, an unreachable scheduler, a timeout)."""
+
+    exit_code = EXIT_COMPUTE
+    code = "compute"

@@ -8,7 +8,7 @@ from typing import Any
 
 import click
 
-from dpframe.errors import DPFrameError
+from dpframe.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, DPFrameError
 
 
 class UserError(click.ClickException):
@@ -58,13 +58,14 @@ class DPFrameGroup(click.Group):
         except (click.ClickException, click.exceptions.Exit, click.Abort):
             raise
         except KeyboardInterrupt:
-            raise click.Abort() from None
+            raise UserError("interrupted.", EXIT_INTERRUPTED) from None
         except Exception as exc:
             if debug:
                 raise
             raise UserError(
                 f"internal error: {type(exc).__name__}: {_sentence(exc)} (rerun with --debug "
-                "for the traceback, and please report it)."
+                "for the traceback, and please report it).",
+                EXIT_INTERNAL,
             ) from None
         finally:
             warnings.showwarning = previous

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from dpframe.cli.common import emit_json, json_option
-from dpframe.errors import DPFrameError, LedgerError
+from dpframe.errors import EXIT_LEDGER, DPFrameError, LedgerError
 from dpframe.ledger import (
     DEFAULT_ACCOUNTANT,
     ENV_VAR,
@@ -204,7 +204,7 @@ def verify(
     release_dirs: tuple[Path, ...],
     as_json: bool,
 ) -> None:
-    """Check the hash chain; exit 1 and name each changed, deleted or reordered row."""
+    """Check the hash chain; exit 4 and name each changed, deleted or reordered row."""
     with Ledger.open(ledger_file) as led:
         report = led.verify(expect_head)
         releases = [_check_release(led, d) for d in release_dirs]
@@ -212,7 +212,7 @@ def verify(
     if as_json:
         emit_json({**report.to_dict(), "releases": releases})
         if not report.ok or failed:
-            sys.exit(1)
+            sys.exit(EXIT_LEDGER)
         return
     for problem in report.problems:
         click.echo(f"  {problem}")
@@ -244,7 +244,7 @@ def verify(
 def audit_cmd(ledger_file: Path | None, accountants: tuple[str, ...], as_json: bool) -> None:
     """Audit the ledger: totals per budget under each accountant, balances, the hash
     chain, every charge re-derived from its recorded plugin, parameters and domain, and
-    flags. Exits 1 when a problem is found (see docs/auditing.md)."""
+    flags. Exits 4 when a problem is found (see docs/auditing.md)."""
     from dpframe.audit import audit
 
     with Ledger.open(ledger_file) as led:
@@ -252,7 +252,7 @@ def audit_cmd(ledger_file: Path | None, accountants: tuple[str, ...], as_json: b
     if as_json:
         emit_json(report.to_dict())
         if not report.ok:
-            sys.exit(1)
+            sys.exit(EXIT_LEDGER)
         return
     click.echo(report.describe())
     if not report.ok:

@@ -33,6 +33,7 @@ from dpframe.budget import RTOL, Budget, within
 from dpframe.calibration import smallest_noise
 from dpframe.errors import (
     BudgetExceededError,
+    BudgetRefusedError,
     DPFrameError,
     LedgerError,
     ParameterError,
@@ -667,7 +668,7 @@ class Ledger:
         by_label = _find(budgets, label, None)
         if by_data is not None:
             if by_label is None or by_label.budget_id != by_data.budget_id:
-                raise LedgerError(
+                raise BudgetRefusedError(
                     f"these data are budgeted under the label {by_data.label!r}, not "
                     f"{label!r}; charge them with that label (nothing was charged)."
                 )
@@ -678,7 +679,7 @@ class Ledger:
             elif data_changed:
                 budget = self._bind(by_label, fingerprint, "data changed")
             else:
-                raise LedgerError(
+                raise BudgetRefusedError(
                     f"{by_label.describe()} belongs to other data (the records, or their "
                     "clipping to the domain, differ); if these are the same people's records, "
                     "charge them to it with --data-changed, else choose another budget label "
@@ -694,7 +695,7 @@ class Ledger:
                 "created on first charge",
             )
         else:
-            raise LedgerError(
+            raise BudgetRefusedError(
                 f"there is no budget for these data (label {label!r}): create one with "
                 "`dpframe ledger budget create` or give --budget-epsilon (nothing was charged)."
             )

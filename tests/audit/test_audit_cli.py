@@ -48,7 +48,7 @@ def test_only_the_named_accountants_are_totalled(run, filled):
     assert list(doc["budgets"][0]["totals"]) == ["pure"]
 
 
-def test_a_tampered_ledger_exits_1_with_one_sentence(run, filled):
+def test_a_tampered_ledger_exits_4_with_one_sentence(run, filled):
     conn = sqlite3.connect(filled)
     conn.execute("DROP TRIGGER entries_no_update")
     conn.execute(
@@ -58,16 +58,16 @@ def test_a_tampered_ledger_exits_1_with_one_sentence(run, filled):
     conn.commit()
     conn.close()
     text = run("ledger", "audit", "--ledger", filled)
-    assert text.exit_code == 1
+    assert text.exit_code == 4
     assert "tampered" in text.stdout and "event_mismatch" in text.stdout
     assert text.stderr.strip() == "Error: the audit found 3 problem(s), listed above."
     as_json = run("ledger", "audit", "--ledger", filled, "--json")
-    assert as_json.exit_code == 1
+    assert as_json.exit_code == 4
     assert json.loads(as_json.stdout)["ok"] is False
 
 
 def test_a_missing_ledger_is_one_sentence(run, tmp_path):
     text = run("ledger", "audit", "--ledger", tmp_path / "nope.ledger")
-    assert text.exit_code == 1
+    assert text.exit_code == 4
     assert text.stderr.startswith("Error: there is no ledger at")
     assert text.stderr.count("\n") == 1

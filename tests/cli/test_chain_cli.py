@@ -158,7 +158,7 @@ def test_a_chain_that_runs_out_of_budget_mid_way_exits_1(run, spec, toy_csv, tmp
         (["chain", "run", "{spec}", "--out", "o"], 2, "Error: no ledger given"),
         (
             ["chain", "run", "{spec}", "--ledger", "l.ledger", "--out", "o"],
-            1,
+            3,
             "Error: data file",
         ),
     ],

@@ -206,7 +206,7 @@ def test_bad_usage_is_one_sentence_with_exit_2(tmp_path, liver, args, code, frag
     assert not (tmp_path / "o").exists()
 
 
-def test_bad_data_is_one_sentence_with_exit_1(tmp_path):
+def test_bad_data_is_one_sentence_with_exit_3(tmp_path):
     cases = {
         "nan.csv": ("a,b\n1,2\nnan,3\n", "column 'a' has a missing (NaN) value at data row 2"),
         "cols.csv": ("a,b\n1,2\n3\n", "data row 2 has 1 fields but the header has 2"),
@@ -232,7 +232,7 @@ def test_bad_data_is_one_sentence_with_exit_1(tmp_path):
             "--out",
             str(tmp_path / f"out-{name}"),
         )
-        assert result.exit_code == 1, name
+        assert result.exit_code == 3, name
         assert fragment in result.stderr, result.stderr
         assert "Traceback" not in result.stderr
 
@@ -248,7 +248,7 @@ def test_missing_files_are_one_sentence(tmp_path):
         "--out",
         str(tmp_path / "o"),
     )
-    assert result.exit_code == 1 and "does not exist" in result.stderr
+    assert result.exit_code == 3 and "does not exist" in result.stderr
     result = run(
         "release",
         "laplace",
@@ -261,7 +261,7 @@ def test_missing_files_are_one_sentence(tmp_path):
         "--out",
         str(tmp_path / "o"),
     )
-    assert result.exit_code == 1 and "domain file" in result.stderr
+    assert result.exit_code == 3 and "domain file" in result.stderr
 
 
 def test_real_process_exit_codes_and_no_traceback(tmp_path, ledger):

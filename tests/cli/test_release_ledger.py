@@ -156,7 +156,7 @@ def test_ledger_commands_with_json(run, data, tmp_path):
     info = json.loads(init.stdout)
     assert info["entries"] == 1 and info["has_key"] is True
     again = run("ledger", "init", "--ledger", ledger)
-    assert again.exit_code == 1 and "already exists" in again.stderr
+    assert again.exit_code == 4 and "already exists" in again.stderr
     created = run(
         "ledger",
         "budget",
@@ -190,10 +190,10 @@ def test_ledger_commands_with_json(run, data, tmp_path):
     )
     assert json.loads(imported.stdout)["head"] == verified["head"]
     unknown = run("ledger", "budget", "show", "nobody", "--ledger", ledger)
-    assert unknown.exit_code == 1 and "no budget 'nobody'" in unknown.stderr
+    assert unknown.exit_code == 4 and "no budget 'nobody'" in unknown.stderr
 
 
-def test_verify_names_a_tampered_row_and_exits_1(run, data, tmp_path):
+def test_verify_names_a_tampered_row_and_exits_4(run, data, tmp_path):
     ledger = tmp_path / "l.ledger"
     release(
         run,
@@ -217,11 +217,11 @@ def test_verify_names_a_tampered_row_and_exits_1(run, data, tmp_path):
     conn.commit()
     conn.close()
     result = run("ledger", "verify", "--ledger", ledger)
-    assert result.exit_code == 1
+    assert result.exit_code == 4
     assert f"row 4 (reserve entry {victim}) was changed" in result.stdout
     assert "failed verification: 1 problem(s)" in result.stderr
     as_json = run("ledger", "verify", "--ledger", ledger, "--json")
-    assert as_json.exit_code == 1
+    assert as_json.exit_code == 4
     assert [(p["seq"], p["entry_id"]) for p in json.loads(as_json.stdout)["problems"]] == [
         (4, victim)
     ]
