@@ -13,6 +13,10 @@ The contract:
   delta (``inf`` when none); it raises :class:`~dpframe.errors.UnsupportedEventError`
   for unsupported events rather than guessing.
 * Every answer must be a valid upper bound: an accountant may be loose, never optimistic.
+* :meth:`Accountant.running` gives a :class:`RunningTotal`, the composition of a budget's
+  charges kept incrementally, so that the ledger can admit a charge without recomposing
+  every earlier one. Its answers equal ``epsilon(composition(events), delta)``; an
+  accountant that can do better than the generic :class:`GroupedTotal` overrides it.
 """
 
 from __future__ import annotations
@@ -20,9 +24,9 @@ from __future__ import annotations
 import abc
 import math
 import threading
-from collections import OrderedDict
-from collections.abc import Callable
-from typing import ClassVar, Generic, TypeVar
+from collections import Counter, OrderedDict
+from collections.abc import Callable, Iterable
+from typing import Any, ClassVar, Generic, TypeVar
 
 import attrs
 
@@ -34,6 +38,8 @@ from dpframe.events import (
     PrivacyEvent,
     SampledWithoutReplacementEvent,
     SelfComposedEvent,
+    compose,
+    event_from_dict,
 )
 from dpframe.relation import Relation
 
@@ -107,6 +113,10 @@ class Accountant(abc.ABC):
                 f"the {self.name!r} accountant cannot account for {what}: {support.reason}"
             )
 
+    def running(self, state: dict[str, Any] | None = None) -> RunningTotal:
+        """An empty running total, or the one saved by :meth:`RunningTotal.to_dict`."""
+        return GroupedTotal.from_dict(self, state)
+
     def relation_conflict(self, event: PrivacyEvent) -> Support:
         """Check that every part of ``event`` was calibrated for this accountant's relation.
 
@@ -117,6 +127,89 @@ class Accountant(abc.ABC):
 
     def __repr__(self) -> str:
         return f"{type(self).__name__}(relation={self.relation.value!r})"
+
+
+class RunningTotal(abc.ABC):
+    """The composition of a budget's charges so far, under one accountant.
+
+    Immutable: :meth:`add` returns a new total. :meth:`to_dict` is JSON-serialisable and
+    lossless, so the ledger can checkpoint it and an audit can re-derive it from the rows.
+    """
+
+    def __init__(self, accountant: Accountant) -> None:
+        self.accountant = accountant
+
+    @abc.abstractmethod
+    def add(self, event: PrivacyEvent) -> RunningTotal:
+        """This total with ``event`` composed after it (the accountant must support it)."""
+
+    @abc.abstractmethod
+    def epsilon(self, delta: float) -> float:
+        """The accountant's epsilon at ``delta`` for the composition so far (0 when empty)."""
+
+    @abc.abstractmethod
+    def to_dict(self) -> dict[str, Any]:
+        """A lossless JSON-serialisable form, read back by ``accountant.running(state)``."""
+
+
+class GroupedTotal(RunningTotal):
+    """The generic running total: the multiset of charged events, composed on demand with
+    identical events grouped into one :class:`SelfComposedEvent` where supported.
+
+    Its cost grows with the number of *distinct* events, not with the number of charges;
+    accountants with an additive state (pure, zcdp, rdp, ...) override
+    :meth:`Accountant.running` with a constant-size one.
+    """
+
+    def __init__(self, accountant: Accountant, counts: Counter[PrivacyEvent] | None = None):
+        super().__init__(accountant)
+        self.counts: Counter[PrivacyEvent] = Counter(counts or {})
+
+    @classmethod
+    def from_dict(cls, accountant: Accountant, state: dict[str, Any] | None) -> GroupedTotal:
+        """Read back :meth:`to_dict`'s form (``None``: empty)."""
+        counts: Counter[PrivacyEvent] = Counter()
+        for item in (state or {}).get("events", []):
+            counts[event_from_dict(item["event"])] += int(item["count"])
+        return cls(accountant, counts)
+
+    def add(self, event: PrivacyEvent) -> GroupedTotal:
+        counts = Counter(self.counts)
+        counts[event] += 1
+        return type(self)(self.accountant, counts)
+
+    def epsilon(self, delta: float) -> float:
+        if not self.counts:
+            return 0.0
+        return self.accountant.epsilon(group_identical(self.accountant, self.counts), delta)
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "events": [
+                {"event": event.to_dict(), "count": count} for event, count in self.counts.items()
+            ]
+        }
+
+
+def group_identical(
+    accountant: Accountant, events: Iterable[PrivacyEvent] | Counter[PrivacyEvent]
+) -> PrivacyEvent:
+    """The sequential composition of ``events``, with identical events grouped into one
+    :class:`SelfComposedEvent` where the accountant supports it.
+
+    Grouping does not change the meaning (composition theorems hold in any order) but
+    lets an accountant apply its self-composition bound (for example the optimal
+    homogeneous composition of Kairouz et al.) and compute one term per distinct event.
+    """
+    counts = events if isinstance(events, Counter) else Counter(events)
+    grouped: list[PrivacyEvent] = []
+    for event, count in counts.items():
+        group = SelfComposedEvent(event, count) if count > 1 else None
+        if group is not None and accountant.supports(group):
+            grouped.append(group)
+        else:
+            grouped.extend([event] * count)
+    return compose(*grouped)
 
 
 def _relation_conflict(event: PrivacyEvent, relation: Relation) -> Support:

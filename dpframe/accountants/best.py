@@ -16,9 +16,12 @@ import math
 from collections.abc import Sequence
 
 from dpframe.accountants.approx import ApproxAccountant
+from typing import Any
+
 from dpframe.accountants.base import (
     Accountant,
     Guarantee,
+    RunningTotal,
     Support,
     check_delta,
     check_epsilon,
@@ -97,6 +100,9 @@ class BestAccountant(Accountant):
                     best, by = value, member.name
         return Guarantee(best, delta, self.name, self.relation, {"accountant": by})
 
+    def running(self, state: dict[str, Any] | None = None) -> BestTotal:
+        return BestTotal.from_dict(self, state)
+
     def delta(self, event: PrivacyEvent, epsilon: float) -> float:
         check_epsilon(epsilon)
         self.require(event)
@@ -108,3 +114,48 @@ class BestAccountant(Accountant):
                 except UnsupportedEventError:
                     continue
         return best
+
+
+class BestTotal(RunningTotal):
+    """The members' running totals; a member drops out at the first event it cannot
+    account for (it can then certify nothing about the composition)."""
+
+    def __init__(self, accountant: BestAccountant, totals: list[RunningTotal | None]) -> None:
+        super().__init__(accountant)
+        self.totals = totals
+
+    @classmethod
+    def from_dict(cls, accountant: BestAccountant, state: dict[str, Any] | None) -> BestTotal:
+        """Read back :meth:`to_dict`'s form (``None``: empty)."""
+        saved = (state or {}).get("members", {})
+        totals: list[RunningTotal | None] = []
+        for member in accountant.members:
+            if member.name in saved and saved[member.name] is None:
+                totals.append(None)
+            else:
+                totals.append(member.running(saved.get(member.name)))
+        return cls(accountant, totals)
+
+    def add(self, event: PrivacyEvent) -> BestTotal:
+        members = self.accountant.members  # type: ignore[attr-defined]
+        totals = [
+            total.add(event) if total is not None and member.supports(event) else None
+            for member, total in zip(members, self.totals)
+        ]
+        if all(total is None for total in totals):
+            self.accountant.require(event)
+        return BestTotal(self.accountant, totals)  # type: ignore[arg-type]
+
+    def epsilon(self, delta: float) -> float:
+        check_delta(delta)
+        values = [total.epsilon(delta) for total in self.totals if total is not None]
+        return min(values, default=math.inf)
+
+    def to_dict(self) -> dict[str, Any]:
+        members = self.accountant.members  # type: ignore[attr-defined]
+        return {
+            "members": {
+                member.name: None if total is None else total.to_dict()
+                for member, total in zip(members, self.totals)
+            }
+        }

@@ -28,7 +28,7 @@ from typing import Any
 
 import attrs
 
-from dpframe.accountants.base import Accountant
+from dpframe.accountants.base import Accountant, group_identical
 from dpframe.budget import RTOL, Budget, within
 from dpframe.calibration import smallest_noise
 from dpframe.errors import (
@@ -742,21 +742,9 @@ def accounting_delta(budget: DatasetBudget) -> float:
 
 
 def composition(accountant: Accountant, events: list[PrivacyEvent]) -> PrivacyEvent:
-    """The sequential composition of a budget's charges, with identical events grouped
-    into one :class:`SelfComposedEvent` where the accountant supports it.
-
-    Grouping does not change the meaning (composition theorems hold in any order) but
-    lets an accountant apply its self-composition bound (for example the optimal
-    homogeneous composition of Kairouz et al.) and compute one term per distinct event.
-    """
-    grouped: list[PrivacyEvent] = []
-    for event, count in Counter(events).items():
-        group = SelfComposedEvent(event, count) if count > 1 else None
-        if group is not None and accountant.supports(group):
-            grouped.append(group)
-        else:
-            grouped.extend([event] * count)
-    return compose(*grouped)
+    """The sequential composition of a budget's charges (see
+    :func:`~dpframe.accountants.base.group_identical`)."""
+    return group_identical(accountant, events)
 
 
 def _json(text: str) -> dict[str, Any]:
