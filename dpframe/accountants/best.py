@@ -14,10 +14,9 @@ from __future__ import annotations
 
 import math
 from collections.abc import Sequence
-
-from dpframe.accountants.approx import ApproxAccountant
 from typing import Any
 
+from dpframe.accountants.approx import ApproxAccountant
 from dpframe.accountants.base import (
     Accountant,
     Guarantee,
@@ -140,7 +139,7 @@ class BestTotal(RunningTotal):
         members = self.accountant.members  # type: ignore[attr-defined]
         totals = [
             total.add(event) if total is not None and member.supports(event) else None
-            for member, total in zip(members, self.totals)
+            for member, total in zip(members, self.totals, strict=True)
         ]
         if all(total is None for total in totals):
             self.accountant.require(event)
@@ -156,6 +155,6 @@ class BestTotal(RunningTotal):
         return {
             "members": {
                 member.name: None if total is None else total.to_dict()
-                for member, total in zip(members, self.totals)
+                for member, total in zip(members, self.totals, strict=True)
             }
         }

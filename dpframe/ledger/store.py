@@ -21,7 +21,6 @@ import math
 import os
 import sqlite3
 import uuid
-from collections import Counter
 from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
@@ -39,7 +38,7 @@ from dpframe.errors import (
     ParameterError,
     UnsupportedEventError,
 )
-from dpframe.events import PrivacyEvent, SelfComposedEvent, compose
+from dpframe.events import PrivacyEvent
 from dpframe.ledger import schema
 from dpframe.ledger.chain import GENESIS, TERMINAL, Row, entry_hash, row_hash, verify_rows
 from dpframe.ledger.records import (
