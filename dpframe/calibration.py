@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 from scipy.optimize import brentq
 from scipy.special import log_ndtr
 
+from dpframe.accountants.renyi import exp_up
 from dpframe.errors import ParameterError
 
 if TYPE_CHECKING:
@@ -68,12 +69,21 @@ def _log_sub_exp(log_a: float, log_b: float) -> float:
     return log_a + math.log(-math.expm1(log_b - log_a))
 
 
+_LOG_SLACK = 64 * 2.0**-53
+"""Relative rounding allowance on each log term of the Gaussian profile (log_ndtr is
+accurate to a few ulps; the arguments carry a few roundings)."""
+
+
 def _log_gdp_delta(mu: float, epsilon: float) -> float:
+    """``log δ(ε)`` of ``μ``-GDP, rounded up: the first term is enlarged and the second
+    shrunk by the rounding allowance before the (cancelling) subtraction."""
     if mu == 0:
         return -math.inf
     log_first = float(log_ndtr(-epsilon / mu + mu / 2))
     log_second = epsilon + float(log_ndtr(-epsilon / mu - mu / 2))
-    return _log_sub_exp(log_first, log_second)
+    log_first += _LOG_SLACK * (1 + abs(log_first) + abs(epsilon / mu) + mu)
+    log_second -= _LOG_SLACK * (1 + abs(log_second) + abs(epsilon / mu) + mu)
+    return min(0.0, _log_sub_exp(log_first, log_second))
 
 
 def gdp_delta(mu: float, epsilon: float) -> float:
@@ -82,7 +92,7 @@ def gdp_delta(mu: float, epsilon: float) -> float:
         raise ParameterError("mu and epsilon must be >= 0.")
     if math.isinf(mu):
         return 1.0
-    return math.exp(_log_gdp_delta(mu, epsilon))
+    return min(1.0, exp_up(_log_gdp_delta(mu, epsilon)))
 
 
 def gdp_epsilon(mu: float, delta: float) -> float:

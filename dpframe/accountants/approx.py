@@ -10,9 +10,12 @@ the parts enter:
 * zCDP events are merged into one ``ρ = Σ ρ_i`` part, converted with
   :func:`dpframe.accountants.zcdp.zcdp_epsilon`.
 * Laplace (``ε = 1/b``, ``δ = 0``) and opaque ``(ε, δ)`` events are grouped by their
-  ``(ε, δ)``. A group of ``k`` is bounded by the best of basic composition, advanced
+  ``(ε, δ)``. Several groups are composed by the exact optimal heterogeneous composition
+  (Kairouz-Oh-Viswanath; Murtagh-Vadhan) when their binomial windows are small enough;
+  otherwise each group of ``k`` is bounded by the best of basic composition, advanced
   composition (Dwork-Rothblum-Vadhan) and the exact optimal homogeneous composition
-  (Kairouz-Oh-Viswanath); see :mod:`dpframe.accountants.composition`.
+  (Kairouz-Oh-Viswanath), and the groups are composed basically; see
+  :mod:`dpframe.accountants.composition`.
 * Parallel composition: every child gets ``δ/k`` and the ``k`` largest child ε are added
   (a record touches at most ``k`` partitions; for any such set the basic composition is
   at most that). With ``k >= number of children`` the children are composed instead.
@@ -49,6 +52,7 @@ from dpframe.accountants.base import (
     unsupported,
 )
 from dpframe.accountants.composition import (
+    HeterogeneousComposition,
     advanced_composition_epsilon,
     amplify,
     optimal_composition_epsilon,
@@ -247,12 +251,23 @@ def _build(event: PrivacyEvent) -> Profile:
         parts.append(Profile(0.0, False, lambda d: gdp_epsilon(mu, d)))
     if rho > 0:
         parts.append(Profile(0.0, False, lambda d: zcdp_epsilon(rho, d)))
+    pairs = [(key[1], key[2], count) for key, count in groups.items() if isinstance(key, tuple)]
+    if len(pairs) > 1 and HeterogeneousComposition.feasible(pairs):
+        parts.append(heterogeneous(pairs))
+        pairs = []
+    parts.extend(homogeneous(*pair) for pair in sorted(pairs))
     for key, count in sorted(groups.items(), key=lambda item: repr(item[0])):
-        if isinstance(key, tuple):
-            parts.append(homogeneous(key[1], key[2], count))
-        else:
+        if not isinstance(key, tuple):
             parts.append(repeated(profile_of(key), count))
     return composed(parts)
+
+
+def heterogeneous(pairs: list[tuple[float, float, int]]) -> Profile:
+    """The exact optimal composition of several distinct ``(ε, δ)`` pairs (KOV; MV)."""
+    exact = HeterogeneousComposition(pairs)
+    # The floor is set a hair low: at δ equal to the floor in binary, ``exact.epsilon``
+    # decides exactly (a profile's floor only steers the δ split, any split being valid).
+    return Profile(exact.floor * (1 - 1e-12), False, exact.epsilon)
 
 
 def _units(event: PrivacyEvent, count: int):

@@ -64,7 +64,11 @@ def test_totals_under_each_accountant_laplace(write_spec):
 def test_totals_under_each_accountant_gaussian(write_spec):
     plan = plan_chain(load_spec(write_spec(GAUSSIAN_STEPS, accountant="gdp")))
     z = [gaussian_sigma(0.3, 1e-7, 1.0), gaussian_sigma(0.5, 2e-7, 1.0)]
-    assert [s.event for s in plan.steps] == [GaussianEvent(z[0]), GaussianEvent(z[1])]
+    # z = σ/Δ₂ with σ calibrated for Δ₂: gaussian_sigma(·, 1.0) up to the division's rounding
+    assert [s.event.noise_multiplier for s in plan.steps] == [
+        pytest.approx(v, rel=1e-14) for v in z
+    ]
+    assert all(isinstance(s.event, GaussianEvent) for s in plan.steps)
     delta = 1e-6 * (1 + 1e-9)  # the ledger's accounting δ
     mu = math.sqrt(sum(1 / v**2 for v in z))  # Gaussians compose exactly in μ-GDP
     assert plan.costs["gdp"]["total"] == pytest.approx(gdp_epsilon(mu, delta), rel=1e-9)
