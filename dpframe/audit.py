@@ -85,6 +85,12 @@ FLAGS: dict[str, tuple[str, str]] = {
         "warning",
         "the budget's accountant is not installed: its balance cannot be computed",
     ),
+    "accountant_member_unavailable": (
+        "warning",
+        "a member of the budget's 'best' accountant cannot run here (its plugin or "
+        "dp-accounting is missing): the balance is the minimum of the other members, never "
+        "smaller than the one recorded when charging, possibly larger",
+    ),
 }
 """Every flag the audit can raise: ``name -> (severity, meaning)``; severity is
 ``problem`` (the record or its accounting is wrong), ``warning`` (weaker or unverifiable
@@ -417,6 +423,8 @@ def _audit_budget(
         accountant = None
         flags.append("accountant_unavailable")
     spent = None
+    if accountant is not None and accountant.unavailable():
+        flags.append("accountant_member_unavailable")
     if accountant is not None:
         try:
             spent = accountant.epsilon(composition(accountant, events), delta) if events else 0.0

@@ -160,8 +160,13 @@ class Registry:
         return self.entry("mechanism", name).obj
 
     def accountant(self, name: str, **options: Any) -> Any:
-        """A new instance of the accountant called ``name``."""
-        return self.entry("accountant", name).obj(**options)
+        """A new instance of the accountant called ``name``, or of the spec ``name[args]``
+        an accountant recorded (see ``Accountant.spec``)."""
+        from dpframe.accountants.base import split_spec
+
+        base, arguments = split_spec(name)
+        cls = self.entry("accountant", base).obj
+        return cls(**options) if arguments is None else cls.from_spec(arguments, **options)
 
     def sampler(self, name: str) -> Any:
         """The sampler class called ``name``."""

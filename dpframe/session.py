@@ -46,7 +46,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from dpframe.accountants.base import Accountant
+from dpframe.accountants.base import Accountant, same_accountant
 from dpframe.budget import RTOL, Budget, within
 from dpframe.calibration import smallest_noise
 from dpframe.dataset import Dataset
@@ -233,7 +233,7 @@ def budget_view(
             f"{found.describe()} already exists and its cap cannot be changed; drop the cap "
             "or choose another label."
         )
-    if accountant is not None and accountant != found.accountant:
+    if accountant is not None and not same_accountant(accountant, found.accountant):
         raise LedgerError(
             f"{found.describe()} already exists and accounts with {found.accountant!r}, not "
             f"{accountant!r}; drop the accountant or choose another label."

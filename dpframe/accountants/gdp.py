@@ -39,6 +39,7 @@ class GDPAccountant(Accountant):
 
     name = "gdp"
     adaptive_filter = True  # Σ μ_i² <= μ² is a GDP filter (Smith, Thakurta 2022)
+    exact_when_supported = True  # Gaussian trees only, with their exact profile
     summary = "Gaussian DP: exact for compositions (and parallel compositions) of Gaussians"
 
     def supports(self, event: PrivacyEvent) -> Support:

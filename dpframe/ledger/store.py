@@ -27,7 +27,7 @@ from typing import Any
 
 import attrs
 
-from dpframe.accountants.base import Accountant, group_identical
+from dpframe.accountants.base import Accountant, group_identical, same_accountant
 from dpframe.budget import RTOL, Budget, within
 from dpframe.calibration import smallest_noise
 from dpframe.errors import (
@@ -632,9 +632,11 @@ class Ledger:
             owner = _find(budgets, None, fingerprint)
             if owner is not None:
                 raise LedgerError(f"these data already have a budget, labelled {owner.label!r}.")
-        # Fail now, with one sentence, on an unknown accountant or unsupported relation.
+        # Fail now, with one sentence, on an unknown accountant or unsupported relation; record
+        # its spec (for 'best': the members it was created with, so every audit rebuilds them).
         probe = DatasetBudget("", label, accountant, relation, cap, (), "", 0)
-        self._accountant(probe)
+        accountant = self._accountant(probe).spec
+        probe = attrs.evolve(probe, accountant=accountant)
         body = {
             "label": label,
             "accountant": accountant,
@@ -699,7 +701,10 @@ class Ledger:
                 "`dpframe ledger budget create` or give --budget-epsilon (nothing was charged)."
             )
         if create is not None and (
-            create.cap != budget.cap or create.accountant not in (None, budget.accountant)
+            create.cap != budget.cap
+            or not (
+                create.accountant is None or same_accountant(create.accountant, budget.accountant)
+            )
         ):
             raise LedgerError(
                 f"{budget.describe()} already exists and its cap and accountant cannot be "

@@ -31,6 +31,7 @@ are relative to the add/remove sensitivity).
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -64,6 +65,16 @@ INSTALL_HINT = (
 )
 
 
+DEFAULT_MAX_BINS = 2.0**20
+"""Largest estimated size (in discretisation bins) of the PLDs built for one event: about a
+second or two of dp-accounting work on the busy reference machine (see
+docs/benchmarks.md#accountants); beyond it the event is refused, deterministically, so that
+``best`` (which includes ``pld``) stays fast and gives the same answer everywhere."""
+
+_GAUSSIAN_TAIL_SDS = 10.0
+"""Half-width, in noise standard deviations, of the Gaussian outputs a PLD covers."""
+
+
 def _pld_module() -> Any | None:
     try:
         from dp_accounting.pld import privacy_loss_distribution
@@ -82,6 +93,7 @@ class PLDAccountant(Accountant):
         self,
         relation: Relation | str = Relation.REPLACE_ONE,
         value_discretization_interval: float = 1e-4,
+        max_bins: float | None = DEFAULT_MAX_BINS,
     ) -> None:
         super().__init__(relation)
         if not (
@@ -92,8 +104,14 @@ class PLDAccountant(Accountant):
                 "value_discretization_interval must lie in (0, 1), got "
                 f"{value_discretization_interval!r}."
             )
+        if max_bins is not None and not (isinstance(max_bins, (int, float)) and max_bins > 0):
+            raise ParameterError(f"max_bins must be a positive number or None, got {max_bins!r}.")
         self.interval = float(value_discretization_interval)
-        self._cache: EventCache = EventCache(maxsize=256)
+        self.max_bins = max_bins
+        self._cache: EventCache = _shared_cache(self.interval)
+
+    def unavailable(self) -> str:
+        return INSTALL_HINT if _pld_module() is None else ""
 
     def supports(self, event: PrivacyEvent) -> Support:
         if _pld_module() is None:
@@ -101,7 +119,18 @@ class PLDAccountant(Accountant):
         conflict = self.relation_conflict(event)
         if not conflict:
             return conflict
-        return _support(event)
+        found = _support(event)
+        if found and self.max_bins is not None:
+            bins = loss_range(event) / self.interval
+            if bins > self.max_bins:
+                return unsupported(
+                    event,
+                    f"its privacy loss distributions would need about {bins:.3g} bins at "
+                    f"discretisation {self.interval:g}, over max_bins = {self.max_bins:g} "
+                    "(pass a coarser value_discretization_interval or a larger max_bins, or "
+                    "use 'rdp' or 'gdp').",
+                )
+        return found
 
     def epsilon(self, event: PrivacyEvent, delta: float) -> float:
         check_delta(delta)
@@ -206,6 +235,43 @@ class PLDAccountant(Accountant):
         if math.isinf(sigma):
             return self._compose_all([])
         return self._gaussian(sigma, q)
+
+
+@functools.lru_cache(maxsize=16)
+def _shared_cache(interval: float) -> EventCache:
+    """The per-event PLD cache shared by every accountant with this discretisation (the
+    ledger builds a fresh accountant per call)."""
+    return EventCache(maxsize=256)
+
+
+def loss_range(event: PrivacyEvent) -> float:
+    """An estimate of the total width of the privacy-loss supports of the leaf PLDs built for
+    ``event`` (distinct leaves once, the Gaussians of one composition merged): a Gaussian
+    with multiplier ``z`` spans ``1/z² + 2·10/z``, a Laplace with ``b`` spans ``2/b``."""
+    if isinstance(event, ParallelEvent):
+        return math.fsum(loss_range(child) for child in set(event.events))
+    if isinstance(event, PoissonSampledEvent):
+        inner = event.event
+        if isinstance(inner, LaplaceEvent):
+            return 2 / inner.noise_multiplier
+        sigma = gaussian_noise_multiplier(inner)
+        return _gaussian_range(sigma) if isinstance(sigma, float) else 0.0
+    precision, others = 0.0, set()
+    for unit, count in _units(event, 1):
+        if isinstance(unit, GaussianEvent):
+            precision += count / unit.noise_multiplier**2
+        elif isinstance(unit, (LaplaceEvent, ParallelEvent, PoissonSampledEvent)):
+            others.add(unit)
+    total = _gaussian_range(1 / math.sqrt(precision)) if precision > 0 else 0.0
+    for unit in others:
+        total += 2 / unit.noise_multiplier if isinstance(unit, LaplaceEvent) else loss_range(unit)
+    return total
+
+
+def _gaussian_range(sigma: float) -> float:
+    if math.isinf(sigma):
+        return 0.0
+    return 1 / sigma**2 + 2 * _GAUSSIAN_TAIL_SDS / sigma
 
 
 def _dp_parameters(epsilon: float, delta: float) -> Any:

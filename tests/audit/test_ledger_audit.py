@@ -294,3 +294,24 @@ def test_is_filter_follows_the_events():
     assert is_filter(zcdp, [opaque, opaque])  # basic composition only
     assert not is_filter(zcdp, [opaque, GaussianEvent(3.0)])
     assert not is_filter(rdp, [LaplaceEvent(2.0)])
+
+
+def test_a_best_member_missing_here_is_flagged_and_never_lowers_the_balance(ledger):
+    # A budget recorded with a member this machine lacks (as 'pld' is without dp-accounting):
+    # the audit rebuilds the recorded members, flags the missing one, and takes the minimum
+    # of the others, which is the same as the budget without that member.
+    ledger.create_budget("toy", (1.0, 1e-6), accountant="best[pure,rdp,not_installed_here]")
+    assert ledger.budget("toy").accountant == "best[pure,rdp,not_installed_here]"
+    with Session(make_dataset(), ledger, "toy") as session:
+        for _ in range(3):
+            session.release("laplace", epsilon=0.1)
+    budget = only_budget(audit(ledger))
+    assert "accountant_member_unavailable" in budget.flags
+    assert FLAGS["accountant_member_unavailable"][0] == "warning"
+    events = [c.event for c in ledger.charges("toy")]
+    from dpframe.ledger.store import composition
+    from dpframe.plugins import registry
+
+    without = registry().accountant("best[pure,rdp]")
+    expected = without.epsilon(composition(without, events), 1e-6 * (1 + 1e-9))
+    assert budget.spent == pytest.approx(expected, rel=1e-12)
