@@ -6,7 +6,9 @@ the opaque ``(ε, δ)`` events inside it, composed basically.
 
 * Leaves: Gaussian, Laplace and pure-ε curves from :mod:`dpframe.accountants.renyi`; zCDP
   ``ρ`` is the curve ``ρ α``; Poisson and without-replacement sampling of Gaussian noise from
-  :mod:`dpframe.accountants.subsampled`. Several Gaussian queries on the same sample are
+  :mod:`dpframe.accountants.subsampled`; Poisson sampling of a Laplace query by Zhu and
+  Wang's general bound (2019, Thm 6), capped by the unsampled Laplace curve and the pure
+  bound of the amplified ε. Several Gaussian queries on the same sample are
   one Gaussian query with ``z = (Σ z_i^-2)^-1/2`` (their concatenation).
 * Sequential composition adds curves order by order (Mironov 2017, Prop. 1);
   self-composition multiplies by the count.
@@ -43,6 +45,7 @@ from dpframe.accountants.base import (
     find_unsupported,
     unsupported,
 )
+from dpframe.accountants.composition import amplify
 from dpframe.accountants.renyi import (
     DEFAULT_ORDERS,
     check_orders,
@@ -53,7 +56,7 @@ from dpframe.accountants.renyi import (
     rdp_epsilon,
     top_k_sum,
 )
-from dpframe.accountants.subsampled import SubsampledGaussian
+from dpframe.accountants.subsampled import SubsampledGaussian, poisson_general
 from dpframe.errors import UnsupportedEventError
 from dpframe.events import (
     ComposedEvent,
@@ -238,6 +241,8 @@ class RDPAccountant(Accountant):
     def _sampled_curve(
         self, event: PoissonSampledEvent | SampledWithoutReplacementEvent
     ) -> RDPCurve:
+        if isinstance(event, PoissonSampledEvent) and isinstance(event.event, LaplaceEvent):
+            return self._poisson_laplace(event.sampling_probability, event.event.noise_multiplier)
         sigma = gaussian_noise_multiplier(event.event)
         assert isinstance(sigma, float)  # guaranteed by supports()
         if math.isinf(sigma):
@@ -246,6 +251,15 @@ class RDPAccountant(Accountant):
             return RDPCurve(self._sampled.poisson(event.sampling_probability, sigma))
         q = event.sample_size / event.source_size
         return RDPCurve(self._sampled.without_replacement(q, sigma))
+
+    def _poisson_laplace(self, q: float, b: float) -> RDPCurve:
+        """Zhu-Wang's general bound on the Laplace RDP, capped by the unsampled Laplace and
+        by the pure bound of the amplified ε, which is also the curve's max-divergence."""
+        amplified = amplify(1 / b, 0.0, q)[0]
+        orders = self.orders
+        general = poisson_general(orders, q, lambda ls: laplace_rdp(ls, b))
+        curve = np.minimum(np.minimum(general, laplace_rdp(orders, b)), pure_rdp(orders, amplified))
+        return RDPCurve(curve, amplified)
 
 
 def _top_k(k: int, values: list[float]) -> float:
@@ -258,13 +272,16 @@ def _leaf_support(event: PrivacyEvent) -> Support:
         (NoOpEvent, NonPrivateEvent, GaussianEvent, LaplaceEvent, ZCDPEvent, EpsilonDeltaEvent),
     ):
         return SUPPORTED
+    if isinstance(event, PoissonSampledEvent) and isinstance(event.event, LaplaceEvent):
+        return SUPPORTED  # Zhu-Wang's general bound
     if isinstance(event, (PoissonSampledEvent, SampledWithoutReplacementEvent)):
         found = gaussian_noise_multiplier(event.event)
         if isinstance(found, PrivacyEvent):
             return unsupported(
                 found,
                 f"the RDP accountant bounds {type(event).__name__} only around Gaussian noise "
-                "(or compositions of Gaussian queries on the same sample).",
+                "(or compositions of Gaussian queries on the same sample) and Poisson "
+                "sampling of a Laplace query.",
             )
         return SUPPORTED
     return unsupported(event, f"the RDP accountant has no bound for {type(event).__name__}.")
