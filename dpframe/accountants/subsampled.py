@@ -95,13 +95,6 @@ class SubsampledGaussian:
         self._ints = ints
         self._int_lengths = ints - 1  # k = 2..α
         self._int_starts = np.concatenate([[0], np.cumsum(self._int_lengths)[:-1]]).astype(int)
-        self._int_alpha = np.repeat(ints, self._int_lengths).astype(float)
-        self._int_k = (
-            np.concatenate([np.arange(2, a + 1) for a in ints]).astype(float)
-            if len(ints)
-            else np.empty(0)
-        )
-        self._int_log_comb = log_comb(self._int_alpha, self._int_k)
         self._frac = self.orders[~self._is_int]
         self._frac_tables: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
@@ -120,14 +113,21 @@ class SubsampledGaussian:
             out[~self._is_int] = self._poisson_frac(q, sigma)
         return np.maximum(out, 0.0)
 
+    @functools.cached_property
+    def _int_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``k``, ``α`` and ``log C(α, k)`` for every term of the integer orders, built on
+        first use (a grid with a huge integer order costs nothing until a Poisson-sampled
+        Gaussian is accounted on it)."""
+        ints = self._ints
+        alpha = np.repeat(ints, self._int_lengths).astype(float)
+        k = np.concatenate([np.arange(2, a + 1) for a in ints]).astype(float)
+        return k, alpha, log_comb(alpha, k)
+
     def _poisson_int(self, q: float, sigma: float) -> np.ndarray:
         c = 1 / (2 * sigma**2)
-        k, a = self._int_k, self._int_alpha
+        k, a, log_comb_ka = self._int_tables
         terms = (
-            self._int_log_comb
-            + k * math.log(q)
-            + (a - k) * math.log1p(-q)
-            + log_expm1((k * k - k) * c)
+            log_comb_ka + k * math.log(q) + (a - k) * math.log1p(-q) + log_expm1((k * k - k) * c)
         )
         log_a_minus_1 = _segment_logsumexp(terms, self._int_starts, self._int_lengths)
         log_a_minus_1 += np.log1p(2 * (self._int_lengths + 1) * _ROUNDING)
