@@ -22,6 +22,9 @@ NoOp / NonPrivate              identity / ``inf``
 ZCDPEvent, sampling w/o repl.  unsupported (no PLD in dp-accounting)
 =============================  ==============================================================
 
+Events whose PLDs would exceed ``max_bins`` discretisation bins (estimated by
+:func:`loss_range`) are refused, so the cost inside ``best`` stays bounded.
+
 dpframe's noise multipliers are relative to the sensitivity under the event's own relation,
 so the shift between the two neighbouring output distributions is always 1 noise unit; we
 therefore build PLDs with dp-accounting's ADD_OR_REMOVE_ONE relation (shift 1) even for
