@@ -20,7 +20,8 @@
   ``L_j ~ Binomial(k_j, 1/(1+e^{ε_j}))``. Computing it is #P-hard in general (Murtagh and
   Vadhan), but with few distinct pairs it is a sum over the product of the binomial windows
   (``mean ± 40 sd`` each, the excluded masses added as in the homogeneous case); we compute
-  it exactly when that product has at most ``2^20`` points.
+  it exactly when that product has at most ``2^16`` points (a sum over them takes about a
+  millisecond; beyond, the groups are composed basically).
 * Amplification by subsampling (Balle, Barthe, Gaboardi 2018, Thms 8 and 9): an
   ``(ε, δ)``-DP mechanism run on a Poisson sample with rate ``q`` (add/remove) or on a uniform
   sample of ``m`` out of ``n`` records without replacement (replace-one, ``q = m/n``) is
@@ -39,7 +40,7 @@ from scipy.optimize import brentq
 from scipy.special import bdtr, bdtrc, gammaln
 
 _WINDOW_SD = 40.0
-MAX_JOINT_POINTS = 2**20
+MAX_JOINT_POINTS = 2**16
 """Largest product of binomial windows summed by :class:`HeterogeneousComposition`."""
 
 
