@@ -262,21 +262,15 @@ def audit_cmd(ledger_file: Path | None, accountants: tuple[str, ...], as_json: b
 @ledger.command("export")
 @click.argument("destination", type=click.Path(path_type=Path, dir_okay=False, allow_dash=True))
 @ledger_option
-@click.option(
-    "--without-key",
-    is_flag=True,
-    help="Omit the fingerprint key (for auditors: the import can be verified, not charged).",
-)
 @json_option
-def export_cmd(
-    destination: Path, ledger_file: Path | None, without_key: bool, as_json: bool
-) -> None:
-    """Write the ledger to DESTINATION as JSON Lines ('-' for stdout)."""
+def export_cmd(destination: Path, ledger_file: Path | None, as_json: bool) -> None:
+    """Write the ledger to DESTINATION as JSON Lines ('-' for stdout). Exports hold no
+    secret; the ledger key stays in its key file."""
     with Ledger.open(ledger_file) as led:
         if str(destination) == "-":
-            count = export_jsonl(led, sys.stdout, include_key=not without_key)
+            count = export_jsonl(led, sys.stdout)
             return
-        count = export_jsonl(led, destination, include_key=not without_key)
+        count = export_jsonl(led, destination)
         info = {**_ledger_info(led), "exported_to": str(destination), "exported": count}
     if as_json:
         emit_json(info)
@@ -296,7 +290,7 @@ def import_cmd(source: Path, ledger_file: Path | None, as_json: bool) -> None:
     if as_json:
         emit_json(info)
         return
-    key = "" if info["has_key"] else " (without its fingerprint key: audit only)"
+    key = "" if info["has_key"] else " (without its ledger key: audit only)"
     click.echo(f"Imported ledger {info['ledger_id']} into {info['path']}{key}; chain verified.")
 
 
