@@ -66,14 +66,16 @@ MIGRATIONS: dict[int, Migration] = {
 
 def connect(path: str, timeout: float) -> sqlite3.Connection:
     """A connection in autocommit mode (transactions are explicit), WAL journal, full
-    sync (a committed entry survives a crash or power loss) and a busy timeout."""
+    sync (a committed entry survives a crash or power loss) and a busy timeout. It may be
+    used from several threads; :class:`~dpframe.ledger.Ledger` serialises them."""
+    conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
     try:
-        conn = sqlite3.connect(path, timeout=timeout, isolation_level=None)
         conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         conn.execute("PRAGMA synchronous = FULL")
-    except sqlite3.DatabaseError as exc:
-        raise LedgerError(f"{path!r} is not a readable ledger: {exc}.") from None
+    except BaseException:
+        conn.close()
+        raise
     if str(mode).lower() != "wal":
         conn.close()
         raise LedgerError(

@@ -129,7 +129,7 @@ def _sqlite_errors(path: Path) -> Iterator[None]:
         elif "readonly" in text or "read-only" in text:
             cause = "it (or its directory) is read-only"
         elif "unable to open" in text:
-            cause = "it cannot be opened (permission denied, or its directory is missing)"
+            cause = _open_failure(path)
         elif "disk I/O" in text:
             cause = "the disk reported an I/O error"
         else:
@@ -141,6 +141,18 @@ def _sqlite_errors(path: Path) -> Iterator[None]:
         raise LedgerError(f"the ledger {where} is damaged or not a ledger: {exc}.") from None
     except OSError as exc:
         raise LedgerError(f"the ledger {where} cannot be used: {keys.os_reason(exc)}.") from None
+
+
+def _open_failure(path: Path) -> str:
+    """Why SQLite could not open ``path`` (or its WAL and shared-memory files)."""
+    try:
+        if os.statvfs(path.parent).f_flag & os.ST_RDONLY:
+            return "it is on a read-only file system"
+    except OSError:
+        return "its directory cannot be read"
+    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return "permission denied (the ledger and its directory must be writable)"
+    return "it cannot be opened (permission denied, or its directory is missing)"
 
 
 class Ledger:
@@ -706,9 +718,14 @@ class Ledger:
                 finally:
                     self._fold = None
             if fold.seq != start:
-                keys.write_anchor(
-                    self.anchor_file, Anchor.make(key, self.ledger_id, fold.seq, fold.hash)
-                )
+                try:
+                    keys.write_anchor(
+                        self.anchor_file, Anchor.make(key, self.ledger_id, fold.seq, fold.hash)
+                    )
+                except LedgerError as exc:
+                    raise LedgerError(
+                        f"the ledger recorded row {fold.seq} (it stays charged), but {exc}"
+                    ) from None
 
     @contextlib.contextmanager
     def _reading(self) -> Iterator[Fold]:
