@@ -16,7 +16,7 @@ import numpy as np
 import pluggy
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, hookimpl, param
-from dpframe.accountants.base import SUPPORTED, Accountant, Support, check_delta
+from dpframe.accountants.base import SUPPORTED, Accountant, GroupedTotal, Support, check_delta
 from dpframe.accountants.pure import PureAccountant
 from dpframe.events import (
     ComposedEvent,
@@ -129,10 +129,14 @@ def _rho(event: PrivacyEvent) -> float:
 
 
 class SpyPureAccountant(PureAccountant):
-    """The pure accountant, remembering every event it was asked about."""
+    """The pure accountant, remembering every event it was asked about, with the generic
+    running total (the multiset of events, composed on demand)."""
 
     name = "spy-pure"
     seen: ClassVar[list[PrivacyEvent]] = []
+
+    def running(self, state: dict[str, Any] | None = None) -> GroupedTotal:
+        return GroupedTotal.from_dict(self, state)
 
     def epsilon(self, event: PrivacyEvent, delta: float = 0.0) -> float:
         SpyPureAccountant.seen.append(event)
