@@ -24,6 +24,7 @@ import hashlib
 import hmac
 import json
 from collections.abc import Mapping
+from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any
 
 import attrs
@@ -89,30 +90,28 @@ def entry_hash(
 def row_hash(row: Row) -> str:
     """Recompute the hash of a stored row whose body is a JSON object.
 
-    The stored body is canonical JSON, so the hashed record is spliced from it rather
-    than re-encoded (a body changed into a non-canonical form no longer matches).
+    The stored body is canonical JSON, so the hashed record is spliced from it and the
+    other fields written as :func:`canonical_json` writes them (a body changed into a
+    non-canonical form no longer matches).
     """
-    rest = canonical_json(
-        {
-            "v": HASH_VERSION,
-            "seq": row.seq,
-            "entry_id": row.entry_id,
-            "kind": row.kind,
-            "ref": row.ref,
-            "budget_id": row.budget_id,
-            "created": row.created,
-            "prev_hash": row.prev_hash,
-        }
+    text = (
+        f'{{"body":{row.body},"budget_id":{_string(row.budget_id)},'
+        f'"created":{_string(row.created)},"entry_id":{_string(row.entry_id)},'
+        f'"kind":{_string(row.kind)},"prev_hash":{_string(row.prev_hash)},'
+        f'"ref":{_string(row.ref)},"seq":{int(row.seq)},"v":{HASH_VERSION}}}'
     )
-    text = ('{"body":' + row.body + "," + rest[1:]).encode("ascii", "replace")
-    return hashlib.sha256(_DOMAIN_TAG + text).hexdigest()
+    return hashlib.sha256(_DOMAIN_TAG + text.encode("ascii", "replace")).hexdigest()
+
+
+def _string(value: str | None) -> str:
+    return "null" if value is None else encode_basestring_ascii(value)
 
 
 def entry_mac(key: bytes, seq: int, entry_hash: str) -> str:
     """The MAC of the entry at ``seq`` with hash ``entry_hash`` under the ledger's MAC key
     (the hash covers the entry and, through ``prev_hash``, every entry before it)."""
     message = f"dpframe-ledger-entry-mac-v1\n{seq}\n{entry_hash}".encode("ascii")
-    return hmac.new(key, message, hashlib.sha256).hexdigest()
+    return hmac.digest(key, message, "sha256").hex()
 
 
 @attrs.frozen

@@ -191,7 +191,8 @@ def write_anchor(path: Path, anchor: Anchor, *, force: bool = False) -> None:
         same = current is not None and current.ledger_id == anchor.ledger_id
         if same and current.seq >= anchor.seq:  # type: ignore[union-attr]
             return
-        write_private(path, (json.dumps(anchor.to_dict(), sort_keys=True) + "\n").encode())
+        text = json.dumps(anchor.to_dict(), sort_keys=True) + "\n"
+        write_private(path, text.encode(), durable=False)
 
 
 @contextlib.contextmanager
@@ -208,9 +209,10 @@ def _locked(path: Path) -> Iterator[None]:
         os.close(fd)
 
 
-def write_private(path: Path, data: bytes, *, replace: bool = True) -> None:
-    """Write ``data`` to ``path`` as a 0600 file, atomically and durably. Without
-    ``replace``, an existing file is kept (and nothing is written)."""
+def write_private(path: Path, data: bytes, *, replace: bool = True, durable: bool = True) -> None:
+    """Write ``data`` to ``path`` as a 0600 file, atomically (and, if ``durable``,
+    fsynced with its directory). Without ``replace``, an existing file is kept (and
+    nothing is written)."""
     tmp = path.with_name(f".{path.name}.{uuid.uuid4().hex[:12]}.tmp")
     try:
         fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
@@ -219,7 +221,8 @@ def write_private(path: Path, data: bytes, *, replace: bool = True) -> None:
             view = memoryview(data)
             while view:
                 view = view[os.write(fd, view) :]
-            os.fsync(fd)
+            if durable:
+                os.fsync(fd)
         finally:
             os.close(fd)
         if replace:
@@ -227,7 +230,8 @@ def write_private(path: Path, data: bytes, *, replace: bool = True) -> None:
         else:
             with contextlib.suppress(FileExistsError):
                 os.link(tmp, path)
-        sync_directory(path.parent)
+        if durable:
+            sync_directory(path.parent)
     except OSError as exc:
         raise LedgerError(f"cannot write {str(path)!r}: {os_reason(exc)}.") from None
     finally:

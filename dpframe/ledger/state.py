@@ -31,6 +31,7 @@ CHECKPOINT_EVERY = 64
 """Rows between checkpoints: a write re-verifies at most this many rows."""
 
 AccountantOf = Callable[[DatasetBudget], Accountant]
+_EVENTS: dict[str, Any] = {}  # decoded events by their JSON (events are immutable)
 
 
 class Fold:
@@ -170,7 +171,7 @@ class Fold:
             return []
         if row.kind == "reserve":
             try:
-                event = event_from_dict(body.get("event"))
+                event = self._event(body.get("event"))
             except EventError as exc:
                 return [f"{here} holds an event that cannot be read: {exc}"]
             self.open[row.entry_id] = budget_id
@@ -186,6 +187,17 @@ class Fold:
         del self.open[str(row.ref)]
         budget["committed" if row.kind == "commit" else "failed"] += 1
         return []
+
+    def _event(self, data: Any) -> Any:
+        """The event recorded as ``data`` (decoded once per distinct event)."""
+        key = json.dumps(data, sort_keys=True)
+        found = _EVENTS.get(key)
+        if found is None:
+            found = event_from_dict(data)
+            if len(_EVENTS) > 4096:
+                _EVENTS.clear()
+            _EVENTS[key] = found
+        return found
 
     def _add(self, budget_id: str, event: Any) -> None:
         if self.accountants is None:
@@ -259,6 +271,26 @@ class Fold:
         self.fingerprints = {f: k for k, v in self.budgets.items() for f in v["fingerprints"]}
         self._totals = {}
         return self
+
+    def copy(self) -> Fold:
+        """An independent copy (the store continues a cached fold on a copy, so a
+        rolled-back transaction leaves the cache as it was)."""
+        other = Fold(
+            key=self.key,
+            ledger_id=self.ledger_id,
+            key_digest=self.key_digest,
+            accountants=self.accountants,
+        )
+        other.seq, other.hash = self.seq, self.hash
+        other.budgets = {
+            k: {**v, "fingerprints": list(v["fingerprints"])} for k, v in self.budgets.items()
+        }
+        other.open = dict(self.open)
+        other.labels = dict(self.labels)
+        other.fingerprints = dict(self.fingerprints)
+        other._totals = dict(self._totals)  # totals are immutable
+        other.checkpoint_seq, other.checkpoint_mac = self.checkpoint_seq, self.checkpoint_mac
+        return other
 
 
 class StaleTotal(DPFrameError):

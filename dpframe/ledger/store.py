@@ -180,6 +180,7 @@ class Ledger:
         """True when this :meth:`open` created the ledger."""
         self._lock = threading.RLock()
         self._fold: Fold | None = None
+        self._cached: Fold | None = None  # the last state this object verified
         self.key_file = key_file or keys.key_path(path)
         self.anchor_file = anchor_file or keys.anchor_path(path)
         meta = self._meta()
@@ -711,7 +712,9 @@ class Ledger:
                     if fold.seq != start and fold.seq - fold.checkpoint_seq >= CHECKPOINT_EVERY:
                         self._write_checkpoint(fold)
                     self._conn.execute("COMMIT")
+                    self._cached = fold
                 except BaseException:
+                    self._cached = None
                     if self._conn.in_transaction:
                         self._conn.execute("ROLLBACK")
                     raise
@@ -739,6 +742,7 @@ class Ledger:
                 self._conn.execute("BEGIN")
                 try:
                     self._fold = self._state()
+                    self._cached = self._fold
                     yield self._fold
                 finally:
                     self._fold = None
@@ -759,27 +763,33 @@ class Ledger:
         """The verified state: the last checkpoint (its MAC checked) continued over every
         later row, each checked before it counts. A problem refuses, naming the row."""
         fold = self._new_fold()
+        found = None
         if self._key is not None:
             found = self._conn.execute(
                 "SELECT seq, state, prev_mac, mac FROM checkpoints ORDER BY seq DESC LIMIT 1"
             ).fetchone()
+        if found is not None:
+            seq, state, prev_mac, mac = found
+            if mac != self._checkpoint_mac(seq, state, prev_mac):
+                raise LedgerError(
+                    f"the ledger's checkpoint at row {seq} was changed (its MAC does not "
+                    "match); run `dpframe ledger verify` (nothing was charged)."
+                )
+        cached = self._cached
+        if cached is not None and self._hash_at(cached.seq) == cached.hash:
+            # This process verified every row up to cached.seq: continue from there.
+            fold = cached.copy()
             if found is not None:
-                seq, state, prev_mac, mac = found
-                if mac != self._checkpoint_mac(seq, state, prev_mac):
-                    raise LedgerError(
-                        f"the ledger's checkpoint at row {seq} was changed (its MAC does not "
-                        "match); run `dpframe ledger verify` (nothing was charged)."
-                    )
-                fold.restore(json.loads(state))
-                fold.checkpoint_seq, fold.checkpoint_mac = int(seq), str(mac)
-                row = self._conn.execute(
-                    "SELECT hash FROM entries WHERE seq = ?", (seq,)
-                ).fetchone()
-                if row is None or row[0] != fold.hash:
-                    raise LedgerError(
-                        f"ledger row {seq} was changed or deleted after it was checkpointed; "
-                        "run `dpframe ledger verify` (nothing was charged)."
-                    )
+                fold.checkpoint_seq, fold.checkpoint_mac = int(found[0]), str(found[3])
+        elif found is not None:
+            seq, state, prev_mac, mac = found
+            fold.restore(json.loads(state))
+            fold.checkpoint_seq, fold.checkpoint_mac = int(seq), str(mac)
+            if self._hash_at(seq) != fold.hash:
+                raise LedgerError(
+                    f"ledger row {seq} was changed or deleted after it was checkpointed; "
+                    "run `dpframe ledger verify` (nothing was charged)."
+                )
         for row in self._rows("seq > ?", (fold.seq,)):
             body, problems = fold.check(row)
             problems += fold.apply(row, body)
@@ -793,6 +803,10 @@ class Ledger:
                 f"the ledger {str(self.path)!r} has no rows (its init row was deleted)."
             )
         return fold
+
+    def _hash_at(self, seq: int) -> str | None:
+        row = self._conn.execute("SELECT hash FROM entries WHERE seq = ?", (seq,)).fetchone()
+        return None if row is None else str(row[0])
 
     def _write_checkpoint(self, fold: Fold) -> None:
         state = canonical_json(fold.to_dict())

@@ -218,3 +218,24 @@ def test_a_full_rewrite_without_the_key_fails_verify_and_charges_nothing(filled,
             request={"budget_label": "d"},
         )
     assert filled.head()[0] == 9
+
+
+@pytest.mark.parametrize(
+    "ref, budget_id, body",
+    [
+        (None, None, {"label": "caf\u00e9 \"quoted\"\n", "x": [1.5, None]}),
+        ("r\u2028", "b\\", {"nested": {"z": 1, "a": "\U0001f600"}}),
+    ],
+)
+def test_the_spliced_row_hash_is_the_canonical_entry_hash(ref, budget_id, body):
+    fields = {
+        "seq": 7,
+        "entry_id": "e\u00e9",
+        "kind": "reserve",
+        "ref": ref,
+        "budget_id": budget_id,
+        "created": "2026-01-01T00:00:00+00:00",
+        "prev_hash": "ab" * 32,
+    }
+    row = Row(**fields, body=canonical_json(body), hash="")
+    assert row_hash(row) == entry_hash(**fields, body=body)
