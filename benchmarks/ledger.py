@@ -98,7 +98,7 @@ def main(argv: list[str]) -> None:
                 charge(ledger, name, data)
                 for length in lengths:
                     fill(ledger, name, length)
-                    best, median = timed(lambda: charge(ledger, name, data), args.repeats)
+                    best, median = timed(lambda n=name: charge(ledger, n, data), args.repeats)
                     print(f"{name},{length},{best * 1e3:.2f},{median * 1e3:.2f}", flush=True)
                     if args.audit and name == "pure":
                         verify(ledger, length)

@@ -223,7 +223,7 @@ def test_a_full_rewrite_without_the_key_fails_verify_and_charges_nothing(filled,
 @pytest.mark.parametrize(
     "ref, budget_id, body",
     [
-        (None, None, {"label": "caf\u00e9 \"quoted\"\n", "x": [1.5, None]}),
+        (None, None, {"label": 'caf\u00e9 "quoted"\n', "x": [1.5, None]}),
         ("r\u2028", "b\\", {"nested": {"z": 1, "a": "\U0001f600"}}),
     ],
 )
