@@ -480,7 +480,7 @@ def test_a_changed_cap_is_refused_at_the_next_charge(ledger, ledger_file):
     conn.commit()
     conn.close()
     # this object verified row 2 before the edit: it decides on the cap it verified
-    with pytest.raises(BudgetExceededError, match="cap ε=0.1"):
+    with pytest.raises(BudgetExceededError, match=r"cap ε=0\.1,"):
         laplace(ledger, make_dataset(), 1.0)
     # a fresh reader re-checks every row after the last checkpoint, and refuses
     with (
