@@ -41,7 +41,7 @@ from dpframe.ledger.store import (
     key_digest,
     ledger_path,
 )
-from dpframe.ledger.transfer import export_jsonl, import_jsonl
+from dpframe.ledger.transfer import export_jsonl, import_jsonl, migrate_ledger
 
 __all__ = [
     "DEFAULT_ACCOUNTANT",
@@ -66,6 +66,7 @@ __all__ = [
     "import_jsonl",
     "key_digest",
     "ledger_path",
+    "migrate_ledger",
     "release_digest",
     "verify_rows",
 ]

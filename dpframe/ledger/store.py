@@ -1104,13 +1104,14 @@ def _append(
     ref: str | None,
     *,
     created: str | None = None,
+    entry_id: str | None = None,
 ) -> Entry:
     """Append one entry after the fold's head, authenticated under ``mac_key``, and fold
     it in."""
     seq, prev_hash = fold.seq + 1, fold.hash
     text = body_json(body)
     stored = _json(text)  # exactly what a reader will see
-    entry_id = uuid.uuid4().hex
+    entry_id = entry_id or uuid.uuid4().hex
     created = created or schema.now()
     digest = entry_hash(
         seq=seq,

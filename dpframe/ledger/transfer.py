@@ -33,9 +33,10 @@ from typing import IO, Any
 from dpframe.errors import LedgerError
 from dpframe.ledger import keys, schema
 from dpframe.ledger.chain import Row, canonical_json
-from dpframe.ledger.keys import Anchor
-from dpframe.ledger.state import verify_rows
-from dpframe.ledger.store import Ledger, create_file, ledger_path
+from dpframe.ledger.keys import Anchor, LedgerKey
+from dpframe.ledger.state import Fold, verify_rows
+from dpframe.ledger.store import FORMAT as LEDGER_FORMAT
+from dpframe.ledger.store import Ledger, _append, create_file, ledger_path
 
 FORMAT = "dpframe-ledger"
 FORMAT_VERSION = 2
@@ -242,3 +243,90 @@ def _text_in(source: str | os.PathLike[str] | IO[str]) -> Iterator[IO[str]]:
         raise LedgerError(f"export file {str(path)!r} does not exist.")
     with path.open(encoding="utf-8") as handle:
         yield handle
+
+
+def migrate_ledger(
+    source: str | os.PathLike[str],
+    path: str | os.PathLike[str] | None = None,
+    *,
+    key_file: str | os.PathLike[str] | None = None,
+    anchor_file: str | os.PathLike[str] | None = None,
+    **options: Any,
+) -> Ledger:
+    """Move a format-1 ledger (unkeyed chain, fingerprint key inside the database) to a
+    new keyed ledger at ``path``, with a new key file that also keeps the old fingerprint
+    key (so the data bound to its budgets keep their fingerprints).
+
+    The source must verify. Every entry is copied with its id, kind, budget, reference,
+    time and body, re-chained and authenticated under the new key; the new init entry
+    records the source's ledger id and head (``migrated_from``), so the old file can be
+    matched to the new ledger later. The source is not changed: retire it.
+    """
+    from dpframe import __version__
+
+    old_path = Path(source)
+    with Ledger.open(old_path, **options) as old:
+        if old.format != 1:
+            raise LedgerError(f"{str(old_path)!r} is already a keyed ledger; nothing to migrate.")
+        report = old.verify()
+        if not report.ok:
+            raise LedgerError(
+                f"{str(old_path)!r} does not verify ({report.problems[0]}); nothing was migrated."
+            )
+        legacy = old._legacy_key
+        if legacy is None:
+            raise LedgerError(
+                f"{str(old_path)!r} has no fingerprint key (a key-less import); migrate the "
+                "ledger it was exported from."
+            )
+        entries = old.entries()
+        ledger_id, created = old.ledger_id, old.created
+    target = ledger_path(path)
+    if target.exists():
+        raise LedgerError(f"a ledger (or another file) already exists at {str(target)!r}.")
+    key_at = keys.key_path(target, key_file)
+    key = keys.read_key(key_at) or keys.create_key(key_at, LedgerKey(os.urandom(32), legacy))
+    if key.legacy_fingerprint_key != legacy:
+        raise LedgerError(
+            f"the key file {str(key_at)!r} exists and is not this ledger's migrated key; "
+            "choose another ledger path or key file."
+        )
+
+    def populate(conn: Any) -> Row:
+        conn.executemany(
+            "INSERT INTO meta (key, value) VALUES (?, ?)",
+            (("ledger_id", ledger_id), ("created", created)),
+        )
+        fold = Fold(key=key.mac_key)
+        init = {
+            "ledger_id": ledger_id,
+            "key_digest": key.digest,
+            "format": LEDGER_FORMAT,
+            "dpframe_version": __version__,
+            "migrated_from": {
+                "format": 1,
+                "path": str(old_path),
+                "head": {"seq": report.head_seq, "hash": report.head_hash},
+            },
+        }
+        last = _append(conn, fold, key.mac_key, "init", init, None, None, created=created)
+        for entry in entries[1:]:
+            last = _append(
+                conn,
+                fold,
+                key.mac_key,
+                entry.kind,
+                entry.body,
+                entry.budget_id,
+                entry.ref,
+                created=entry.created,
+                entry_id=entry.entry_id,
+            )
+        return Row(**{**last.to_dict(), "body": canonical_json(last.body)})
+
+    last = create_file(target, populate, options.get("timeout", 60.0))
+    if last is None:
+        raise LedgerError(f"a ledger appeared at {str(target)!r} meanwhile.")
+    anchor = Anchor.make(key, ledger_id, last.seq, last.hash)
+    keys.write_anchor(keys.anchor_path(target, anchor_file), anchor)
+    return Ledger.open(target, key_file=key_file, anchor_file=anchor_file, **options)
