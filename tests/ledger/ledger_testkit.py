@@ -36,6 +36,20 @@ def make_dataset(seed: int = 0, n: int = 200, m: int = 3, relation: str = "repla
     return Dataset.from_arrays(x, domain=Domain(lower=0.0, upper=1.0, relation=relation))
 
 
+def charge(ledger: Any, epsilon: float, label: str = "d", mechanism: Any = None) -> Release:
+    """One Laplace release (or ``mechanism``'s) of ``make_dataset()`` charged to ``label``."""
+    import dpframe
+
+    mechanism = mechanism or dpframe.mechanism("laplace")
+    return dpframe.execute(
+        mechanism,
+        make_dataset(),
+        mechanism.params(epsilon=epsilon),
+        ledger=ledger,
+        request={"budget_label": label},
+    )
+
+
 @attrs.frozen(kw_only=True)
 class MarkerParams(PrivacyParams):
     marker: str = param("", help="a file to create once the run has started")

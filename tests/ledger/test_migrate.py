@@ -8,25 +8,13 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
-from ledger_testkit import make_dataset
+from ledger_testkit import charge
 
 import dpframe
-from dpframe import execute
 from dpframe.cli import cli
 from dpframe.errors import BudgetExceededError, LedgerError
 from dpframe.ledger import Ledger, key_digest, migrate_ledger, schema
 from dpframe.ledger.chain import GENESIS, entry_hash
-
-
-def laplace(ledger: Ledger, epsilon: float) -> None:
-    mechanism = dpframe.mechanism("laplace")
-    execute(
-        mechanism,
-        make_dataset(),
-        mechanism.params(epsilon=epsilon),
-        ledger=ledger,
-        request={"budget_label": "d"},
-    )
 
 
 def legacy(path: Path, tmp_path: Path) -> tuple[bytes, list[str]]:
@@ -35,7 +23,7 @@ def legacy(path: Path, tmp_path: Path) -> tuple[bytes, list[str]]:
     key in ``meta``."""
     with Ledger.open(tmp_path / "model.ledger", create=True) as model:
         model.create_budget("d", (1.0, 0.0), accountant="pure")
-        laplace(model, 0.4)
+        charge(model, 0.4)
         entries, key, ledger_id, created = (
             model.entries(),
             model.fingerprint_key,
@@ -91,7 +79,7 @@ def test_a_format_1_ledger_is_read_only_until_migrated(tmp_path):
         report = ledger.verify()
         assert report.ok and not report.authenticated
         with pytest.raises(LedgerError, match="ledger migrate"):
-            laplace(ledger, 0.1)
+            charge(ledger, 0.1)
         assert ledger.head()[0] == len(ids)
 
 
@@ -106,9 +94,9 @@ def test_migrate_keeps_budgets_entries_and_fingerprints(tmp_path):
         assert new.entries()[0].body["migrated_from"]["format"] == 1
         report = new.verify()
         assert report.ok and report.authenticated
-        laplace(new, 0.6)  # the same data find their budget: 0.4 + 0.6 = 1
+        charge(new, 0.6)  # the same data find their budget: 0.4 + 0.6 = 1
         with pytest.raises(BudgetExceededError):
-            laplace(new, 0.01)
+            charge(new, 0.01)
     with Ledger.open(old) as ledger:
         assert ledger.entries() == before  # the source's chain is left as it was
     assert b'"key"' in (tmp_path / "new.ledger.key").read_bytes()

@@ -16,24 +16,11 @@ import threading
 from pathlib import Path
 
 import pytest
-from ledger_testkit import make_dataset
+from ledger_testkit import charge
 
-import dpframe
-from dpframe import execute
 from dpframe.errors import BudgetExceededError, LedgerError
 from dpframe.ledger import Ledger, export_jsonl
 from dpframe.ledger.state import CHECKPOINT_EVERY
-
-
-def laplace(ledger: Ledger, epsilon: float, label: str = "d") -> None:
-    mechanism = dpframe.mechanism("laplace")
-    execute(
-        mechanism,
-        make_dataset(),
-        mechanism.params(epsilon=epsilon),
-        ledger=ledger,
-        request={"budget_label": label},
-    )
 
 
 def sql(path: Path, *statements: str) -> None:
@@ -59,9 +46,9 @@ def full(ledger):
     """A pure budget of ε = 1 spent by ten charges of 0.1 (rows 1..23)."""
     ledger.create_budget("d", (1.0, 0.0), accountant="pure")
     for _ in range(10):
-        laplace(ledger, 0.1)
+        charge(ledger, 0.1)
     with pytest.raises(BudgetExceededError):
-        laplace(ledger, 0.1)
+        charge(ledger, 0.1)
     return ledger
 
 
@@ -79,7 +66,7 @@ def test_edited_reservations_refuse_the_charge_naming_the_row(full, ledger_file,
     before = rows(ledger_file)
     sql(ledger_file, edit)
     with pytest.raises(LedgerError, match=r"ledger row 4 \(.*nothing was charged"):
-        laplace(full, 0.1)
+        charge(full, 0.1)
     assert rows(ledger_file) == before
     assert not full.verify().ok
 
@@ -88,10 +75,10 @@ def test_edits_before_a_checkpoint_cannot_free_budget(ledger, ledger_file):
     ledger.create_budget("d", (1.0, 0.0), accountant="pure")
     charges = CHECKPOINT_EVERY // 2 + 2  # enough rows for a checkpoint
     for _ in range(charges):
-        laplace(ledger, 1.0 / charges)
+        charge(ledger, 1.0 / charges)
     sql(ledger_file, "UPDATE entries SET kind = 'note' WHERE kind = 'reserve' AND seq < 20")
     with pytest.raises(BudgetExceededError):  # the decision used the checkpoint, not the rows
-        laplace(ledger, 0.1)
+        charge(ledger, 0.1)
     problems = ledger.verify().problems
     assert problems and problems[0].seq == 4
 
@@ -99,17 +86,17 @@ def test_edits_before_a_checkpoint_cannot_free_budget(ledger, ledger_file):
 def test_a_changed_checkpoint_refuses_every_write(ledger, ledger_file):
     ledger.create_budget("d", (1.0, 0.0), accountant="pure")
     for _ in range(CHECKPOINT_EVERY // 2 + 2):
-        laplace(ledger, 0.01)
+        charge(ledger, 0.01)
     sql(ledger_file, "UPDATE checkpoints SET state = replace(state, '\"charges\":', '\"x\":')")
     with pytest.raises(LedgerError, match=r"checkpoint at row \d+ was changed"):
-        laplace(ledger, 0.01)
+        charge(ledger, 0.01)
     assert any("checkpoint" in p.message for p in ledger.verify().problems)
 
 
 def test_a_deleted_checkpoint_is_found_by_verify(ledger, ledger_file):
     ledger.create_budget("d", (1.0, 0.0), accountant="pure")
     for _ in range(CHECKPOINT_EVERY + 2):  # two checkpoints
-        laplace(ledger, 0.001)
+        charge(ledger, 0.001)
     sql(ledger_file, "DELETE FROM checkpoints WHERE seq = (SELECT MIN(seq) FROM checkpoints)")
     assert any("checkpoint" in p.message for p in ledger.verify().problems)
 
@@ -117,37 +104,37 @@ def test_a_deleted_checkpoint_is_found_by_verify(ledger, ledger_file):
 def test_tail_deletion_is_refused_with_or_without_a_rewritten_head(full, ledger_file):
     sql(ledger_file, "DELETE FROM entries WHERE seq > 13")  # the last five charges gone
     with pytest.raises(LedgerError, match="head anchor records row 23"):
-        laplace(full, 0.1)
+        charge(full, 0.1)
     assert rows(ledger_file) == 13
     # the old format kept the head in meta; rewriting it there changes nothing now
     sql(ledger_file, "INSERT OR REPLACE INTO meta VALUES ('head_seq', '13')")
     with pytest.raises(LedgerError, match="head anchor records row 23"):
-        laplace(full, 0.1)
+        charge(full, 0.1)
     assert any("head anchor records row 23" in p.message for p in full.verify().problems)
 
 
 def test_an_older_copy_put_back_is_refused(ledger, ledger_file, tmp_path):
     ledger.create_budget("d", (1.0, 0.0), accountant="pure")
-    laplace(ledger, 0.5)
+    charge(ledger, 0.5)
     ledger.close()
     saved = tmp_path / "saved"
     saved.mkdir()
     shutil.copy(ledger_file, saved / "copy")
     with Ledger.open(ledger_file) as again:
-        laplace(again, 0.5)
+        charge(again, 0.5)
     shutil.copy(saved / "copy", ledger_file)  # the rollback: half the budget back
     with Ledger.open(ledger_file) as rolled, pytest.raises(LedgerError, match="rollback"):
-        laplace(rolled, 0.5)
+        charge(rolled, 0.5)
 
 
 def test_a_torn_wal_loses_the_last_transaction_and_the_anchor_says_so(ledger, ledger_file):
     """A write-ahead log cut short (a disk that lied about a flush) silently drops the
     last committed transaction; the anchor, written after the commit, notices."""
     ledger.create_budget("d", (1.0, 0.0), accountant="pure")
-    laplace(ledger, 0.25)
+    charge(ledger, 0.25)
     wal = Path(f"{ledger_file}-wal")
     size = wal.stat().st_size
-    laplace(ledger, 0.25)  # reserve + commit: two more transactions in the WAL
+    charge(ledger, 0.25)  # reserve + commit: two more transactions in the WAL
     assert wal.stat().st_size > size
     torn = ledger_file.with_name("torn.ledger")
     shutil.copy(ledger_file, torn)
@@ -158,7 +145,7 @@ def test_a_torn_wal_loses_the_last_transaction_and_the_anchor_says_so(ledger, le
     with Ledger.open(torn) as opened:
         assert opened.head()[0] < ledger.head()[0]  # the WAL lost rows
         with pytest.raises(LedgerError, match="rollback, or a lost write"):
-            laplace(opened, 0.25)
+            charge(opened, 0.25)
         assert not opened.verify().ok
 
 
@@ -190,7 +177,7 @@ def test_a_ledger_without_its_key_reads_but_refuses_to_charge(full, ledger_file,
         report = keyless.verify()
         assert report.ok and not report.authenticated
         with pytest.raises(LedgerError, match=r"key '.*' is missing"):
-            laplace(keyless, 0.1)
+            charge(keyless, 0.1)
     with Ledger.open(ledger_file, key_file=moved) as keyed:
         assert keyed.verify().authenticated
 
@@ -211,7 +198,7 @@ def test_every_file_is_private_whatever_the_umask(tmp_path):
         path = tmp_path / "open.ledger"
         with Ledger.open(path, create=True) as ledger:
             ledger.create_budget("d", (1.0, 0.0), accountant="pure")
-            laplace(ledger, 0.1)
+            charge(ledger, 0.1)
             export_jsonl(ledger, tmp_path / "export.jsonl")
             made = sorted(p for p in tmp_path.iterdir() if p.name != "export.jsonl")
             modes = {p.name: p.stat().st_mode & 0o777 for p in made}
@@ -238,7 +225,7 @@ def test_a_ledger_shared_by_threads_works(ledger):
     def work() -> None:
         try:
             for _ in range(5):
-                laplace(ledger, 0.1)
+                charge(ledger, 0.1)
         except BaseException as exc:  # pragma: no cover - reported below
             errors.append(exc)
 
@@ -276,7 +263,7 @@ def test_a_full_disk_is_one_sentence_and_charges_nothing(tmp_path):
         Ledger.open(disk / "l.ledger", create=True) as ledger,
     ):
         ledger.create_budget("d", (5.0, 0.0), accountant="pure")
-        laplace(ledger, 0.1)
+        charge(ledger, 0.1)
         before = ledger.remaining("d").charges
         filler = disk / "filler"
         with open(filler, "wb", buffering=0) as handle, contextlib.suppress(OSError):
@@ -285,7 +272,7 @@ def test_a_full_disk_is_one_sentence_and_charges_nothing(tmp_path):
         done = 0
         with pytest.raises(LedgerError) as caught:
             for _ in range(50):  # until the WAL needs a page it cannot get
-                laplace(ledger, 0.01)
+                charge(ledger, 0.01)
                 done += 1
         message = str(caught.value)
         assert "full" in message and "\n" not in message

@@ -5,23 +5,11 @@ from __future__ import annotations
 import json
 
 import pytest
-from ledger_testkit import FailingMechanism, make_dataset
+from ledger_testkit import FailingMechanism, charge
 
 import dpframe
-from dpframe import execute
 from dpframe.errors import LedgerError
 from dpframe.ledger import Ledger, export_jsonl, import_jsonl
-
-
-def charge(ledger: Ledger, epsilon: float, mechanism=None) -> None:
-    mechanism = mechanism or dpframe.mechanism("laplace")
-    execute(
-        mechanism,
-        make_dataset(),
-        mechanism.params(epsilon=epsilon),
-        ledger=ledger,
-        request={"budget_label": "d"},
-    )
 
 
 @pytest.fixture
@@ -29,7 +17,7 @@ def source(ledger):
     ledger.create_budget("d", (2.0, 0.0), accountant="pure")
     charge(ledger, 0.25)
     with pytest.raises(RuntimeError):
-        charge(ledger, 0.5, FailingMechanism())
+        charge(ledger, 0.5, mechanism=FailingMechanism())
     return ledger
 
 
