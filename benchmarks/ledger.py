@@ -91,6 +91,12 @@ def main(argv: list[str]) -> None:
     print(f"# load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
     print("accountant,prior_charges,charge_min_ms,charge_median_ms", flush=True)
     with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        best, median = floor(Path(tmp), args.repeats)
+        print(
+            f"# floor (two durable SQLite commits, WAL + FULL): min {best * 1e3:.2f} ms, "
+            f"median {median * 1e3:.2f} ms",
+            flush=True,
+        )
         for name in args.accountants.split(","):
             path = Path(tmp) / f"{name}.ledger"
             with Ledger.open(path, create=True) as ledger:
@@ -104,6 +110,26 @@ def main(argv: list[str]) -> None:
                         verify(ledger, length)
 
     print("done", flush=True)
+
+
+def floor(directory: Path, repeats: int) -> tuple[float, float]:
+    """What the disk alone costs a charge: two committed one-row transactions in a WAL
+    database with ``synchronous = FULL`` (a reservation and its commit)."""
+    from dpframe.ledger import schema
+
+    conn = schema.connect(str(directory / "floor.sqlite"), 60.0)
+    conn.execute("CREATE TABLE t (x TEXT)")
+
+    def two_commits() -> None:
+        for _ in range(2):
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT INTO t VALUES (?)", ("x" * 1500,))
+            conn.execute("COMMIT")
+
+    try:
+        return timed(two_commits, repeats)
+    finally:
+        conn.close()
 
 
 def verify(ledger: Ledger, length: int) -> None:

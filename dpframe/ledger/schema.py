@@ -102,8 +102,11 @@ def migrate(conn: sqlite3.Connection) -> int:
     """Bring the schema to :data:`SCHEMA_VERSION`, one transaction per version.
 
     Safe when several processes open a new ledger at once: each version is checked and
-    applied under ``BEGIN IMMEDIATE``.
+    applied under ``BEGIN IMMEDIATE``. A ledger already at the current version is only
+    read (opening it never waits for a writer).
     """
+    if current_version(conn) == SCHEMA_VERSION:
+        return SCHEMA_VERSION
     while True:
         conn.execute("BEGIN IMMEDIATE")
         try:

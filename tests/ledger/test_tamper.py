@@ -210,6 +210,21 @@ def test_every_file_is_private_whatever_the_umask(tmp_path):
     assert set(modes.values()) == {0o600}, modes
 
 
+def test_readers_never_wait_for_a_writer(full, ledger_file):
+    writer = sqlite3.connect(ledger_file, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    try:
+        with Ledger.open(ledger_file, timeout=0.5) as reader:
+            assert reader.remaining("d").charges == 10
+            assert reader.verify().ok
+            assert len(reader.charges()) == 10
+            with pytest.raises(LedgerError, match="stayed locked"):
+                reader.create_budget("other", (1.0, 0.0))
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+
+
 def test_an_empty_file_is_never_initialised(tmp_path):
     empty = tmp_path / "empty.ledger"
     empty.touch()
