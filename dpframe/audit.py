@@ -20,6 +20,8 @@ tampered ledger is still audited: its problems are reported, not raised.
 from __future__ import annotations
 
 import datetime
+import functools
+import json
 import math
 import os
 from collections import Counter
@@ -499,9 +501,8 @@ def _audit_entry(
 def rederive(mechanism: type, charge: Charge) -> Rederivation:
     """Re-plan ``charge`` with ``mechanism`` from its recorded parameters and domain."""
     try:
-        params = params_from_dict(mechanism.Params, charge.params)
-        domain = Domain.from_dict(dict(charge.domain), source="the recorded domain")
-        event = planned_event(mechanism(), params, domain)
+        key = (json.dumps(charge.params, sort_keys=True), json.dumps(charge.domain, sort_keys=True))
+        event = _replan(mechanism, *key)
     except Exception as exc:  # the plugin's own failure is the finding
         detail = str(exc) if isinstance(exc, DPFrameError) else f"{type(exc).__name__}: {exc}"
         return Rederivation("error", detail=detail)
@@ -512,6 +513,15 @@ def rederive(mechanism: type, charge: Charge) -> Rederivation:
         event,
         f"re-derived {event.describe()}, but {charge.event.describe()} was charged",
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def _replan(mechanism: type, params: str, domain: str) -> PrivacyEvent:
+    """The event ``mechanism`` plans for these recorded parameters and domain (a pure
+    function of them, so a ledger of many identical releases re-plans each once)."""
+    loaded = params_from_dict(mechanism.Params, json.loads(params))
+    bound = Domain.from_dict(json.loads(domain), source="the recorded domain")
+    return planned_event(mechanism(), loaded, bound)
 
 
 def _parents(charge: Charge) -> list[dict[str, Any]]:

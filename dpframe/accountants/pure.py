@@ -13,6 +13,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from typing import Any
 
 from dpframe.accountants.base import (
     SUPPORTED,
@@ -25,6 +26,7 @@ from dpframe.accountants.base import (
     unsupported,
 )
 from dpframe.accountants.composition import amplify
+from dpframe.accountants.running import AdditiveTotal
 from dpframe.errors import UnsupportedEventError
 from dpframe.events import (
     ComposedEvent,
@@ -61,6 +63,14 @@ class PureAccountant(Accountant):
     def delta(self, event: PrivacyEvent, epsilon: float) -> float:
         check_epsilon(epsilon)
         return 0.0 if epsilon >= self.epsilon(event) else 1.0
+
+    def running(self, state: dict[str, Any] | None = None) -> AdditiveTotal:
+        """The exact sum of the charges' ε (basic composition)."""
+        return AdditiveTotal.restore(self, lambda e: (self.epsilon(e),), _first, state)
+
+
+def _first(sums: list[float], delta: float) -> float:
+    return sums[0]
 
 
 _CACHE: EventCache = EventCache()

@@ -30,6 +30,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Iterable
+from typing import Any
 
 import attrs
 import numpy as np
@@ -56,6 +57,7 @@ from dpframe.accountants.renyi import (
     rdp_epsilon,
     top_k_sum,
 )
+from dpframe.accountants.running import AdditiveTotal
 from dpframe.accountants.subsampled import SubsampledGaussian, poisson_general
 from dpframe.errors import UnsupportedEventError
 from dpframe.events import (
@@ -179,11 +181,27 @@ class RDPAccountant(Accountant):
         self.require(event)
         return self._curve(event)
 
+    def running(self, state: dict[str, Any] | None = None) -> AdditiveTotal:
+        """The exact per-order sums of the curves, with their max-divergence and opaque
+        ``(ε, δ)`` parts."""
+
+        def parts(event: PrivacyEvent) -> list[float]:
+            c = self.curve(event)
+            return [*c.rdp.tolist(), c.pure, c.opaque_epsilon, c.opaque_delta]
+
+        def convert(sums: list[float], delta: float) -> float:
+            curve = RDPCurve(np.asarray(sums[:-3]), *sums[-3:])
+            return self._curve_epsilon(curve, delta)[0]
+
+        return AdditiveTotal.restore(self, parts, convert, state)
+
     # -- internals ---------------------------------------------------------------------
 
     def _epsilon_and_order(self, event: PrivacyEvent, delta: float) -> tuple[float, float]:
         check_delta(delta)
-        curve = self.curve(event)
+        return self._curve_epsilon(self.curve(event), delta)
+
+    def _curve_epsilon(self, curve: RDPCurve, delta: float) -> tuple[float, float]:
         if delta < curve.opaque_delta:
             return math.inf, math.nan
         eps, order = rdp_epsilon(self.orders, curve.rdp, delta - curve.opaque_delta)

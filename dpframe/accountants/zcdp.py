@@ -19,6 +19,7 @@
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import attrs
 import numpy as np
@@ -35,6 +36,7 @@ from dpframe.accountants.base import (
     unsupported,
 )
 from dpframe.accountants.renyi import cks_epsilon, cks_log_delta, exp_up, log_tv_bound, tv_below
+from dpframe.accountants.running import AdditiveTotal
 from dpframe.errors import UnsupportedEventError
 from dpframe.events import (
     ComposedEvent,
@@ -145,10 +147,7 @@ class ZCDPAccountant(Accountant):
 
     def epsilon(self, event: PrivacyEvent, delta: float) -> float:
         check_delta(delta)
-        b = self.bound(event)
-        if delta < b.opaque_delta:
-            return math.inf
-        return min(zcdp_epsilon(b.rho, delta - b.opaque_delta), b.pure) + b.opaque_epsilon
+        return bound_epsilon(self.bound(event), delta)
 
     def delta(self, event: PrivacyEvent, epsilon: float) -> float:
         check_epsilon(epsilon)
@@ -158,6 +157,21 @@ class ZCDPAccountant(Accountant):
         rest = epsilon - b.opaque_epsilon
         own = 0.0 if rest >= b.pure else zcdp_delta(b.rho, rest)
         return min(1.0, own + b.opaque_delta)
+
+    def running(self, state: dict[str, Any] | None = None) -> AdditiveTotal:
+        """The exact sums of ``ρ``, the max-divergence and the opaque ``(ε, δ)``."""
+        return AdditiveTotal.restore(self, lambda e: attrs.astuple(self.bound(e)), _convert, state)
+
+
+def bound_epsilon(b: ZCDPBound, delta: float) -> float:
+    """The ε certified at ``delta`` by a zCDP bound."""
+    if delta < b.opaque_delta:
+        return math.inf
+    return min(zcdp_epsilon(b.rho, delta - b.opaque_delta), b.pure) + b.opaque_epsilon
+
+
+def _convert(sums: list[float], delta: float) -> float:
+    return bound_epsilon(ZCDPBound(*sums), delta)
 
 
 _CACHE: EventCache = EventCache()

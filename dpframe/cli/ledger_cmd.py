@@ -226,8 +226,55 @@ def verify(
         )
     if failed:
         raise LedgerError(f"{len(failed)} release(s) do not match the ledger, listed above.")
+    keyed = "" if report.authenticated else " (MACs not checked: no ledger key)"
     click.echo(
-        f"OK: {report.entries} entries, chain intact; head {report.head_seq}:{report.head_hash}"
+        f"OK: {report.entries} entries, chain intact{keyed}; head "
+        f"{report.head_seq}:{report.head_hash}"
+    )
+
+
+@ledger.command("head")
+@ledger_option
+@click.option(
+    "--reanchor",
+    is_flag=True,
+    help="Write the anchor file from the database's head, after a full verification (for a "
+    "ledger restored or moved on purpose: compare with a published head first).",
+)
+@json_option
+def head_cmd(ledger_file: Path | None, reanchor: bool, as_json: bool) -> None:
+    """Print the head anchor (ledger id, last row, its hash and MAC) for publication
+    outside the ledger; later, `dpframe ledger verify --expect-head HASH` proves every row
+    up to it unchanged."""
+    with Ledger.open(ledger_file) as led:
+        anchor = led.reanchor() if reanchor else led.anchor()
+        where = str(led.anchor_file)
+    if as_json:
+        emit_json({**anchor.to_dict(), "anchor_file": where, "reanchored": reanchor})
+        return
+    if reanchor:
+        click.echo(f"Re-anchored {where} at row {anchor.seq}.", err=True)
+    click.echo(anchor.line())
+
+
+@ledger.command("migrate")
+@click.argument("source", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@ledger_option
+@json_option
+def migrate_cmd(source: Path, ledger_file: Path | None, as_json: bool) -> None:
+    """Move a format-1 ledger SOURCE (made before the keyed chain) to a new keyed ledger
+    at --ledger, with a new key file; SOURCE is left unchanged and should then be retired."""
+    from dpframe.ledger import migrate_ledger
+
+    with migrate_ledger(source, ledger_file) as led:
+        info = {**_ledger_info(led), "migrated_from": str(source), "key_file": str(led.key_file)}
+    if as_json:
+        emit_json(info)
+        return
+    click.echo(
+        f"Migrated {source} into {info['path']} ({info['entries']} entries; key "
+        f"{info['key_file']}). Retire {source}: charges made to it from now on are not "
+        "counted in the new ledger."
     )
 
 
@@ -262,21 +309,15 @@ def audit_cmd(ledger_file: Path | None, accountants: tuple[str, ...], as_json: b
 @ledger.command("export")
 @click.argument("destination", type=click.Path(path_type=Path, dir_okay=False, allow_dash=True))
 @ledger_option
-@click.option(
-    "--without-key",
-    is_flag=True,
-    help="Omit the fingerprint key (for auditors: the import can be verified, not charged).",
-)
 @json_option
-def export_cmd(
-    destination: Path, ledger_file: Path | None, without_key: bool, as_json: bool
-) -> None:
-    """Write the ledger to DESTINATION as JSON Lines ('-' for stdout)."""
+def export_cmd(destination: Path, ledger_file: Path | None, as_json: bool) -> None:
+    """Write the ledger to DESTINATION as JSON Lines ('-' for stdout). Exports hold no
+    secret; the ledger key stays in its key file."""
     with Ledger.open(ledger_file) as led:
         if str(destination) == "-":
-            count = export_jsonl(led, sys.stdout, include_key=not without_key)
+            count = export_jsonl(led, sys.stdout)
             return
-        count = export_jsonl(led, destination, include_key=not without_key)
+        count = export_jsonl(led, destination)
         info = {**_ledger_info(led), "exported_to": str(destination), "exported": count}
     if as_json:
         emit_json(info)
@@ -296,7 +337,7 @@ def import_cmd(source: Path, ledger_file: Path | None, as_json: bool) -> None:
     if as_json:
         emit_json(info)
         return
-    key = "" if info["has_key"] else " (without its fingerprint key: audit only)"
+    key = "" if info["has_key"] else " (without its ledger key: audit only)"
     click.echo(f"Imported ledger {info['ledger_id']} into {info['path']}{key}; chain verified.")
 
 

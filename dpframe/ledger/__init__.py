@@ -16,7 +16,7 @@ See ``docs/ledger.md`` for the concepts, the schema, the guarantees and the form
 
 from __future__ import annotations
 
-from dpframe.ledger.chain import Problem, canonical_json, verify_rows
+from dpframe.ledger.chain import Problem, canonical_json
 from dpframe.ledger.records import (
     FLAG_INFERRED,
     FLAG_SEEDED,
@@ -32,6 +32,7 @@ from dpframe.ledger.records import (
     release_digest,
 )
 from dpframe.ledger.schema import SCHEMA_VERSION
+from dpframe.ledger.state import verify_rows
 from dpframe.ledger.store import (
     DEFAULT_ACCOUNTANT,
     DEFAULT_TIMEOUT,
@@ -40,7 +41,7 @@ from dpframe.ledger.store import (
     key_digest,
     ledger_path,
 )
-from dpframe.ledger.transfer import export_jsonl, import_jsonl
+from dpframe.ledger.transfer import export_jsonl, import_jsonl, migrate_ledger
 
 __all__ = [
     "DEFAULT_ACCOUNTANT",
@@ -65,6 +66,7 @@ __all__ = [
     "import_jsonl",
     "key_digest",
     "ledger_path",
+    "migrate_ledger",
     "release_digest",
     "verify_rows",
 ]

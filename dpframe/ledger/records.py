@@ -64,6 +64,8 @@ class Entry:
     body: dict[str, Any]
     prev_hash: str
     hash: str
+    mac: str | None = None
+    """HMAC of ``seq`` and ``hash`` under the ledger key (``None`` in format-1 ledgers)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON Lines form used by export and import."""
@@ -366,6 +368,10 @@ class VerifyReport:
     head_seq: int
     head_hash: str
     problems: tuple[Any, ...]
+    authenticated: bool = True
+    """False when the MACs could not be checked (no ledger key, or a format-1 ledger):
+    hashes, links and structure were checked, which someone who can write the file can
+    forge; compare the head with one published elsewhere."""
 
     @property
     def ok(self) -> bool:
@@ -378,6 +384,7 @@ class VerifyReport:
             "ok": self.ok,
             "entries": self.entries,
             "head": {"seq": self.head_seq, "hash": self.head_hash},
+            "authenticated": self.authenticated,
             "problems": [p.to_dict() for p in self.problems],
         }
 

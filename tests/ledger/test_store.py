@@ -479,8 +479,15 @@ def test_a_changed_cap_is_refused_at_the_next_charge(ledger, ledger_file):
     )
     conn.commit()
     conn.close()
-    with pytest.raises(LedgerError, match=r"row 2 \(budget entry .*\) was changed"):
+    # this object verified row 2 before the edit: it decides on the cap it verified
+    with pytest.raises(BudgetExceededError, match=r"cap ε=0\.1,"):
         laplace(ledger, make_dataset(), 1.0)
+    # a fresh reader re-checks every row after the last checkpoint, and refuses
+    with (
+        Ledger.open(ledger_file, registry=toy_registry()) as fresh,
+        pytest.raises(LedgerError, match=r"row 2 \(budget entry .*\) was changed"),
+    ):
+        laplace(fresh, make_dataset(), 1.0)
 
 
 def test_a_deleted_charge_does_not_free_budget(ledger, ledger_file):
@@ -492,7 +499,7 @@ def test_a_deleted_charge_does_not_free_budget(ledger, ledger_file):
     assert conn.execute("DELETE FROM entries WHERE kind IN ('reserve', 'commit')").rowcount == 2
     conn.commit()
     conn.close()
-    with pytest.raises(LedgerError, match="lost rows"):
+    with pytest.raises(LedgerError, match="head anchor records row 5"):
         laplace(ledger, data, 0.9)
 
 
