@@ -205,7 +205,7 @@ def discrete_laplace(scale: Fraction, size: int, generator: np.random.Generator)
     pending = np.arange(size)
     while pending.size:
         u = generator.integers(0, t, pending.size)
-        accept = bernoulli_exp_array(u, t, generator)
+        accept = _bernoulli_exp_unit(u, t, generator)  # exp(-u/t), u/t < 1
         candidates, u = pending[accept], u[accept]
         v = _geometric_exp1(candidates.size, generator)
         if v.size and int(v.max()) >= (_INT64_SAFE - t) // t:
@@ -245,36 +245,33 @@ def discrete_gaussian(
     """``size`` draws with ``P(z) ∝ exp(-z^2/(2 sigma^2))`` on the integers (CKS
     Algorithm 3), as int64.
 
-    Proposals come from the discrete Laplace of scale ``t`` and are accepted with
-    probability ``exp(-(|y| - sigma^2/t)^2 / (2 sigma^2))``; this is correct for every
-    ``t > 0`` (CKS recommend ``t = floor(sigma) + 1``). When ``sigma^2`` is the square of
-    an integer we take ``t = sigma``, which keeps every number in int64 for
-    ``sigma < 2^26``.
+    Proposals ``y`` come from the discrete Laplace of scale ``t`` and are accepted with
+    probability ``exp(-(|y| - sigma^2/t)^2 / (2 sigma^2))``, which is correct for every
+    rational ``t > 0`` (CKS take ``t = floor(sigma) + 1``). We take ``t = sigma^2 / m``
+    with ``m = floor(sigma) + 1`` (``m = sigma`` when sigma is an integer), so ``t`` is
+    within one of ``sigma`` and ``sigma^2/t = m`` is an integer: the exponent is
+    ``(|y| - m)^2 b / (2 a)`` for ``sigma^2 = a/b``, in int64 while ``2a < 2^56``.
     """
     a, b = sigma_squared.numerator, sigma_squared.denominator
-    root = math.isqrt(a)
-    t = root if b == 1 and root * root == a else math.isqrt(a // b) + 1
-    mu = Fraction(a, b * t)  # sigma^2 / t
-    p, q = mu.numerator, mu.denominator
-    # gamma = (|y| - p/q)^2 / (2 sigma^2) = c^2 b / (2 a q^2) with c = |y| q - p.
-    den = 2 * a * q * q
+    root = math.isqrt(a // b)
+    m = root if b == 1 and root * root == a else root + 1
+    scale = Fraction(a, b * m)
+    den = 2 * a
+    limit = math.isqrt(_INT64_SAFE // b)  # |c| <= limit keeps c^2 b below 2^62
     out = np.empty(size, dtype=np.int64)
     pending = np.arange(size)
     while pending.size:
-        y = discrete_laplace(Fraction(t), pending.size, generator)
-        accept = np.zeros(pending.size, dtype=bool)
-        magnitude = np.abs(y)
-        limit = math.isqrt(_INT64_SAFE // b)  # |c| <= limit keeps c^2 b below 2^62
-        if den < 2**56 and p <= limit:
-            # -p <= c = |y| q - p < limit for the elements taken here.
-            fast = magnitude < (limit + p) // q
-            c = magnitude[fast] * q - p
-            num = c * c * b
-            accept[fast] = bernoulli_exp_array(num, den, generator)
+        y = discrete_laplace(scale, pending.size, generator)
+        c = np.abs(y) - m
+        if den < 2**56 and m <= limit:
+            fast = np.abs(c) <= limit
+            accept = np.zeros(pending.size, dtype=bool)
+            accept[fast] = bernoulli_exp_array(c[fast] * c[fast] * b, den, generator)
         else:
             fast = np.zeros(pending.size, dtype=bool)
+            accept = np.zeros(pending.size, dtype=bool)
         for i in np.flatnonzero(~fast):
-            c_exact = int(magnitude[i]) * q - p
+            c_exact = abs(int(y[i])) - m
             accept[i] = _bernoulli_exp_scalar(c_exact * c_exact * b, den, generator)
         out[pending[accept]] = y[accept]
         pending = pending[~accept]
