@@ -48,8 +48,14 @@ class Sampler(abc.ABC):
     name: ClassVar[str]
     secure: ClassVar[bool]
 
-    def __init__(self) -> None:
+    def __init__(self, *, unsafe_float_noise: bool = False) -> None:
         self._generator = np.random.Generator(self._bit_generator())
+        # Opt-in to ``value + float noise`` in the noise helpers: not private on real
+        # floating-point hardware (Mironov 2012); recorded and flagged in the ledger.
+        self.unsafe_float_noise = bool(unsafe_float_noise)
+        # Grids of the exact releases drawn from this stream and its children
+        # (dpframe.noise.grid_release), for the release metadata.
+        self.grids: list[dict] = []
 
     @abc.abstractmethod
     def _bit_generator(self) -> np.random.BitGenerator:
@@ -61,7 +67,22 @@ class Sampler(abc.ABC):
 
     def describe(self) -> dict:
         """What the release metadata and the ledger record about this sampler."""
-        return {"kind": self.name, "secure": self.secure, "seed": None}
+        return self._with_noise({"kind": self.name, "secure": self.secure, "seed": None})
+
+    def _with_noise(self, info: dict) -> dict:
+        if self.unsafe_float_noise:
+            info["noise"] = FLOAT_NOISE_UNSAFE
+        return info
+
+    def _child(self, child: Sampler) -> Sampler:
+        child.unsafe_float_noise = self.unsafe_float_noise
+        child.grids = self.grids
+        return child
+
+    def record_grid(self, grid: dict) -> None:
+        """Log the grid of one exact release (consecutive repeats are logged once)."""
+        if not self.grids or self.grids[-1] != grid:
+            self.grids.append(grid)
 
     # -- draws ---------------------------------------------------------------------
 
@@ -254,7 +275,7 @@ class SecureSampler(Sampler):
         return ChaCha(key=key, counter=0, rounds=_CHACHA_ROUNDS)
 
     def spawn(self) -> SecureSampler:
-        return SecureSampler()
+        return self._child(SecureSampler())
 
 
 class SeededSampler(Sampler):
@@ -263,7 +284,9 @@ class SeededSampler(Sampler):
     name = "seeded"
     secure = False
 
-    def __init__(self, seed: int | np.random.SeedSequence) -> None:
+    def __init__(
+        self, seed: int | np.random.SeedSequence, *, unsafe_float_noise: bool = False
+    ) -> None:
         if isinstance(seed, np.random.SeedSequence):
             self._seed_sequence = seed
         else:
@@ -271,27 +294,36 @@ class SeededSampler(Sampler):
                 raise SamplerError(f"a seed must be an integer >= 0, got {seed!r}.")
             self._seed_sequence = np.random.SeedSequence(int(seed))
         self.seed = self._seed_sequence.entropy
-        super().__init__()
+        super().__init__(unsafe_float_noise=unsafe_float_noise)
 
     def _bit_generator(self) -> np.random.BitGenerator:
         return ChaCha(self._seed_sequence, rounds=_CHACHA_ROUNDS)
 
     def spawn(self) -> SeededSampler:
-        return SeededSampler(self._seed_sequence.spawn(1)[0])
+        return self._child(SeededSampler(self._seed_sequence.spawn(1)[0]))
 
     def describe(self) -> dict:
-        return {
-            "kind": self.name,
-            "secure": False,
-            "seed": int(self.seed) if isinstance(self.seed, (int, np.integer)) else None,
-            "spawn_key": list(self._seed_sequence.spawn_key),
-            "note": "reproducible-not-secure",
-        }
+        return self._with_noise(
+            {
+                "kind": self.name,
+                "secure": False,
+                "seed": int(self.seed) if isinstance(self.seed, (int, np.integer)) else None,
+                "spawn_key": list(self._seed_sequence.spawn_key),
+                "note": "reproducible-not-secure",
+            }
+        )
 
 
-def make_sampler(seed: int | None = None) -> Sampler:
-    """The secure sampler, or a seeded one when a seed is given."""
-    return SecureSampler() if seed is None else SeededSampler(seed)
+FLOAT_NOISE_UNSAFE = "float-unsafe"
+"""``describe()["noise"]`` of a sampler that opted in to float noise."""
+
+
+def make_sampler(seed: int | None = None, *, unsafe_float_noise: bool = False) -> Sampler:
+    """The secure sampler, or a seeded one when a seed is given; ``unsafe_float_noise``
+    opts in to the floating-point noise path (see :class:`Sampler`)."""
+    if seed is None:
+        return SecureSampler(unsafe_float_noise=unsafe_float_noise)
+    return SeededSampler(seed, unsafe_float_noise=unsafe_float_noise)
 
 
 def _count(size: Shape) -> tuple[int, tuple[int, ...]]:

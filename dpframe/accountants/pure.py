@@ -28,6 +28,7 @@ from dpframe.accountants.composition import amplify
 from dpframe.errors import UnsupportedEventError
 from dpframe.events import (
     ComposedEvent,
+    DiscreteLaplaceEvent,
     EpsilonDeltaEvent,
     LaplaceEvent,
     NonPrivateEvent,
@@ -67,7 +68,7 @@ _CACHE: EventCache = EventCache()
 
 
 def _leaf_support(event: PrivacyEvent) -> Support:
-    if isinstance(event, (NoOpEvent, NonPrivateEvent, LaplaceEvent)):
+    if isinstance(event, (NoOpEvent, NonPrivateEvent, LaplaceEvent, DiscreteLaplaceEvent)):
         return SUPPORTED
     if isinstance(event, EpsilonDeltaEvent):
         if event.delta == 0:
@@ -83,7 +84,7 @@ def _epsilon(event: PrivacyEvent) -> float:
         return 0.0
     if isinstance(event, NonPrivateEvent):
         return math.inf
-    if isinstance(event, LaplaceEvent):
+    if isinstance(event, (LaplaceEvent, DiscreteLaplaceEvent)):
         return 1.0 / event.noise_multiplier
     if isinstance(event, EpsilonDeltaEvent):
         return event.epsilon

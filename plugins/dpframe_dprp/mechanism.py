@@ -250,6 +250,7 @@ class DPRPMechanism(Mechanism):
     """Random projection plus DP eigenvectors; reconstruction is post-processing."""
 
     name = "dprp"
+    float_noise = "its two Gaussian stages are not yet on the exact grid path (issue 15)"
     title = "DPRP: DP data release by random projection and reconstruction"
     summary = (
         "noisy random projection and noisy covariance eigenvectors; the n x d dataset is "
