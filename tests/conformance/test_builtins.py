@@ -153,7 +153,7 @@ TestDprp = check(
     {"epsilon": 1.0, "delta": 1e-5, "k1": 2},
     BOX,
     bounds_records=CLIPS_ROWS,
-    skip={**power_skip(DPRP_LOOSE), **FLOAT_PATH},
+    skip=power_skip(DPRP_LOOSE),
 )
 
 # -- DP-CDA: replace-one and add/remove ----------------------------------------------------------
