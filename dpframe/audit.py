@@ -35,12 +35,14 @@ from dpframe.errors import DPFrameError
 from dpframe.events import PrivacyEvent
 from dpframe.mechanism import planned_event
 from dpframe.params import params_from_dict
+from dpframe.samplers import FLOAT_NOISE_UNSAFE
 
 if TYPE_CHECKING:  # the ledger is imported on use: `import dpframe` stays light
     from dpframe.ledger import Charge, DatasetBudget, Ledger
 
 FLAG_SEEDED = "seeded_sampler"  # = dpframe.ledger.FLAG_SEEDED
 FLAG_INFERRED = "bounds_inferred"  # = dpframe.ledger.FLAG_INFERRED
+FLAG_FLOAT_NOISE = "unsafe_float_noise"  # = dpframe.ledger.FLAG_FLOAT_NOISE
 
 SCHEMA_VERSION = 1
 """Version of the audit's JSON form; bumped on any incompatible change."""
@@ -79,6 +81,11 @@ FLAGS: dict[str, tuple[str, str]] = {
     ),
     FLAG_SEEDED: ("warning", "made with a seeded (reproducible, not secure) sampler"),
     FLAG_INFERRED: ("warning", "the domain's bounds were inferred from the data (not private)"),
+    FLAG_FLOAT_NOISE: (
+        "warning",
+        "made with the opt-in floating-point noise path, which is not private on real "
+        "hardware (Mironov 2012)",
+    ),
     "failed": ("info", "the run failed after its reservation; it stays charged"),
     "pending": ("info", "reserved but never closed (running, or killed); it stays charged"),
     # budget flags
@@ -469,6 +476,8 @@ def _audit_entry(
             flags.append(recorded)
     if not charge.sampler.get("secure", True) and FLAG_SEEDED not in flags:
         flags.append(FLAG_SEEDED)
+    if charge.sampler.get("noise") == FLOAT_NOISE_UNSAFE and FLAG_FLOAT_NOISE not in flags:
+        flags.append(FLAG_FLOAT_NOISE)
     if charge.domain.get("inferred") and FLAG_INFERRED not in flags:
         flags.append(FLAG_INFERRED)
     if charge.status in ("failed", "pending"):

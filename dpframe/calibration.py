@@ -17,6 +17,7 @@ cancel.
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
@@ -42,6 +43,7 @@ __all__ = [
     "smallest_noise",
     "split_gaussian",
     "split_laplace",
+    "split_zcdp",
 ]
 
 
@@ -216,6 +218,38 @@ def split_gaussian(epsilon: float, delta: float, shares: list[float]) -> list[fl
     while math.sqrt(math.fsum(1.0 / z**2 for z in multipliers)) > mu:
         multipliers = [z * (1 + 1e-15) for z in multipliers]
     return multipliers
+
+
+def split_zcdp(epsilon: float, delta: float, shares: list[float]) -> list[float]:
+    """Noise multipliers (``s/D2``) for discrete Gaussian stages whose composition is
+    ``(epsilon, delta)``-DP through zCDP.
+
+    The discrete Gaussian with multiplier ``z`` is ``1/(2 z^2)``-zCDP (Canonne, Kamath,
+    Steinke 2020); zCDP adds up. With ``z0`` the smallest multiplier whose zCDP converts
+    (:func:`dpframe.accountants.zcdp.zcdp_epsilon`) to at most ``epsilon`` at ``delta``,
+    stage ``i`` gets ``rho_i = shares[i] / (2 z0^2)``. The discrete Gaussian is not claimed
+    to be ``mu``-GDP, so the analytic Gaussian split (:func:`split_gaussian`) does not apply;
+    this costs about 6-8 % more noise at ε in [1, 10].
+    """
+    check_epsilon_delta(epsilon, delta)
+    if delta == 0:
+        raise ParameterError("the Gaussian mechanism needs delta > 0; use Laplace for delta = 0.")
+    _check_shares(shares)
+    z0 = _zcdp_multiplier(float(epsilon), float(delta))
+    multipliers = [z0 / math.sqrt(share) for share in shares]
+    # Rounding must never leave the composed rho above 1/(2 z0^2).
+    while math.fsum(1 / (2 * z * z) for z in multipliers) > 1 / (2 * z0 * z0):
+        multipliers = [z * (1 + 1e-15) for z in multipliers]
+    return multipliers
+
+
+@functools.lru_cache(maxsize=256)
+def _zcdp_multiplier(epsilon: float, delta: float) -> float:
+    """The smallest ``z`` whose zCDP ``1/(2 z^2)`` converts to ``epsilon`` at ``delta``
+    (cached: every plan and run of a Gaussian stage asks for it)."""
+    from dpframe.accountants.zcdp import zcdp_epsilon
+
+    return smallest_noise(lambda z: zcdp_epsilon(1 / (2 * z * z), delta), epsilon, rtol=1e-12)
 
 
 def _check_shares(shares: list[float]) -> None:

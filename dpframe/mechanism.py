@@ -56,7 +56,7 @@ from dpframe.events import NonPrivateEvent, PrivacyEvent, compose
 from dpframe.params import build, describe_fields, params_to_dict
 from dpframe.relation import Relation
 from dpframe.release import Release
-from dpframe.samplers import Sampler, make_sampler
+from dpframe.samplers import FLOAT_NOISE_UNSAFE, Sampler, make_sampler
 
 
 @attrs.frozen
@@ -80,6 +80,10 @@ class Mechanism(abc.ABC):
     relations: ClassVar[tuple[Relation, ...]] = (Relation.REPLACE_ONE,)
     outputs: ClassVar[tuple[str, ...]] = ()
     Params: ClassVar[type]
+    float_noise: ClassVar[str] = ""
+    """Non-empty (the reason) for a mechanism whose data-protecting noise is still
+    ``value + float noise`` rather than exact noise on a grid (:mod:`dpframe.noise`): its
+    releases are recorded like the opt-in float path and flagged in the ledger."""
 
     def params(self, **values: Any) -> Any:
         """Validated parameters (one clear sentence for an unknown or bad value)."""
@@ -195,7 +199,7 @@ def execute(
         "version": entry["version"],
         "params": params_to_dict(params),
         "event": event,
-        "sampler": sampler.describe(),
+        "sampler": _described(sampler, mechanism),
         "domain": dataset.domain.to_dict(),
         "dataset_fingerprint": fingerprint,
     }
@@ -227,6 +231,8 @@ def execute(
     release.dpframe_version = __version__
     if dataset.domain.feature_names is not None:
         release.info.setdefault("feature_names", list(dataset.domain.feature_names))
+    if sampler.grids:
+        release.info.setdefault("noise_grids", list(sampler.grids))
     if ledger is not None:
         release.ledger_entry = ledger.commit(reservation, release)
     return release
@@ -245,6 +251,14 @@ def _numeric(array: Any) -> np.ndarray:
             return float(int.from_bytes(hashlib.blake2b(str(value).encode()).digest()[:6], "big"))
 
         return np.array([code(v) for v in arr.ravel()], dtype=np.float64).reshape(arr.shape)
+
+
+def _described(sampler: Sampler, mechanism: Mechanism) -> dict[str, Any]:
+    """The sampler's record, marked as float noise for a mechanism still on that path."""
+    info = sampler.describe()
+    if mechanism.float_noise:
+        info = {**info, "noise": FLOAT_NOISE_UNSAFE, "float_noise": mechanism.float_noise}
+    return info
 
 
 def _ephemeral_key() -> bytes:

@@ -427,6 +427,8 @@ class Session:
     ``accountant`` create the budget on the first release if it does not exist, and must
     match it if it does. ``seed`` makes every step reproducible and NOT secure (recorded
     and flagged in the ledger); ``sampler`` supplies the root stream instead.
+    ``unsafe_float_noise`` opts in to the floating-point noise path, which is not private
+    on real hardware (recorded and flagged in the ledger; see ``docs/privacy-promise.md``).
     ``data_changed`` charges these data to a budget bound to other data of the same people.
     """
 
@@ -441,6 +443,7 @@ class Session:
         seed: int | None = None,
         sampler: Sampler | None = None,
         data_changed: bool = False,
+        unsafe_float_noise: bool = False,
     ) -> None:
         if not isinstance(dataset, Dataset):
             raise ParameterError("a Session needs a dpframe Dataset (Dataset.from_arrays, ...).")
@@ -455,7 +458,11 @@ class Session:
         self.cap = as_budget(cap)
         self.accountant = accountant
         self.data_changed = data_changed
-        self.sampler = sampler if sampler is not None else make_sampler(seed)
+        if sampler is None:
+            sampler = make_sampler(seed, unsafe_float_noise=unsafe_float_noise)
+        elif unsafe_float_noise:
+            sampler.unsafe_float_noise = True
+        self.sampler = sampler
         self.chain_id = uuid.uuid4().hex
         self.steps: list[Step] = []
         self._warned = False

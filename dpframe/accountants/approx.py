@@ -7,7 +7,8 @@ the parts enter:
 * Gaussian releases anywhere in the top-level sequential composition are merged exactly
   into one ``μ``-GDP part, ``μ² = Σ 1/z_i²`` (Dong, Roth, Su 2019), with the analytic
   Gaussian profile (``dpframe.calibration.gdp_epsilon``).
-* zCDP events are merged into one ``ρ = Σ ρ_i`` part, converted with
+* zCDP events and discrete Gaussians (``ρ = 1/(2 z²)``, CKS 2020) are merged into one
+  ``ρ = Σ ρ_i`` part, converted with
   :func:`dpframe.accountants.zcdp.zcdp_epsilon`.
 * Laplace (``ε = 1/b``, ``δ = 0``) and opaque ``(ε, δ)`` events are grouped by their
   ``(ε, δ)``. Several groups are composed by the exact optimal heterogeneous composition
@@ -63,6 +64,8 @@ from dpframe.calibration import gdp_epsilon
 from dpframe.errors import UnsupportedEventError
 from dpframe.events import (
     ComposedEvent,
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
     EpsilonDeltaEvent,
     GaussianEvent,
     LaplaceEvent,
@@ -235,7 +238,9 @@ def _build(event: PrivacyEvent) -> Profile:
             mu_squared += count / unit.noise_multiplier**2
         elif isinstance(unit, ZCDPEvent):
             rho += count * unit.rho
-        elif isinstance(unit, LaplaceEvent):
+        elif isinstance(unit, DiscreteGaussianEvent):  # zCDP, converted (not μ-GDP)
+            rho += count / (2 * unit.noise_multiplier**2)
+        elif isinstance(unit, (LaplaceEvent, DiscreteLaplaceEvent)):
             groups[("pure", 1 / unit.noise_multiplier, 0.0)] += count
         elif isinstance(unit, EpsilonDeltaEvent):
             groups[("pure", unit.epsilon, unit.delta)] += count
@@ -331,7 +336,16 @@ def _leaf_support(event: PrivacyEvent) -> Support:
         return find_unsupported(event.event, _leaf_support)
     if isinstance(
         event,
-        (NoOpEvent, NonPrivateEvent, GaussianEvent, LaplaceEvent, EpsilonDeltaEvent, ZCDPEvent),
+        (
+            NoOpEvent,
+            NonPrivateEvent,
+            GaussianEvent,
+            LaplaceEvent,
+            EpsilonDeltaEvent,
+            ZCDPEvent,
+            DiscreteGaussianEvent,
+            DiscreteLaplaceEvent,
+        ),
     ):
         return SUPPORTED
     return unsupported(event, f"the approx accountant has no bound for {type(event).__name__}.")

@@ -30,6 +30,7 @@ from dpframe.accountants.running import AdditiveTotal
 from dpframe.errors import UnsupportedEventError
 from dpframe.events import (
     ComposedEvent,
+    DiscreteLaplaceEvent,
     EpsilonDeltaEvent,
     LaplaceEvent,
     NonPrivateEvent,
@@ -77,7 +78,7 @@ _CACHE: EventCache = EventCache()
 
 
 def _leaf_support(event: PrivacyEvent) -> Support:
-    if isinstance(event, (NoOpEvent, NonPrivateEvent, LaplaceEvent)):
+    if isinstance(event, (NoOpEvent, NonPrivateEvent, LaplaceEvent, DiscreteLaplaceEvent)):
         return SUPPORTED
     if isinstance(event, EpsilonDeltaEvent):
         if event.delta == 0:
@@ -93,7 +94,7 @@ def _epsilon(event: PrivacyEvent) -> float:
         return 0.0
     if isinstance(event, NonPrivateEvent):
         return math.inf
-    if isinstance(event, LaplaceEvent):
+    if isinstance(event, (LaplaceEvent, DiscreteLaplaceEvent)):
         return 1.0 / event.noise_multiplier
     if isinstance(event, EpsilonDeltaEvent):
         return event.epsilon

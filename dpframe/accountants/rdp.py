@@ -62,6 +62,8 @@ from dpframe.accountants.subsampled import SubsampledGaussian, poisson_general
 from dpframe.errors import UnsupportedEventError
 from dpframe.events import (
     ComposedEvent,
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
     EpsilonDeltaEvent,
     GaussianEvent,
     LaplaceEvent,
@@ -223,8 +225,12 @@ class RDPAccountant(Accountant):
             return RDPCurve(np.zeros_like(orders), 0.0)
         if isinstance(event, NonPrivateEvent):
             return RDPCurve(np.full_like(orders, np.inf))
-        if isinstance(event, GaussianEvent):
+        if isinstance(event, (GaussianEvent, DiscreteGaussianEvent)):
+            # the discrete Gaussian's curve for integer shifts is the same (CKS Prop. 5)
             return RDPCurve(gaussian_rdp(orders, event.noise_multiplier))
+        if isinstance(event, DiscreteLaplaceEvent):
+            eps = 1 / event.noise_multiplier
+            return RDPCurve(pure_rdp(orders, eps), eps)
         if isinstance(event, LaplaceEvent):
             return RDPCurve(laplace_rdp(orders, event.noise_multiplier), 1 / event.noise_multiplier)
         if isinstance(event, ZCDPEvent):
@@ -287,7 +293,16 @@ def _top_k(k: int, values: list[float]) -> float:
 def _leaf_support(event: PrivacyEvent) -> Support:
     if isinstance(
         event,
-        (NoOpEvent, NonPrivateEvent, GaussianEvent, LaplaceEvent, ZCDPEvent, EpsilonDeltaEvent),
+        (
+            NoOpEvent,
+            NonPrivateEvent,
+            GaussianEvent,
+            LaplaceEvent,
+            ZCDPEvent,
+            EpsilonDeltaEvent,
+            DiscreteGaussianEvent,
+            DiscreteLaplaceEvent,
+        ),
     ):
         return SUPPORTED
     if isinstance(event, PoissonSampledEvent) and isinstance(event.event, LaplaceEvent):

@@ -40,6 +40,8 @@ from dpframe.accountants.running import AdditiveTotal
 from dpframe.errors import UnsupportedEventError
 from dpframe.events import (
     ComposedEvent,
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
     EpsilonDeltaEvent,
     GaussianEvent,
     LaplaceEvent,
@@ -182,9 +184,9 @@ def _bound(event: PrivacyEvent) -> ZCDPBound:
         return ZCDPBound(0.0, 0.0)
     if isinstance(event, NonPrivateEvent):
         return ZCDPBound(math.inf)
-    if isinstance(event, GaussianEvent):
+    if isinstance(event, (GaussianEvent, DiscreteGaussianEvent)):
         return ZCDPBound(1 / (2 * event.noise_multiplier**2))
-    if isinstance(event, LaplaceEvent):
+    if isinstance(event, (LaplaceEvent, DiscreteLaplaceEvent)):
         eps = 1 / event.noise_multiplier
         return ZCDPBound(eps * eps / 2, eps)
     if isinstance(event, EpsilonDeltaEvent):
@@ -214,7 +216,16 @@ _FIELDS = ("rho", "pure", "opaque_epsilon", "opaque_delta")
 def _leaf_support(event: PrivacyEvent) -> Support:
     if isinstance(
         event,
-        (NoOpEvent, NonPrivateEvent, GaussianEvent, LaplaceEvent, EpsilonDeltaEvent, ZCDPEvent),
+        (
+            NoOpEvent,
+            NonPrivateEvent,
+            GaussianEvent,
+            LaplaceEvent,
+            EpsilonDeltaEvent,
+            ZCDPEvent,
+            DiscreteGaussianEvent,
+            DiscreteLaplaceEvent,
+        ),
     ):
         return SUPPORTED
     return unsupported(

@@ -159,6 +159,12 @@ class EpsilonType(click.ParamType):
     help="Seed a reproducible (NOT secure) sampler; default: secure randomness.",
 )
 @click.option(
+    "--unsafe-float-noise",
+    is_flag=True,
+    help="UNSAFE: add floating-point noise instead of exact noise on a grid; not private on "
+    "real hardware (Mironov 2012). Recorded and flagged in the ledger.",
+)
+@click.option(
     "--param",
     "param_items",
     multiple=True,
@@ -217,6 +223,7 @@ def release(
     epsilon: float | str,
     delta: float,
     seed: int | None,
+    unsafe_float_noise: bool,
     param_items: tuple[str, ...],
     out: Path,
     chunk_rows: int | None,
@@ -277,7 +284,7 @@ def release(
         }
         if epsilon == "rest":
             params = _rest_params(led, mechanism, values, dataset, request)
-        sampler = make_sampler(seed)
+        sampler = make_sampler(seed, unsafe_float_noise=unsafe_float_noise)
         result = execute(mechanism, dataset, params, sampler, ledger=led, request=request)
         charge = led.charge(result.ledger_entry)
         balance = led.remaining(charge.budget_id)
@@ -287,6 +294,12 @@ def release(
     if seed is not None:
         click.echo(
             "Warning: seeded sampler: this release is reproducible and NOT secure.", err=True
+        )
+    if unsafe_float_noise:
+        click.echo(
+            "Warning: --unsafe-float-noise: floating-point noise is NOT private on real "
+            "hardware; the ledger flags this release.",
+            err=True,
         )
     click.echo(
         f"Clipping (curator only, not in the release): {dataset.clip_report.summary()}", err=True

@@ -18,6 +18,7 @@ from __future__ import annotations
 
 from dpframe.ledger.chain import Problem, canonical_json
 from dpframe.ledger.records import (
+    FLAG_FLOAT_NOISE,
     FLAG_INFERRED,
     FLAG_SEEDED,
     Balance,
@@ -47,6 +48,7 @@ __all__ = [
     "DEFAULT_ACCOUNTANT",
     "DEFAULT_TIMEOUT",
     "ENV_VAR",
+    "FLAG_FLOAT_NOISE",
     "FLAG_INFERRED",
     "FLAG_SEEDED",
     "SCHEMA_VERSION",

@@ -21,9 +21,11 @@ from dpframe.events import PrivacyEvent, event_from_dict
 from dpframe.ledger.chain import canonical_json
 from dpframe.relation import Relation
 from dpframe.release import Release, _savable
+from dpframe.samplers import FLOAT_NOISE_UNSAFE
 
 FLAG_SEEDED = "seeded_sampler"
 FLAG_INFERRED = "bounds_inferred"
+FLAG_FLOAT_NOISE = "unsafe_float_noise"
 
 
 def encode_number(value: float) -> float | str:
@@ -177,6 +179,8 @@ class ChargeRequest:
         domain = dict(request.get("domain") or {})
         if not sampler.get("secure", True):
             flags.append(FLAG_SEEDED)
+        if sampler.get("noise") == FLOAT_NOISE_UNSAFE:
+            flags.append(FLAG_FLOAT_NOISE)
         if domain.get("inferred"):
             flags.append(FLAG_INFERRED)
         return cls(

@@ -27,7 +27,12 @@ from dpframe.calibration import gdp_epsilon
 from dpframe.dataset import Dataset
 from dpframe.domain import Domain
 from dpframe.errors import DataError
-from dpframe.events import GaussianEvent, LaplaceEvent
+from dpframe.events import (
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
+    GaussianEvent,
+    LaplaceEvent,
+)
 from dpframe.mechanism import Mechanism, Sensitivity, execute
 from dpframe.samplers import SeededSampler
 from dpframe.testing.audits import (
@@ -47,6 +52,7 @@ from dpframe.testing.hygiene import (
 )
 from dpframe.testing.mutants import (
     RecordingSampler,
+    float_noise,
     noise_scaled,
     sensitivity_scaled,
     without_clipping,
@@ -316,15 +322,19 @@ class Kit:
                 "(noise scale / sensitivity) must not depend on the sensitivity's value."
             )
         query = self._query(dataset, params)
-        one = self.mechanism.noisy_stages(dataset, params, SeededSampler(31), 4)
-        two = doubled.noisy_stages(dataset, params, SeededSampler(31), 4)
+        first, second = SeededSampler(31), SeededSampler(31)
+        one = self.mechanism.noisy_stages(dataset, params, first, 4)
+        two = doubled.noisy_stages(dataset, params, second, 4)
+        # Releases on a grid (dpframe.noise) round the statistic: allow one step of the
+        # coarsest grid used (the doubled sensitivity doubles the grid, not the integers).
+        step = max((g["granularity"] for g in (*first.grids, *second.grids)), default=0.0)
         compared = [
             s for s in declared if s in query and s in one and one[s].shape[1] == query[s].size
         ]
         for stage in compared:
             centre = query[stage].ravel()
             noise, noise2 = one[stage] - centre, two[stage] - centre
-            slack = 1e-9 * (np.abs(centre).max() + np.abs(noise2).max())
+            slack = 1e-9 * (np.abs(centre).max() + np.abs(noise2).max()) + 2 * step
             if not np.allclose(noise2, 2 * noise, rtol=1e-6, atol=slack):
                 ratio = np.abs(noise2).sum() / max(np.abs(noise).sum(), np.finfo(float).tiny)
                 raise ConsistencyError(
@@ -365,8 +375,16 @@ class Kit:
         release = execute(self.mechanism, dataset, params, SeededSampler(32))
         leaves = list(release.event.walk()) if release.event is not None else []
         families = {
-            "l1": [e.noise_multiplier for e in leaves if isinstance(e, LaplaceEvent)],
-            "l2": [e.noise_multiplier for e in leaves if isinstance(e, GaussianEvent)],
+            "l1": [
+                e.noise_multiplier
+                for e in leaves
+                if isinstance(e, (LaplaceEvent, DiscreteLaplaceEvent))
+            ],
+            "l2": [
+                e.noise_multiplier
+                for e in leaves
+                if isinstance(e, (GaussianEvent, DiscreteGaussianEvent))
+            ],
         }
         if not (families["l1"] or families["l2"]):
             return
@@ -430,6 +448,50 @@ class Kit:
                     f"stage {stage!r}: noisy_stages adds noise of scale {measured:.6g} around "
                     f"the query, but run() reports {float(scale):.6g}."
                 )
+
+    def check_floating_point(self, pairs: list[Pair] | None = None) -> None:
+        """Releases on two neighbours lie on one data-independent grid (Mironov 2012).
+
+        On the audit pair's two datasets, every value of every noisy stage (from
+        ``noisy_stages``, or the release arrays named like declared stages when it is not
+        overridden) must be an integer multiple of one power of two ``γ``, the same on both
+        datasets, with ``|value| <= 2^52 γ``. Such outputs are points of one lattice, which
+        exact integer noise of full support (discrete Laplace or Gaussian) reaches from
+        either dataset, so no output seen on one is impossible on the other. ``value +
+        float noise`` fails: the finest bit its outputs use depends on the value.
+        """
+        pairs = self.audit_pairs("fast")[:1] if pairs is None else pairs
+        if not pairs:
+            return
+        pair = pairs[0]
+        grids = []
+        for seed, dataset in ((51, pair.first), (52, pair.second)):
+            params = self.params(dataset.domain)
+            grids.append(_grids(self._noisy_values(dataset, params, seed)))
+        first, second = grids
+        for stage in sorted(set(first) & set(second)):
+            (g1, top1), (g2, top2) = first[stage], second[stage]
+            if g1 != g2 or max(top1 / g1, top2 / g2) > 2.0**52:
+                raise ConsistencyError(
+                    f"stage {stage!r}: releases are not on one data-independent grid: the "
+                    f"finest power of two they use is {g1:.6g} on D and {g2:.6g} on D' "
+                    f"(largest |value| {top1:.6g} and {top2:.6g}), so some output on one "
+                    "dataset is impossible on the other (Mironov 2012). Add the noise with "
+                    f"dpframe.noise (exact integer noise on a grid).\n{pair.describe()}"
+                )
+
+    def _noisy_values(self, dataset: Dataset, params: Any, seed: int) -> dict[str, np.ndarray]:
+        count = 200
+        if type(self.mechanism).noisy_stages is not Mechanism.noisy_stages:
+            return self.mechanism.noisy_stages(dataset, params, SeededSampler(seed), count)
+        stages = set(self._declared(dataset))
+        sampler = SeededSampler(seed)
+        runs = [self.mechanism.run(dataset, params, sampler) for _ in range(count // 10)]
+        return {
+            name: np.stack([_numeric(r.arrays[name]).ravel() for r in runs])
+            for name in stages
+            if name in runs[0].arrays
+        }
 
     def check_plan(self) -> None:
         """The planned event meets the parameters' (epsilon, delta): exactly through mu-GDP
@@ -609,11 +671,25 @@ class Kit:
                 f"noise halved: the audit did not refute the claim ({evidence}); "
                 f"Layer A tightness {tight}"
             )
+        float_missed = self._float_noise_caught()
+        if float_missed is None:
+            outcome["float noise"] = "caught by the floating-point check"
+        else:
+            missed.append(float_missed)
         if missed:
             raise PowerError("the kit missed mutants of this mechanism:\n" + "\n".join(missed))
         return outcome
 
     @_quietly
+    def _float_noise_caught(self) -> str | None:
+        """None when the floating-point check catches the float-noise mutant, else why not."""
+        pairs = self.audit_pairs("fast")[:1]
+        try:
+            self.variant(float_noise(self.mechanism)).check_floating_point(pairs)
+        except ConsistencyError:
+            return None
+        return "float noise: the floating-point check found every release on one grid"
+
     def _clipping_irrelevant(self) -> bool:
         clipless = without_clipping(self.mechanism)
         base = self.dataset()
@@ -739,6 +815,7 @@ def conformance(
         "test_noise_follows_sensitivity": kit.check_noise_follows_sensitivity,
         "test_noise_scales_match_event": kit.check_scales_match_event,
         "test_noisy_stages_match_run": kit.check_noisy_stages,
+        "test_floating_point": kit.check_floating_point,
         "test_plan_within_params": kit.check_plan,
         "test_audit": lambda: kit.check_audit("fast"),
         "test_release_audit": lambda: kit.check_audit("fast", source="release"),
@@ -764,3 +841,20 @@ def conformance(
         raise ValueError(f"skip names unknown tests {unknown}; the tests are {names}")
     title = "".join(part.title() for part in str(kit.mechanism.name).replace("-", "_").split("_"))
     return type(f"TestConformance{title}", (), namespace)
+
+
+def _grids(values: dict[str, np.ndarray]) -> dict[str, tuple[float, float]]:
+    """Per stage: the largest power of two dividing every value, and the largest |value|
+    (zeros divide by anything and are skipped)."""
+    out = {}
+    for name, array in values.items():
+        v = np.asarray(array, dtype=np.float64).ravel()
+        v = v[np.isfinite(v) & (v != 0)]
+        if v.size == 0:
+            continue
+        mantissa, exponent = np.frexp(v)  # v = mantissa * 2^exponent, 0.5 <= |mantissa| < 1
+        integer = np.abs(mantissa * 2.0**53).astype(np.int64)  # exact: 53-bit integer
+        lowest = integer & -integer  # lowest set bit, a power of two
+        finest = np.min(np.ldexp(lowest.astype(np.float64), exponent - 53))
+        out[name] = (float(finest), float(np.max(np.abs(v))))
+    return out

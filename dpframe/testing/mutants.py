@@ -1,11 +1,13 @@
 """Mutants: deliberately broken copies of a mechanism.
 
-The kit's power self-check builds three mutants of every mechanism it tests and asserts
+The kit's power self-check builds four mutants of every mechanism it tests and asserts
 that the fast tier catches each: the noise halved (a sampler wrapper scales every Laplace,
-Gaussian and standard-normal draw), the declared sensitivity halved (``sensitivity()``
-wrapped; a mechanism that computes its noise from its own ``sensitivity()``, as it must,
-then adds half the noise), and the clipping removed (the mechanism sees the records the
-kit generated before the Dataset clipped them). :func:`with_sensitivity` builds the mutant
+Gaussian, standard-normal and exact integer draw), the declared sensitivity halved
+(``sensitivity()`` wrapped; a mechanism that computes its noise from its own
+``sensitivity()``, as it must, then adds half the noise), the clipping removed (the
+mechanism sees the records the kit generated before the Dataset clipped them), and the old
+floating-point noise (:func:`float_noise`: the noise helpers add ``value + float noise``,
+open to Mironov's 2012 attack). :func:`with_sensitivity` builds the mutant
 with any declared sensitivity, for example a paper's published constant, so a test can
 assert that the kit catches it.
 
@@ -16,6 +18,7 @@ not modified.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from fractions import Fraction
 from typing import Any
 
 import attrs
@@ -106,6 +109,22 @@ def noise_scaled(mechanism: Mechanism, factor: float) -> Mechanism:
     return patched(mechanism, f"noise x{factor:g}", **methods)
 
 
+def float_noise(mechanism: Mechanism) -> Mechanism:
+    """``mechanism`` drawing its noise on the old floating-point path (the sampler's
+    ``unsafe_float_noise``): ``value + float noise``, not private on real hardware."""
+    cls = type(mechanism)
+
+    def run(self: Mechanism, dataset: Dataset, params: Any, sampler: Sampler) -> Release:
+        return cls.run(self, dataset, params, FloatNoiseSampler(sampler))
+
+    def noisy_stages(
+        self: Mechanism, dataset: Dataset, params: Any, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        return cls.noisy_stages(self, dataset, params, FloatNoiseSampler(sampler), count)
+
+    return patched(mechanism, "float noise", run=run, noisy_stages=noisy_stages)
+
+
 def without_clipping(mechanism: Mechanism) -> Mechanism:
     """``mechanism`` reading the records the kit generated before clipping (datasets not
     built by the kit are unaffected)."""
@@ -136,6 +155,8 @@ class WrappedSampler(Sampler):
         self._generator = inner._generator
         self.name = inner.name  # type: ignore[misc]
         self.secure = inner.secure  # type: ignore[misc]
+        self.unsafe_float_noise = inner.unsafe_float_noise
+        self.grids = inner.grids
 
     def _bit_generator(self) -> np.random.BitGenerator:  # pragma: no cover - never called
         raise NotImplementedError
@@ -150,8 +171,17 @@ class WrappedSampler(Sampler):
         return self.inner.describe()
 
 
+class FloatNoiseSampler(WrappedSampler):
+    """The same stream with the unsafe floating-point noise path switched on."""
+
+    def __init__(self, inner: Sampler) -> None:
+        super().__init__(inner)
+        self.unsafe_float_noise = True
+
+
 class NoiseScaledSampler(WrappedSampler):
-    """Every Laplace, Gaussian and standard-normal draw multiplied by ``factor``."""
+    """Every Laplace, Gaussian and standard-normal draw multiplied by ``factor``, and the
+    exact integer noise drawn at ``factor`` times its scale."""
 
     def __init__(self, inner: Sampler, factor: float) -> None:
         super().__init__(inner)
@@ -168,6 +198,14 @@ class NoiseScaledSampler(WrappedSampler):
 
     def standard_normal(self, size: Shape = None) -> np.ndarray:
         return super().standard_normal(size) * self.factor
+
+    def discrete_laplace(self, scale: int | float | Fraction, size: Shape = None) -> np.ndarray:
+        return super().discrete_laplace(Fraction(scale) * Fraction(self.factor), size)
+
+    def discrete_gaussian(
+        self, sigma_squared: int | float | Fraction, size: Shape = None
+    ) -> np.ndarray:
+        return super().discrete_gaussian(Fraction(sigma_squared) * Fraction(self.factor) ** 2, size)
 
 
 class RecordingSampler(WrappedSampler):
@@ -193,6 +231,19 @@ class RecordingSampler(WrappedSampler):
     def standard_normal(self, size: Shape = None) -> np.ndarray:
         out = super().standard_normal(size)
         self.log.append(("standard_normal", np.ones(np.shape(out))))
+        return out
+
+    def discrete_laplace(self, scale: int | float | Fraction, size: Shape = None) -> np.ndarray:
+        out = super().discrete_laplace(scale, size)
+        self.log.append(("discrete_laplace", np.full(np.shape(out), float(scale))))
+        return out
+
+    def discrete_gaussian(
+        self, sigma_squared: int | float | Fraction, size: Shape = None
+    ) -> np.ndarray:
+        out = super().discrete_gaussian(sigma_squared, size)
+        sigma = float(sigma_squared) ** 0.5
+        self.log.append(("discrete_gaussian", np.full(np.shape(out), sigma)))
         return out
 
     def tally(self) -> dict[tuple[str, float], int]:

@@ -226,6 +226,10 @@ class DPCDAMechanism(Mechanism):
     """Class-centric noisy means of l records, with a sound subsampled-RDP analysis."""
 
     name = "dpcda"
+    float_noise = (
+        "its subsampled-Gaussian RDP analysis has no discrete-Gaussian counterpart in "
+        "dpframe yet (issue 15)"
+    )
     title = "DP-CDA: class-centric data aggregation (sound accounting)"
     summary = "synthetic records as noisy means of l same-class records, per class"
     reference = (

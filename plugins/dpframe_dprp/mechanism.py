@@ -27,7 +27,8 @@ from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitiv
 from dpframe.domain import Classes, Target
 from dpframe.errors import DomainError, ParameterError
 from dpframe.events import PrivacyEvent
-from dpframe.linalg import psd_project, top_eigen, upper_triangle
+from dpframe.linalg import from_upper_triangle, psd_project, top_eigen, upper_triangle
+from dpframe.noise import grid_release
 from dpframe.params import one_of, optional, positive, positive_int, probability_open
 from dpframe.relation import Relation
 from dpframe.samplers import Sampler, SeededSampler
@@ -261,8 +262,8 @@ class DPRPMechanism(Mechanism):
         "PRIVACY-NOTES."
     )
     privacy = (
-        "(ε, δ)-DP, replace-one (n public); analytic Gaussian on Z R (Laurent-Massart bound, "
-        "failure δ_R) and on Z^T Z (Δ₂ = √2 B²)"
+        "(ε, δ)-DP, replace-one (n public); discrete Gaussian on a grid (zCDP calibration) on "
+        "Z R (Laurent-Massart bound, failure δ_R) and on Z^T Z (Δ₂ = √2 B²)"
     )
     relations = (Relation.REPLACE_ONE,)
     outputs = ("synthetic", "labels", "covariance", "components", "projection", "random_matrix")
@@ -332,14 +333,22 @@ class DPRPMechanism(Mechanism):
         encoding = Encoding.build(params, dataset.domain)
         calibration = self._calibration(params, encoding)
         sigmas = self._sigmas(params, dataset.domain, calibration)
+        declared = self.sensitivity(params, dataset.domain)  # the noise follows it
         if encoding.labels is not None:
             dataset.require_labels("DPRP with labels='feature'")
         width = encoding.width
         k2 = default_k2(params, width)
         r = sampler.gaussian(1.0 / math.sqrt(params.k1), (width, params.k1))
         projected, second = _project(encoding, dataset, r)
-        projection = projected + sampler.gaussian(sigmas["projection"], (len(dataset), params.k1))
-        covariance = second + sampler.symmetric_gaussian(width, sigmas["covariance"])
+        projection = grid_release(
+            projected, "gaussian", declared["projection"].value, calibration.projection_multiplier,
+            sampler,
+        )  # fmt: skip
+        noisy_upper = grid_release(
+            upper_triangle(second), "gaussian", declared["covariance"].value,
+            calibration.covariance_multiplier, sampler,
+        )  # fmt: skip
+        covariance = from_upper_triangle(noisy_upper, width)
         _, components = top_eigen(covariance, k2)
         rows = projection @ (np.linalg.pinv(components.T @ r) @ components.T)
         features, labels = encoding.decode(rows)

@@ -302,6 +302,11 @@ class MVGMechanism(Mechanism):
     """Matrix-variate Gaussian noise on a matrix-valued query (see the module docstring)."""
 
     name = "mvg"
+    float_noise = (
+        "its exact calibration is analytic-Gaussian (GDP) in whitened coordinates and the "
+        "Theorem 2/3 calibrations are for continuous MVG noise; the discrete-Gaussian "
+        "conversion (issue 15) is not done yet"
+    )
     title = "MVG mechanism (matrix-variate Gaussian, directional noise)"
     summary = (
         "identity, covariance or custom matrix query plus matrix-variate Gaussian noise with "

@@ -13,6 +13,10 @@ GaussianEvent(z)               ``from_gaussian_mechanism(z, sensitivity=1)``; al
                                ``z = (Σ z_i^-2)^-1/2`` (exact)
 LaplaceEvent(b)                ``from_laplace_mechanism(b, sensitivity=1)``
 EpsilonDeltaEvent(ε, δ)        ``from_privacy_parameters`` (the dominating pair of (ε, δ)-DP)
+DiscreteLaplaceEvent(z)        ``from_privacy_parameters(1/z, 0)``: the dominating pair of
+                               pure ``1/z``-DP (the event does not carry the integer scale
+                               and sensitivity that dp-accounting's ``DiscreteLaplace``
+                               privacy loss needs)
 PoissonSampledEvent(q, inner)  inner Gaussian(s) or Laplace with ``sampling_prob=q``
                                (add/remove: both the add and the remove distributions)
 Composed / SelfComposed        ``compose`` / ``self_compose``
@@ -20,6 +24,9 @@ ParallelEvent                  identical children: the child composed ``min(k, n
                                ``k >= n``: all children composed; otherwise unsupported
 NoOp / NonPrivate              identity / ``inf``
 ZCDPEvent, sampling w/o repl.  unsupported (no PLD in dp-accounting)
+DiscreteGaussianEvent          unsupported: it bounds multivariate integer shifts, whose
+                               privacy loss is not dp-accounting's one-dimensional
+                               ``DiscreteGaussian`` loss (use 'zcdp', 'rdp' or 'approx')
 =============================  ==============================================================
 
 Events whose PLDs would exceed ``max_bins`` discretisation bins (estimated by
@@ -51,6 +58,7 @@ from dpframe.accountants.rdp import gaussian_noise_multiplier
 from dpframe.errors import ParameterError, UnsupportedEventError
 from dpframe.events import (
     ComposedEvent,
+    DiscreteLaplaceEvent,
     EpsilonDeltaEvent,
     GaussianEvent,
     LaplaceEvent,
@@ -187,9 +195,14 @@ class PLDAccountant(Accountant):
                 part = pld.from_laplace_mechanism(
                     unit.noise_multiplier, value_discretization_interval=self.interval
                 )
-            elif isinstance(unit, EpsilonDeltaEvent):
+            elif isinstance(unit, (EpsilonDeltaEvent, DiscreteLaplaceEvent)):
+                eps, delta = (
+                    (1 / unit.noise_multiplier, 0.0)
+                    if isinstance(unit, DiscreteLaplaceEvent)
+                    else (unit.epsilon, unit.delta)
+                )
                 part = pld.from_privacy_parameters(
-                    _dp_parameters(unit.epsilon, unit.delta),
+                    _dp_parameters(eps, delta),
                     value_discretization_interval=self.interval,
                 )
             else:
@@ -311,7 +324,7 @@ def _support(event: PrivacyEvent) -> Support:
         return SUPPORTED
     if isinstance(event, (NoOpEvent, NonPrivateEvent, GaussianEvent, LaplaceEvent)):
         return SUPPORTED
-    if isinstance(event, EpsilonDeltaEvent):
+    if isinstance(event, (EpsilonDeltaEvent, DiscreteLaplaceEvent)):
         return SUPPORTED
     if isinstance(event, PoissonSampledEvent):
         if isinstance(event.event, LaplaceEvent):

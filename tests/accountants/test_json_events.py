@@ -9,6 +9,8 @@ import pytest
 from dpframe.accountants.base import Accountant
 from dpframe.errors import UnsupportedEventError
 from dpframe.events import (
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
     EpsilonDeltaEvent,
     GaussianEvent,
     LaplaceEvent,
@@ -40,6 +42,9 @@ EVENTS = {
         SampledWithoutReplacementEvent(1000, 40, GaussianEvent(1.2)),
         SampledWithoutReplacementEvent(1000, 40, LaplaceEvent(1.2)),
         compose(GaussianEvent(2.0), LaplaceEvent(4.0), EpsilonDeltaEvent(0.1, 1e-8)),
+        DiscreteLaplaceEvent(2.0),
+        DiscreteGaussianEvent(1.5),
+        compose(DiscreteGaussianEvent(2.0), DiscreteLaplaceEvent(4.0), GaussianEvent(3.0)),
     ],
     AR: [
         PoissonSampledEvent(0.02, GaussianEvent(1.1, relation=AR)),

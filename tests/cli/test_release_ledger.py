@@ -245,3 +245,22 @@ def test_new_budgets_default_to_the_best_accountant(run, tmp_path):
     )
     # recorded with the members it was created with, so every audit rebuilds the same ones
     assert json.loads(created.stdout)["accountant"] == registry().accountant("best").spec
+
+
+def test_unsafe_float_noise_is_opt_in_warned_recorded_and_flagged(run, data, tmp_path):
+    ledger = tmp_path / "f.ledger"
+    budget = ("--ledger", ledger, "--budget-epsilon", 1, "--accountant", "pure")
+    exact = release(run, data, tmp_path / "exact", 0.2, *budget)
+    assert exact.exit_code == 0, exact.output
+    assert "--unsafe-float-noise" not in exact.stderr
+    unsafe = release(
+        run, data, tmp_path / "unsafe", 0.2, "--ledger", ledger, "--unsafe-float-noise"
+    )
+    assert unsafe.exit_code == 0, unsafe.output
+    assert "--unsafe-float-noise" in unsafe.stderr and "NOT private" in unsafe.stderr
+    meta = json.loads((tmp_path / "unsafe" / "release.json").read_text())
+    assert meta["sampler"]["noise"] == "float-unsafe"
+    assert "noise_grids" in json.loads((tmp_path / "exact" / "release.json").read_text())["info"]
+    report = json.loads(run("ledger", "audit", "--ledger", ledger, "--json").stdout)
+    flags = [entry["flags"] for entry in report["budgets"][0]["entries"]]
+    assert flags == [[], ["unsafe_float_noise"]]

@@ -20,6 +20,7 @@ from dpframe.accountants.base import SUPPORTED, Accountant, GroupedTotal, Suppor
 from dpframe.accountants.pure import PureAccountant
 from dpframe.events import (
     ComposedEvent,
+    DiscreteGaussianEvent,
     GaussianEvent,
     NoOpEvent,
     PrivacyEvent,
@@ -116,7 +117,15 @@ class ToyZCDPAccountant(Accountant):
             return conflict
         for sub in event.walk():
             if not isinstance(
-                sub, (GaussianEvent, ZCDPEvent, ComposedEvent, SelfComposedEvent, NoOpEvent)
+                sub,
+                (
+                    GaussianEvent,
+                    DiscreteGaussianEvent,
+                    ZCDPEvent,
+                    ComposedEvent,
+                    SelfComposedEvent,
+                    NoOpEvent,
+                ),
             ):
                 return Support(False, sub, "the toy accountant knows only Gaussian events.")
         return SUPPORTED
@@ -133,7 +142,7 @@ class ToyZCDPAccountant(Accountant):
 
 
 def _rho(event: PrivacyEvent) -> float:
-    if isinstance(event, GaussianEvent):
+    if isinstance(event, (GaussianEvent, DiscreteGaussianEvent)):
         return 1 / (2 * event.noise_multiplier**2)
     if isinstance(event, ZCDPEvent):
         return event.rho

@@ -28,6 +28,7 @@ from dpframe.errors import (
 )
 from dpframe.events import (
     ComposedEvent,
+    DiscreteLaplaceEvent,
     GaussianEvent,
     LaplaceEvent,
     NonPrivateEvent,
@@ -424,7 +425,7 @@ def test_identical_charges_are_composed_as_a_self_composition_where_supported(le
     SpyPureAccountant.seen.clear()
     assert ledger.remaining("d").spent == pytest.approx(0.5)
     (total,) = SpyPureAccountant.seen
-    tenth, fifth = LaplaceEvent(10.0), LaplaceEvent(5.0)
+    tenth, fifth = DiscreteLaplaceEvent(10.0), DiscreteLaplaceEvent(5.0)
     if name == "spy-pure":
         assert total == ComposedEvent((SelfComposedEvent(tenth, 3), fifth))
     else:

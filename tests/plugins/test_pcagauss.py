@@ -14,7 +14,7 @@ import dpframe
 from dpframe import Dataset, Domain, Release, SeededSampler, Target, execute
 from dpframe.cli import cli
 from dpframe.errors import DataError, DomainError, ParameterError
-from dpframe.events import ComposedEvent, LaplaceEvent
+from dpframe.events import ComposedEvent, DiscreteLaplaceEvent
 from dpframe.relation import Relation
 
 PCA = dpframe.mechanism("pca_gauss")
@@ -68,11 +68,13 @@ def test_same_seed_same_release():
 
 def test_plan_events():
     domain = Domain(lower=-1.0, upper=1.0, feature_names=tuple("abcd"), records=40)
-    assert PCA.plan(PCA.params(epsilon=0.5, dimension=2), domain) == LaplaceEvent(
+    assert PCA.plan(PCA.params(epsilon=0.5, dimension=2), domain) == DiscreteLaplaceEvent(
         2.0, relation=Relation.REPLACE_ONE
     )
     event = PCA.plan(PCA.params(epsilon=1.0, dimension=2, centring="dp_mean"), domain)
-    mean, eigenvalues = (LaplaceEvent(1 / share, relation="replace_one") for share in (0.2, 0.8))
+    mean, eigenvalues = (
+        DiscreteLaplaceEvent(1 / share, relation="replace_one") for share in (0.2, 0.8)
+    )
     assert event == ComposedEvent((mean, eigenvalues))
 
 

@@ -13,7 +13,7 @@ import dpframe
 from dpframe import Dataset, Domain, SeededSampler, Target, execute
 from dpframe.accountants.pure import PureAccountant
 from dpframe.errors import DataError, DomainError, ParameterError
-from dpframe.events import ComposedEvent, LaplaceEvent
+from dpframe.events import ComposedEvent, DiscreteLaplaceEvent
 from dpframe.relation import Relation
 
 RON = dpframe.mechanism("ron_gauss")
@@ -74,8 +74,8 @@ def test_plan_composes_two_laplace_events():
     event = RON.plan(RON.params(epsilon=2.0, dimension=3, mean_share=0.25), domain)
     assert event == ComposedEvent(
         (
-            LaplaceEvent(1 / 0.5, relation=Relation.REPLACE_ONE),
-            LaplaceEvent(1 / 1.5, relation=Relation.REPLACE_ONE),
+            DiscreteLaplaceEvent(1 / 0.5, relation=Relation.REPLACE_ONE),
+            DiscreteLaplaceEvent(1 / 1.5, relation=Relation.REPLACE_ONE),
         )
     )
     assert PureAccountant().epsilon(event) == pytest.approx(2.0, rel=1e-12)
