@@ -198,6 +198,24 @@ class Sampler(abc.ABC):
         """Uniform integers on ``[low, high)``."""
         return self._generator.integers(low, high, size)
 
+    def exponential_mechanism(
+        self, scores: ArrayLike, epsilon: float, sensitivity: float, size: int | None = None
+    ) -> int | np.ndarray:
+        """The index of a candidate drawn with probability ``∝ exp(epsilon * score /
+        (2 * sensitivity))`` (the exponential mechanism; report-noisy-max with Gumbel noise
+        of scale ``2 * sensitivity / epsilon`` has the same distribution), or ``size``
+        independent indices. Exact: no floating-point step decides the outcome
+        (:mod:`dpframe.selection`)."""
+        from dpframe.selection import GeneratorIntegers, exponential_mechanism
+
+        source = GeneratorIntegers(self._generator)
+        if size is None:
+            return exponential_mechanism(scores, epsilon, sensitivity, source)
+        return np.array(
+            [exponential_mechanism(scores, epsilon, sensitivity, source) for _ in range(size)],
+            dtype=np.int64,
+        )
+
 
 class SecureSampler(Sampler):
     """ChaCha20 keyed from the operating system's CSPRNG. The default for releases."""

@@ -9,8 +9,9 @@ the parts enter:
   Gaussian profile (``dpframe.calibration.gdp_epsilon``).
 * zCDP events are merged into one ``ρ = Σ ρ_i`` part, converted with
   :func:`dpframe.accountants.zcdp.zcdp_epsilon`.
-* Laplace (``ε = 1/b``, ``δ = 0``) and opaque ``(ε, δ)`` events are grouped by their
-  ``(ε, δ)``. A group of ``k`` is bounded by the best of basic composition, advanced
+* Laplace (``ε = 1/b``, ``δ = 0``), exponential-mechanism (ε-DP) and opaque ``(ε, δ)``
+  events are grouped by their ``(ε, δ)``. (For exponential mechanisms this ignores their
+  bounded range; the zCDP and RDP accountants use it, so ``best`` does.) A group of ``k`` is bounded by the best of basic composition, advanced
   composition (Dwork-Rothblum-Vadhan) and the exact optimal homogeneous composition
   (Kairouz-Oh-Viswanath); see :mod:`dpframe.accountants.composition`.
 * Parallel composition: every child gets ``δ/k`` and the ``k`` largest child ε are added
@@ -60,6 +61,7 @@ from dpframe.errors import UnsupportedEventError
 from dpframe.events import (
     ComposedEvent,
     EpsilonDeltaEvent,
+    ExponentialMechanismEvent,
     GaussianEvent,
     LaplaceEvent,
     NonPrivateEvent,
@@ -235,6 +237,8 @@ def _build(event: PrivacyEvent) -> Profile:
             groups[("pure", 1 / unit.noise_multiplier, 0.0)] += count
         elif isinstance(unit, EpsilonDeltaEvent):
             groups[("pure", unit.epsilon, unit.delta)] += count
+        elif isinstance(unit, ExponentialMechanismEvent):
+            groups[("pure", unit.epsilon, 0.0)] += count
         elif isinstance(unit, (ParallelEvent, PoissonSampledEvent, SampledWithoutReplacementEvent)):
             groups[unit] += count
         else:
@@ -316,7 +320,15 @@ def _leaf_support(event: PrivacyEvent) -> Support:
         return find_unsupported(event.event, _leaf_support)
     if isinstance(
         event,
-        (NoOpEvent, NonPrivateEvent, GaussianEvent, LaplaceEvent, EpsilonDeltaEvent, ZCDPEvent),
+        (
+            NoOpEvent,
+            NonPrivateEvent,
+            GaussianEvent,
+            LaplaceEvent,
+            EpsilonDeltaEvent,
+            ExponentialMechanismEvent,
+            ZCDPEvent,
+        ),
     ):
         return SUPPORTED
     return unsupported(event, f"the approx accountant has no bound for {type(event).__name__}.")

@@ -4,7 +4,7 @@ Every event becomes an :class:`RDPCurve`: an upper bound on its RDP at each orde
 max-divergence (the order ``α = ∞``, i.e. a pure-ε bound, ``inf`` when there is none), and
 the opaque ``(ε, δ)`` events inside it, composed basically.
 
-* Leaves: Gaussian, Laplace and pure-ε curves from :mod:`dpframe.accountants.renyi`; zCDP
+* Leaves: Gaussian, Laplace, exponential-mechanism (bounded range) and pure-ε curves from :mod:`dpframe.accountants.renyi`; zCDP
   ``ρ`` is the curve ``ρ α``; Poisson and without-replacement sampling of Gaussian noise from
   :mod:`dpframe.accountants.subsampled`. Several Gaussian queries on the same sample are
   one Gaussian query with ``z = (Σ z_i^-2)^-1/2`` (their concatenation).
@@ -45,6 +45,7 @@ from dpframe.accountants.base import (
 )
 from dpframe.accountants.renyi import (
     DEFAULT_ORDERS,
+    bounded_range_rdp,
     check_orders,
     gaussian_rdp,
     laplace_rdp,
@@ -58,6 +59,7 @@ from dpframe.errors import UnsupportedEventError
 from dpframe.events import (
     ComposedEvent,
     EpsilonDeltaEvent,
+    ExponentialMechanismEvent,
     GaussianEvent,
     LaplaceEvent,
     NonPrivateEvent,
@@ -206,6 +208,8 @@ class RDPAccountant(Accountant):
             return RDPCurve(gaussian_rdp(orders, event.noise_multiplier))
         if isinstance(event, LaplaceEvent):
             return RDPCurve(laplace_rdp(orders, event.noise_multiplier), 1 / event.noise_multiplier)
+        if isinstance(event, ExponentialMechanismEvent):
+            return RDPCurve(bounded_range_rdp(orders, event.epsilon), event.epsilon)
         if isinstance(event, ZCDPEvent):
             return RDPCurve(event.rho * orders, 0.0 if event.rho == 0 else math.inf)
         if isinstance(event, EpsilonDeltaEvent):
@@ -255,7 +259,15 @@ def _top_k(k: int, values: list[float]) -> float:
 def _leaf_support(event: PrivacyEvent) -> Support:
     if isinstance(
         event,
-        (NoOpEvent, NonPrivateEvent, GaussianEvent, LaplaceEvent, ZCDPEvent, EpsilonDeltaEvent),
+        (
+            NoOpEvent,
+            NonPrivateEvent,
+            GaussianEvent,
+            LaplaceEvent,
+            ZCDPEvent,
+            EpsilonDeltaEvent,
+            ExponentialMechanismEvent,
+        ),
     ):
         return SUPPORTED
     if isinstance(event, (PoissonSampledEvent, SampledWithoutReplacementEvent)):

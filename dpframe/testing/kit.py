@@ -27,7 +27,7 @@ from dpframe.calibration import gdp_epsilon
 from dpframe.dataset import Dataset
 from dpframe.domain import Domain
 from dpframe.errors import DataError
-from dpframe.events import GaussianEvent, LaplaceEvent
+from dpframe.events import ExponentialMechanismEvent, GaussianEvent, LaplaceEvent
 from dpframe.mechanism import Mechanism, Sensitivity, execute
 from dpframe.samplers import SeededSampler
 from dpframe.testing.audits import (
@@ -62,6 +62,7 @@ from dpframe.testing.neighbours import (
 from dpframe.testing.sensitivity import STRATEGIES, Search, SensitivityReport
 
 SCALE_RTOL = 1e-9
+_FAMILY = {"l1": "Laplace", "l2": "Gaussian", "score": "exponential-mechanism (2/ε)"}
 
 
 def _quietly(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -364,11 +365,13 @@ class Kit:
         declared = self._declared(dataset)
         release = execute(self.mechanism, dataset, params, SeededSampler(32))
         leaves = list(release.event.walk()) if release.event is not None else []
+        # A selection's "noise scale" is its Gumbel scale 2Δ/ε (report-noisy-max form).
         families = {
             "l1": [e.noise_multiplier for e in leaves if isinstance(e, LaplaceEvent)],
             "l2": [e.noise_multiplier for e in leaves if isinstance(e, GaussianEvent)],
+            "score": [2 / e.epsilon for e in leaves if isinstance(e, ExponentialMechanismEvent)],
         }
-        if not (families["l1"] or families["l2"]):
+        if not any(families.values()):
             return
         for stage, sens in declared.items():
             scale = _numeric(release.noise_scales.get(stage))
@@ -379,8 +382,7 @@ class Kit:
                 raise ConsistencyError(
                     f"stage {stage!r}: noise scale {float(scale):.10g} over the declared "
                     f"{sens.norm} sensitivity {sens.value:.10g} is {ratio:.10g}, which is not the "
-                    f"noise multiplier of any {'Laplace' if sens.norm == 'l1' else 'Gaussian'} "
-                    f"event in the plan {release.event.describe()}."
+                    f"noise multiplier of any {_FAMILY[sens.norm]} event in the plan {release.event.describe()}."
                 )
 
     def check_noisy_stages(self) -> None:
@@ -411,6 +413,8 @@ class Kit:
             scale = _numeric(reported)
             sens = self._declared(dataset).get(stage)
             if scale is None or scale.ndim or sens is None or stage not in query:
+                continue
+            if sens.norm == "score":  # a selection adds no noise around its scores
                 continue
             centre = np.asarray(query[stage], dtype=float).ravel()
             draws = max(100, math.ceil(40_000 / centre.size))
@@ -484,7 +488,7 @@ class Kit:
             return -math.inf
         total = 0.0
         for stage, sens in self._declared(pair.first).items():
-            order = 1 if sens.norm == "l1" else 2
+            order = sens.order
             diff = np.ravel(q0[stage]) - np.ravel(q1[stage])
             total += float(np.linalg.norm(diff, ord=order)) / sens.value
         return total

@@ -13,6 +13,10 @@ GaussianEvent(z)               ``from_gaussian_mechanism(z, sensitivity=1)``; al
                                ``z = (Σ z_i^-2)^-1/2`` (exact)
 LaplaceEvent(b)                ``from_laplace_mechanism(b, sensitivity=1)``
 EpsilonDeltaEvent(ε, δ)        ``from_privacy_parameters`` (the dominating pair of (ε, δ)-DP)
+ExponentialMechanismEvent(ε)   ``from_privacy_parameters(ε, 0)``: randomised response
+                               dominates every ε-DP mechanism (Kairouz, Oh, Viswanath 2015),
+                               so this is sound, but it ignores the bounded range (zCDP and
+                               RDP use it and are tighter over many selections)
 PoissonSampledEvent(q, inner)  inner Gaussian(s) or Laplace with ``sampling_prob=q``
                                (add/remove: both the add and the remove distributions)
 Composed / SelfComposed        ``compose`` / ``self_compose``
@@ -48,6 +52,7 @@ from dpframe.errors import ParameterError, UnsupportedEventError
 from dpframe.events import (
     ComposedEvent,
     EpsilonDeltaEvent,
+    ExponentialMechanismEvent,
     GaussianEvent,
     LaplaceEvent,
     NonPrivateEvent,
@@ -155,9 +160,9 @@ class PLDAccountant(Accountant):
                 part = pld.from_laplace_mechanism(
                     unit.noise_multiplier, value_discretization_interval=self.interval
                 )
-            elif isinstance(unit, EpsilonDeltaEvent):
+            elif isinstance(unit, (EpsilonDeltaEvent, ExponentialMechanismEvent)):
                 part = pld.from_privacy_parameters(
-                    _dp_parameters(unit.epsilon, unit.delta),
+                    _dp_parameters(unit.epsilon, getattr(unit, "delta", 0.0)),
                     value_discretization_interval=self.interval,
                 )
             else:
@@ -242,7 +247,7 @@ def _support(event: PrivacyEvent) -> Support:
         return SUPPORTED
     if isinstance(event, (NoOpEvent, NonPrivateEvent, GaussianEvent, LaplaceEvent)):
         return SUPPORTED
-    if isinstance(event, EpsilonDeltaEvent):
+    if isinstance(event, (EpsilonDeltaEvent, ExponentialMechanismEvent)):
         return SUPPORTED
     if isinstance(event, PoissonSampledEvent):
         if isinstance(event.event, LaplaceEvent):
