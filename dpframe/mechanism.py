@@ -59,7 +59,6 @@ from dpframe.relation import Relation
 from dpframe.release import Release
 from dpframe.samplers import Sampler, make_sampler
 
-
 SENSITIVITY_KINDS = {"l1": 1, "l2": 2, "score": math.inf}
 """Each kind of declared sensitivity and the vector norm it bounds: ``l1`` for Laplace noise,
 ``l2`` for Gaussian noise, ``score`` (the largest change of any candidate's score, the

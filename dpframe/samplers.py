@@ -206,15 +206,13 @@ class Sampler(abc.ABC):
         of scale ``2 * sensitivity / epsilon`` has the same distribution), or ``size``
         independent indices. Exact: no floating-point step decides the outcome
         (:mod:`dpframe.selection`)."""
-        from dpframe.selection import GeneratorIntegers, exponential_mechanism
+        from dpframe.selection import ExactSelection, GeneratorIntegers
 
+        selection = ExactSelection(scores, epsilon, sensitivity)
         source = GeneratorIntegers(self._generator)
         if size is None:
-            return exponential_mechanism(scores, epsilon, sensitivity, source)
-        return np.array(
-            [exponential_mechanism(scores, epsilon, sensitivity, source) for _ in range(size)],
-            dtype=np.int64,
-        )
+            return selection.draw(source)
+        return np.array([selection.draw(source) for _ in range(size)], dtype=np.int64)
 
 
 class SecureSampler(Sampler):

@@ -38,7 +38,9 @@ import numpy as np
 
 from dpframe.errors import SamplerError
 
-_INT64_LIMIT = 2**62
+_WORD_BITS = 62
+_WORD = 1 << _WORD_BITS
+_BUFFER = 1024
 
 
 class UniformIntegers(Protocol):
@@ -49,22 +51,33 @@ class UniformIntegers(Protocol):
 
 
 class GeneratorIntegers:
-    """Exact uniform integers from a numpy Generator (its ``integers`` below 2^62; beyond,
-    rejection on whole random bytes)."""
+    """Exact uniform integers from a numpy Generator: uniform 62-bit words drawn in blocks
+    (``Generator.integers``, itself exact), combined and reduced by rejection, so every
+    value below ``bound`` has probability exactly ``1/bound``."""
 
     def __init__(self, generator: np.random.Generator) -> None:
         self.generator = generator
+        self._words: list[int] = []
+
+    def _word(self) -> int:
+        if not self._words:
+            self._words = self.generator.integers(0, _WORD, _BUFFER, dtype=np.int64).tolist()
+        return self._words.pop()
 
     def below(self, bound: int) -> int:
-        if bound <= _INT64_LIMIT:
-            return int(self.generator.integers(0, bound))
-        bits = (bound - 1).bit_length()
-        nbytes = (bits + 7) // 8
-        excess = 8 * nbytes - bits
+        if bound <= 0:
+            raise SamplerError(f"a uniform integer needs a bound >= 1, got {bound}.")
+        words = 1
+        while (1 << (_WORD_BITS * words)) < bound:
+            words += 1
+        span = 1 << (_WORD_BITS * words)
+        limit = span - span % bound  # accept below a multiple of bound: exactly uniform
         while True:
-            value = int.from_bytes(self.generator.bytes(nbytes), "little") >> excess
-            if value < bound:
-                return value
+            value = 0
+            for _ in range(words):
+                value = (value << _WORD_BITS) | self._word()
+            if value < limit:
+                return value % bound
 
 
 def exact(value: float | int | Fraction, what: str) -> Fraction:
@@ -77,28 +90,24 @@ def exact(value: float | int | Fraction, what: str) -> Fraction:
         raise SamplerError(f"{what} must be a finite number, got {value!r}.") from None
 
 
-def bernoulli(numerator: int, denominator: int, source: UniformIntegers) -> bool:
-    """``True`` with probability exactly ``numerator / denominator`` (``0 <= n <= d``)."""
-    return source.below(denominator) < numerator
-
-
 def bernoulli_exp_minus(x: Fraction, source: UniformIntegers) -> bool:
     """``True`` with probability exactly ``exp(-x)``, for a rational ``x >= 0``
     (Canonne, Kamath, Steinke 2020, Algorithm 1; module docstring)."""
     if x < 0:
         raise SamplerError(f"exp(-x) needs x >= 0, got {x}.")
-    whole = int(x)  # floor for x >= 0
+    numerator, denominator = x.numerator, x.denominator
+    whole, rest = divmod(numerator, denominator)
     for _ in range(whole):
-        if not _bernoulli_exp_minus_unit(Fraction(1), source):
+        if not _bernoulli_exp_minus_unit(1, 1, source):
             return False
-    return _bernoulli_exp_minus_unit(x - whole, source)
+    return _bernoulli_exp_minus_unit(rest, denominator, source)
 
 
-def _bernoulli_exp_minus_unit(x: Fraction, source: UniformIntegers) -> bool:
-    """``exp(-x)`` for ``0 <= x <= 1``: the index of the first failed ``Bernoulli(x/k)`` is
-    odd with probability ``exp(-x)``."""
+def _bernoulli_exp_minus_unit(numerator: int, denominator: int, source: UniformIntegers) -> bool:
+    """``exp(-n/d)`` for ``0 <= n/d <= 1``: the index of the first failed
+    ``Bernoulli(n/(d k))`` is odd with probability ``exp(-n/d)``."""
     k = 1
-    while bernoulli(x.numerator, x.denominator * k, source):
+    while source.below(denominator * k) < numerator:
         k += 1
     return k % 2 == 1
 
@@ -111,23 +120,37 @@ def exponential_mechanism(
 ) -> int:
     """The index of one candidate drawn with probability ``∝ exp(epsilon * u / (2 *
     sensitivity))``, exactly (module docstring). ``scores`` must be finite."""
-    values = np.asarray(scores, dtype=np.float64).ravel()
-    if values.size == 0:
-        raise SamplerError("the exponential mechanism needs at least one candidate.")
-    if not np.all(np.isfinite(values)):
-        raise SamplerError("the exponential mechanism's scores must be finite numbers.")
-    eps = exact(epsilon, "epsilon")
-    delta = exact(sensitivity, "the score sensitivity")
-    if eps <= 0 or delta <= 0:
-        raise SamplerError(
-            f"the exponential mechanism needs epsilon > 0 and a score sensitivity > 0, got "
-            f"{epsilon!r} and {sensitivity!r}."
-        )
-    gamma = eps / (2 * delta)
-    exact_scores = [Fraction(float(v)) for v in values]
-    best = max(exact_scores)
-    gaps = [gamma * (best - u) for u in exact_scores]
-    while True:
-        candidate = source.below(len(gaps))
-        if bernoulli_exp_minus(gaps[candidate], source):
-            return candidate
+    return ExactSelection(scores, epsilon, sensitivity).draw(source)
+
+
+class ExactSelection:
+    """One exponential mechanism, prepared once (exact gaps ``gamma (u_max - u_r)``) and
+    drawn from any number of times."""
+
+    def __init__(
+        self, scores: Sequence[float] | np.ndarray, epsilon: float, sensitivity: float
+    ) -> None:
+        values = np.asarray(scores, dtype=np.float64).ravel()
+        if values.size == 0:
+            raise SamplerError("the exponential mechanism needs at least one candidate.")
+        if not np.all(np.isfinite(values)):
+            raise SamplerError("the exponential mechanism's scores must be finite numbers.")
+        eps = exact(epsilon, "epsilon")
+        delta = exact(sensitivity, "the score sensitivity")
+        if eps <= 0 or delta <= 0:
+            raise SamplerError(
+                f"the exponential mechanism needs epsilon > 0 and a score sensitivity > 0, "
+                f"got {epsilon!r} and {sensitivity!r}."
+            )
+        gamma = eps / (2 * delta)
+        exact_scores = [Fraction(v) for v in values.tolist()]
+        best = max(exact_scores)
+        self.gaps = [gamma * (best - u) for u in exact_scores]
+
+    def draw(self, source: UniformIntegers) -> int:
+        """One candidate's index."""
+        gaps = self.gaps
+        while True:
+            candidate = source.below(len(gaps))
+            if bernoulli_exp_minus(gaps[candidate], source):
+                return candidate

@@ -11,8 +11,9 @@ the parts enter:
   :func:`dpframe.accountants.zcdp.zcdp_epsilon`.
 * Laplace (``ε = 1/b``, ``δ = 0``), exponential-mechanism (ε-DP) and opaque ``(ε, δ)``
   events are grouped by their ``(ε, δ)``. (For exponential mechanisms this ignores their
-  bounded range; the zCDP and RDP accountants use it, so ``best`` does.) A group of ``k`` is bounded by the best of basic composition, advanced
-  composition (Dwork-Rothblum-Vadhan) and the exact optimal homogeneous composition
+  bounded range; the zCDP and RDP accountants use it, so ``best`` does.) A group of ``k``
+  is bounded by the best of basic composition, advanced composition
+  (Dwork-Rothblum-Vadhan) and the exact optimal homogeneous composition
   (Kairouz-Oh-Viswanath); see :mod:`dpframe.accountants.composition`.
 * Parallel composition: every child gets ``δ/k`` and the ``k`` largest child ε are added
   (a record touches at most ``k`` partitions; for any such set the basic composition is

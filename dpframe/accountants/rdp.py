@@ -4,8 +4,9 @@ Every event becomes an :class:`RDPCurve`: an upper bound on its RDP at each orde
 max-divergence (the order ``α = ∞``, i.e. a pure-ε bound, ``inf`` when there is none), and
 the opaque ``(ε, δ)`` events inside it, composed basically.
 
-* Leaves: Gaussian, Laplace, exponential-mechanism (bounded range) and pure-ε curves from :mod:`dpframe.accountants.renyi`; zCDP
-  ``ρ`` is the curve ``ρ α``; Poisson and without-replacement sampling of Gaussian noise from
+* Leaves: Gaussian, Laplace, exponential-mechanism (bounded range) and pure-ε curves from
+  :mod:`dpframe.accountants.renyi`; zCDP ``ρ`` is the curve ``ρ α``; Poisson and
+  without-replacement sampling of Gaussian noise from
   :mod:`dpframe.accountants.subsampled`. Several Gaussian queries on the same sample are
   one Gaussian query with ``z = (Σ z_i^-2)^-1/2`` (their concatenation).
 * Sequential composition adds curves order by order (Mironov 2017, Prop. 1);

@@ -106,6 +106,26 @@ def noise_scaled(mechanism: Mechanism, factor: float) -> Mechanism:
     return patched(mechanism, f"noise x{factor:g}", **methods)
 
 
+def epsilon_scaled(mechanism: Mechanism, factor: float) -> Mechanism:
+    """``mechanism`` running with ``factor`` times its parameters' ``epsilon`` while
+    ``plan()`` (and so the claim) keeps the original: a weaker mechanism whatever its
+    noise, for mechanisms whose draws :class:`NoiseScaledSampler` cannot scale."""
+    cls = type(mechanism)
+
+    def weaker(params: Any) -> Any:
+        return attrs.evolve(params, epsilon=float(params.epsilon) * factor)
+
+    def run(self: Mechanism, dataset: Dataset, params: Any, sampler: Sampler) -> Release:
+        return cls.run(self, dataset, weaker(params), sampler)
+
+    def noisy_stages(
+        self: Mechanism, dataset: Dataset, params: Any, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        return cls.noisy_stages(self, dataset, weaker(params), sampler, count)
+
+    return patched(mechanism, f"epsilon x{factor:g}", run=run, noisy_stages=noisy_stages)
+
+
 def without_clipping(mechanism: Mechanism) -> Mechanism:
     """``mechanism`` reading the records the kit generated before clipping (datasets not
     built by the kit are unaffected)."""
@@ -151,7 +171,9 @@ class WrappedSampler(Sampler):
 
 
 class NoiseScaledSampler(WrappedSampler):
-    """Every Laplace, Gaussian and standard-normal draw multiplied by ``factor``."""
+    """Every Laplace, Gaussian and standard-normal draw multiplied by ``factor``, and every
+    exponential-mechanism selection drawn with ``epsilon / factor`` (its Gumbel noise
+    scaled by ``factor``)."""
 
     def __init__(self, inner: Sampler, factor: float) -> None:
         super().__init__(inner)
@@ -168,6 +190,41 @@ class NoiseScaledSampler(WrappedSampler):
 
     def standard_normal(self, size: Shape = None) -> np.ndarray:
         return super().standard_normal(size) * self.factor
+
+    def exponential_mechanism(
+        self, scores: ArrayLike, epsilon: float, sensitivity: float, size: int | None = None
+    ) -> int | np.ndarray:
+        return super().exponential_mechanism(scores, epsilon / self.factor, sensitivity, size)
+
+
+class UsageSampler(WrappedSampler):
+    """Notes whether anything was drawn from the stream (``used``), in this sampler or in
+    any child it spawns: a mechanism whose release does not touch its sampler cannot
+    depend on it."""
+
+    def __init__(self, inner: Sampler, flag: list[bool] | None = None) -> None:
+        super().__init__(inner)
+        self._flag = [False] if flag is None else flag
+        self._generator = _Watched(inner._generator, self._flag)
+
+    @property
+    def used(self) -> bool:
+        return self._flag[0]
+
+    def _rewrap(self, inner: Sampler) -> UsageSampler:
+        return UsageSampler(inner, self._flag)
+
+
+class _Watched:
+    """A numpy Generator that raises a flag when any of its methods is looked up."""
+
+    def __init__(self, generator: np.random.Generator, flag: list[bool]) -> None:
+        self._inner = generator
+        self._flag = flag
+
+    def __getattr__(self, name: str) -> Any:
+        self._flag[0] = True
+        return getattr(self._inner, name)
 
 
 class RecordingSampler(WrappedSampler):
@@ -193,6 +250,14 @@ class RecordingSampler(WrappedSampler):
     def standard_normal(self, size: Shape = None) -> np.ndarray:
         out = super().standard_normal(size)
         self.log.append(("standard_normal", np.ones(np.shape(out))))
+        return out
+
+    def exponential_mechanism(
+        self, scores: ArrayLike, epsilon: float, sensitivity: float, size: int | None = None
+    ) -> int | np.ndarray:
+        out = super().exponential_mechanism(scores, epsilon, sensitivity, size)
+        gumbel_scale = 2 * float(sensitivity) / float(epsilon)
+        self.log.append(("exponential_mechanism", np.full(np.shape(out), gumbel_scale)))
         return out
 
     def tally(self) -> dict[tuple[str, float], int]:
