@@ -13,21 +13,28 @@ Two families:
 
 Nothing here (or anywhere in dpframe) touches numpy's global RNG.
 
-Known limitation, shared with most DP libraries: draws are floating-point, so the
-floating-point attacks on textbook Laplace/Gaussian samplers (Mironov 2012) are not
-mitigated; see ``docs/privacy-promise.md``.
+Exact draws on the integers (:meth:`Sampler.bernoulli`, :meth:`Sampler.bernoulli_exp`,
+:meth:`Sampler.discrete_laplace`, :meth:`Sampler.discrete_gaussian`) take rational
+parameters and decide every outcome by integer comparisons of the same ChaCha20 stream
+(:mod:`dpframe.exact`, Canonne, Kamath and Steinke 2020): they are the noise that protects
+data. The floating-point draws (``laplace``, ``gaussian``, ...) remain for post-processing
+and for the documented unsafe float path; added to a data-dependent value they are open to
+the floating-point attacks of Mironov (2012), see ``docs/privacy-promise.md``.
 """
 
 from __future__ import annotations
 
 import abc
+import math
 import os
+from fractions import Fraction
 from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
 from randomgen import ChaCha
 
+from dpframe import exact
 from dpframe.errors import SamplerError
 
 Shape = int | tuple[int, ...] | None
@@ -67,6 +74,43 @@ class Sampler(abc.ABC):
         """Centred Gaussian noise of the given standard deviation."""
         scale = _nonnegative_scale(scale, "Gaussian")
         return self._generator.normal(0.0, scale, size)
+
+    # -- exact draws (integer arithmetic only) ------------------------------------
+
+    def bernoulli(self, probability: int | float | Fraction, size: Shape = None) -> np.ndarray:
+        """Exact ``Bernoulli(probability)`` draws (booleans) for a rational probability in
+        [0, 1]; a float converts exactly."""
+        p = exact.as_rational(probability, "Bernoulli probability", positive=False)
+        if p > 1:
+            raise SamplerError(f"a probability must lie in [0, 1], got {probability!r}.")
+        count, shape = _count(size)
+        return exact.bernoulli(p.numerator, p.denominator, count, self._generator).reshape(shape)
+
+    def bernoulli_exp(self, gamma: int | float | Fraction, size: Shape = None) -> np.ndarray:
+        """Exact ``Bernoulli(exp(-gamma))`` draws (booleans) for a rational ``gamma >= 0``
+        (Canonne, Kamath and Steinke 2020, Algorithm 1)."""
+        g = exact.as_rational(gamma, "exponent gamma", positive=False)
+        count, shape = _count(size)
+        return exact.bernoulli_exp(g, count, self._generator).reshape(shape)
+
+    def discrete_laplace(self, scale: int | float | Fraction, size: Shape = None) -> np.ndarray:
+        """Exact discrete Laplace draws (int64): ``P(z) ∝ exp(-|z| / scale)`` on the
+        integers, for a rational ``scale > 0`` (CKS Algorithm 2)."""
+        t = exact.as_rational(scale, "discrete Laplace scale", positive=True)
+        count, shape = _count(size)
+        return exact.discrete_laplace(t, count, self._generator).reshape(shape)
+
+    def discrete_gaussian(
+        self, sigma_squared: int | float | Fraction, size: Shape = None
+    ) -> np.ndarray:
+        """Exact discrete Gaussian draws (int64): ``P(z) ∝ exp(-z^2 / (2 sigma_squared))``
+        on the integers, for a rational ``sigma_squared > 0`` (CKS Algorithm 3). The
+        parameter is the variance parameter, not the standard deviation."""
+        s2 = exact.as_rational(sigma_squared, "discrete Gaussian sigma_squared", positive=True)
+        count, shape = _count(size)
+        return exact.discrete_gaussian(s2, count, self._generator).reshape(shape)
+
+    # -- floating-point draws ------------------------------------------------------
 
     def standard_normal(self, size: Shape = None) -> np.ndarray:
         """Standard normal draws, in float64."""
@@ -264,6 +308,14 @@ class SeededSampler(Sampler):
 def make_sampler(seed: int | None = None) -> Sampler:
     """The secure sampler, or a seeded one when a seed is given."""
     return SecureSampler() if seed is None else SeededSampler(seed)
+
+
+def _count(size: Shape) -> tuple[int, tuple[int, ...]]:
+    shape = () if size is None else (size,) if isinstance(size, (int, np.integer)) else size
+    shape = tuple(int(n) for n in shape)
+    if any(n < 0 for n in shape):
+        raise SamplerError(f"a sample size must be >= 0, got {size!r}.")
+    return math.prod(shape), shape
 
 
 def _nonnegative_scale(scale: float | ArrayLike, family: str) -> float | np.ndarray:
