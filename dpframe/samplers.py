@@ -250,13 +250,12 @@ class Sampler(abc.ABC):
         of scale ``2 * sensitivity / epsilon`` has the same distribution), or ``size``
         independent indices. Exact: no floating-point step decides the outcome
         (:mod:`dpframe.selection`)."""
-        from dpframe.selection import ExactSelection, GeneratorIntegers
+        from dpframe.selection import ExactSelection
 
-        selection = ExactSelection(scores, epsilon, sensitivity)
-        source = GeneratorIntegers(self._generator)
-        if size is None:
-            return selection.draw(source)
-        return np.array([selection.draw(source) for _ in range(size)], dtype=np.int64)
+        draws = ExactSelection(scores, epsilon, sensitivity).draw(
+            1 if size is None else size, self._generator
+        )
+        return int(draws[0]) if size is None else draws
 
 
 class SecureSampler(Sampler):

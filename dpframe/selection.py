@@ -5,127 +5,40 @@ proportional to ``exp(gamma * u_r)``, ``gamma = epsilon / (2 * sensitivity)``. C
 those probabilities in floating point and inverting a CDF lets rounding decide the outcome
 (Ilvento 2020 shows the resulting privacy loss), so here nothing does:
 
-* the scores, ``epsilon`` and ``sensitivity`` are converted to exact rationals
-  (:class:`fractions.Fraction` of a float is exact);
-* rejection sampling: draw a candidate uniformly (an exact uniform integer) and accept it
-  with probability ``exp(-gamma * (u_max - u_r))``, a Bernoulli with an exact rational
-  exponent (:func:`bernoulli_exp_minus`). The accepted candidate has probability
-  ``exp(-gamma (u_max - u_r)) / sum_s exp(-gamma (u_max - u_s))``, which is exactly the
-  exponential mechanism; each round accepts with probability at least ``1/k`` (the best
-  candidate is always accepted), so the expected number of rounds is at most ``k``;
-* :func:`bernoulli_exp_minus` is the algorithm of Canonne, Kamath and Steinke (2020,
-  Algorithm 1): for ``0 <= x <= 1``, draw ``A_k ~ Bernoulli(x/k)`` for ``k = 1, 2, ...``
-  until one is 0, and return whether that ``k`` is odd; ``P = exp(-x)``. For ``x > 1`` it
-  is the product of ``floor(x)`` draws with ``x = 1`` and one with the fractional part.
-  Each ``Bernoulli(n/d)`` compares an exact uniform integer below ``d`` with ``n``.
+* the scores, ``epsilon`` and ``sensitivity`` are converted to exact rationals (a float
+  converts exactly), and so are the gaps ``gamma (u_max - u_r)``;
+* rejection sampling: propose a candidate uniformly (an exact uniform integer) and accept
+  it with probability ``exp(-gamma (u_max - u_r))``, by the exact Bernoulli(exp(-x))
+  sampler of :mod:`dpframe.exact` (Canonne, Kamath, Steinke 2020, Algorithm 1). The
+  accepted candidate has probability ``exp(-gamma (u_max - u_r)) / sum_s exp(-gamma
+  (u_max - u_s))``: exactly the exponential mechanism. Each round accepts with probability
+  at least ``1/k`` (a best candidate is always accepted), so the expected number of rounds
+  is at most ``k``;
+* many draws are vectorised: each round proposes for every pending draw at once and runs
+  one vectorised Bernoulli over all proposals (gaps on a common denominator), or one per
+  distinct proposed candidate when the integers exceed int64. The draws stay independent.
 
-Only the uniform integers come from the sampler, so the draw is reproducible under a seed
-and as secure as the sampler. The number of rounds depends on the scores (a timing
-channel, as in every rejection sampler; the release does not reveal it).
-
-The lead may later point :func:`bernoulli_exp_minus` at the shared exact-noise primitive
-(issue 15); its contract is the same: ``P(True) = exp(-x)`` exactly for a rational
-``x >= 0``.
+Only uniform integers from the sampler's stream decide the outcome, so the draw is
+reproducible under a seed and as secure as the sampler. The number of rounds depends on
+the scores (a timing channel, as in every rejection sampler; the release does not reveal
+it).
 """
 
 from __future__ import annotations
 
+import math
 from collections.abc import Sequence
 from fractions import Fraction
-from typing import Protocol
 
 import numpy as np
 
+from dpframe import exact
 from dpframe.errors import SamplerError
-
-_WORD_BITS = 62
-_WORD = 1 << _WORD_BITS
-_BUFFER = 1024
-
-
-class UniformIntegers(Protocol):
-    """What the exact samplers need: exact uniform integers in ``[0, bound)``."""
-
-    def below(self, bound: int) -> int:
-        """An exact uniform integer in ``[0, bound)``."""
-
-
-class GeneratorIntegers:
-    """Exact uniform integers from a numpy Generator: uniform 62-bit words drawn in blocks
-    (``Generator.integers``, itself exact), combined and reduced by rejection, so every
-    value below ``bound`` has probability exactly ``1/bound``."""
-
-    def __init__(self, generator: np.random.Generator) -> None:
-        self.generator = generator
-        self._words: list[int] = []
-
-    def _word(self) -> int:
-        if not self._words:
-            self._words = self.generator.integers(0, _WORD, _BUFFER, dtype=np.int64).tolist()
-        return self._words.pop()
-
-    def below(self, bound: int) -> int:
-        if bound <= 0:
-            raise SamplerError(f"a uniform integer needs a bound >= 1, got {bound}.")
-        words = 1
-        while (1 << (_WORD_BITS * words)) < bound:
-            words += 1
-        span = 1 << (_WORD_BITS * words)
-        limit = span - span % bound  # accept below a multiple of bound: exactly uniform
-        while True:
-            value = 0
-            for _ in range(words):
-                value = (value << _WORD_BITS) | self._word()
-            if value < limit:
-                return value % bound
-
-
-def exact(value: float | int | Fraction, what: str) -> Fraction:
-    """``value`` as an exact rational; one sentence for NaN, infinities and non-numbers."""
-    if isinstance(value, Fraction):
-        return value
-    try:
-        return Fraction(value)
-    except (TypeError, ValueError, OverflowError):
-        raise SamplerError(f"{what} must be a finite number, got {value!r}.") from None
-
-
-def bernoulli_exp_minus(x: Fraction, source: UniformIntegers) -> bool:
-    """``True`` with probability exactly ``exp(-x)``, for a rational ``x >= 0``
-    (Canonne, Kamath, Steinke 2020, Algorithm 1; module docstring)."""
-    if x < 0:
-        raise SamplerError(f"exp(-x) needs x >= 0, got {x}.")
-    numerator, denominator = x.numerator, x.denominator
-    whole, rest = divmod(numerator, denominator)
-    for _ in range(whole):
-        if not _bernoulli_exp_minus_unit(1, 1, source):
-            return False
-    return _bernoulli_exp_minus_unit(rest, denominator, source)
-
-
-def _bernoulli_exp_minus_unit(numerator: int, denominator: int, source: UniformIntegers) -> bool:
-    """``exp(-n/d)`` for ``0 <= n/d <= 1``: the index of the first failed
-    ``Bernoulli(n/(d k))`` is odd with probability ``exp(-n/d)``."""
-    k = 1
-    while source.below(denominator * k) < numerator:
-        k += 1
-    return k % 2 == 1
-
-
-def exponential_mechanism(
-    scores: Sequence[float] | np.ndarray,
-    epsilon: float,
-    sensitivity: float,
-    source: UniformIntegers,
-) -> int:
-    """The index of one candidate drawn with probability ``∝ exp(epsilon * u / (2 *
-    sensitivity))``, exactly (module docstring). ``scores`` must be finite."""
-    return ExactSelection(scores, epsilon, sensitivity).draw(source)
 
 
 class ExactSelection:
-    """One exponential mechanism, prepared once (exact gaps ``gamma (u_max - u_r)``) and
-    drawn from any number of times."""
+    """One exponential mechanism, prepared once (the exact gaps ``gamma (u_max - u_r)``)
+    and drawn from any number of times."""
 
     def __init__(
         self, scores: Sequence[float] | np.ndarray, epsilon: float, sensitivity: float
@@ -135,22 +48,35 @@ class ExactSelection:
             raise SamplerError("the exponential mechanism needs at least one candidate.")
         if not np.all(np.isfinite(values)):
             raise SamplerError("the exponential mechanism's scores must be finite numbers.")
-        eps = exact(epsilon, "epsilon")
-        delta = exact(sensitivity, "the score sensitivity")
-        if eps <= 0 or delta <= 0:
-            raise SamplerError(
-                f"the exponential mechanism needs epsilon > 0 and a score sensitivity > 0, "
-                f"got {epsilon!r} and {sensitivity!r}."
-            )
+        eps = exact.as_rational(epsilon, "exponential mechanism's epsilon", positive=True)
+        delta = exact.as_rational(sensitivity, "score sensitivity", positive=True)
         gamma = eps / (2 * delta)
-        exact_scores = [Fraction(v) for v in values.tolist()]
-        best = max(exact_scores)
-        self.gaps = [gamma * (best - u) for u in exact_scores]
+        rational = [Fraction(v) for v in values.tolist()]
+        best = max(rational)
+        self.gaps = [gamma * (best - u) for u in rational]
+        common = math.lcm(*(g.denominator for g in self.gaps))
+        numerators = [g.numerator * (common // g.denominator) for g in self.gaps]
+        # One vectorised Bernoulli per round when the gaps fit dpframe.exact's int64 path.
+        self._int64 = common < 2**56 and max(numerators) < 2**62
+        self._numerators = np.array(numerators, dtype=np.int64) if self._int64 else None
+        self._denominator = common
 
-    def draw(self, source: UniformIntegers) -> int:
-        """One candidate's index."""
-        gaps = self.gaps
-        while True:
-            candidate = source.below(len(gaps))
-            if bernoulli_exp_minus(gaps[candidate], source):
-                return candidate
+    def draw(self, size: int, generator: np.random.Generator) -> np.ndarray:
+        """``size`` independent candidate indices (int64)."""
+        out = np.empty(size, dtype=np.int64)
+        pending = np.arange(size)
+        while pending.size:
+            proposals = generator.integers(0, len(self.gaps), pending.size)
+            if self._numerators is not None:
+                accepted = exact.bernoulli_exp_array(
+                    self._numerators[proposals], self._denominator, generator
+                )
+            else:
+                accepted = np.zeros(pending.size, dtype=bool)
+                for candidate in np.unique(proposals).tolist():
+                    where = np.flatnonzero(proposals == candidate)
+                    gap = self.gaps[candidate]
+                    accepted[where] = exact.bernoulli_exp(gap, where.size, generator)
+            out[pending[accepted]] = proposals[accepted]
+            pending = pending[~accepted]
+        return out

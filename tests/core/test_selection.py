@@ -1,9 +1,7 @@
-"""The exact exponential-mechanism sampler (dpframe.selection, Sampler.exponential_mechanism)."""
+"""The exact exponential-mechanism sampler (dpframe.selection, Sampler.exponential_mechanism);
+its Bernoulli(exp(-x)) primitive is tested in test_exact.py."""
 
 from __future__ import annotations
-
-import math
-from fractions import Fraction
 
 import numpy as np
 import pytest
@@ -11,21 +9,11 @@ from scipy import stats
 
 from dpframe.errors import SamplerError
 from dpframe.samplers import SeededSampler
-from dpframe.selection import GeneratorIntegers, bernoulli_exp_minus
 
 
 def _chi_square_pvalue(counts: np.ndarray, probabilities: np.ndarray) -> float:
     expected = probabilities * counts.sum()
     return float(stats.chisquare(counts, expected).pvalue)
-
-
-@pytest.mark.parametrize("x", [Fraction(0), Fraction(1, 3), Fraction(1), Fraction(5, 2)])
-def test_bernoulli_exp_minus_has_probability_exp_minus_x(x: Fraction) -> None:
-    # 20 000 draws: the standard error is <= 0.0036; 6 standard errors (false-alarm
-    # probability about 2e-9) is 0.022.
-    source = GeneratorIntegers(np.random.Generator(np.random.PCG64(5)))
-    draws = [bernoulli_exp_minus(x, source) for _ in range(20_000)]
-    assert abs(np.mean(draws) - math.exp(-float(x))) < 0.022
 
 
 def test_exponential_mechanism_matches_its_distribution() -> None:
