@@ -118,12 +118,16 @@ def epsilon_scaled(mechanism: Mechanism, factor: float) -> Mechanism:
     def run(self: Mechanism, dataset: Dataset, params: Any, sampler: Sampler) -> Release:
         return cls.run(self, dataset, weaker(params), sampler)
 
-    def noisy_stages(
-        self: Mechanism, dataset: Dataset, params: Any, sampler: Sampler, count: int
-    ) -> dict[str, np.ndarray]:
-        return cls.noisy_stages(self, dataset, weaker(params), sampler, count)
+    methods: dict[str, Callable[..., Any]] = {"run": run}
+    if cls.noisy_stages is not Mechanism.noisy_stages:  # else the default loops over run()
 
-    return patched(mechanism, f"epsilon x{factor:g}", run=run, noisy_stages=noisy_stages)
+        def noisy_stages(
+            self: Mechanism, dataset: Dataset, params: Any, sampler: Sampler, count: int
+        ) -> dict[str, np.ndarray]:
+            return cls.noisy_stages(self, dataset, weaker(params), sampler, count)
+
+        methods["noisy_stages"] = noisy_stages
+    return patched(mechanism, f"epsilon x{factor:g}", **methods)
 
 
 def without_clipping(mechanism: Mechanism) -> Mechanism:
