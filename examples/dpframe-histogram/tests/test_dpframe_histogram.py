@@ -15,16 +15,11 @@ LINE = Domain(lower=[0.0], upper=[4.0], feature_names=("x",))
 LINE_AR = Domain(lower=[0.0], upper=[4.0], feature_names=("x",), relation="add_remove")
 BINS = {"epsilon": 1.0, "bins": 4}
 GAUSSIAN = {**BINS, "noise": "gaussian", "delta": 1e-5}
-SELECTION_LOOSE = (
-    "the exponential mechanism's epsilon is attained only where the normaliser moves "
-    "against the score; a doubled epsilon is not a violation the kit's pairs can show "
-    "(see the README)"
-)
 
 TestHistogramLaplace = conformance(Histogram, BINS, LINE)
 TestHistogramGaussian = conformance(Histogram, GAUSSIAN, LINE)
 TestHistogramAddRemove = conformance(Histogram, BINS, LINE_AR)
-TestModeBin = conformance(ModeBin, BINS, LINE, skip={"test_power_self_check": SELECTION_LOOSE})
+TestModeBin = conformance(ModeBin, BINS, LINE)
 
 
 def test_both_mechanisms_are_registered_through_the_entry_point():
