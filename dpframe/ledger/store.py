@@ -270,6 +270,18 @@ class Ledger:
                 label.strip(), fingerprint, Relation.parse(relation), create, data_changed
             )
 
+    def label_conflict(
+        self, label: str, fingerprint: str, *, data_changed: bool = False
+    ) -> str | None:
+        """The sentence with which :meth:`reserve` would refuse to charge the data
+        ``fingerprint`` under ``label`` (the data bound to another budget, or the label's
+        budget to other data), or None. Reads only; ``dpframe chain plan`` uses it."""
+        return _label_conflict(self._load_budgets(), label.strip(), fingerprint, data_changed)
+
+    def bound_labels(self) -> list[str]:
+        """The labels of the budgets already bound to some data's fingerprint."""
+        return sorted(b.label for b in self._load_budgets().values() if b.fingerprints)
+
     # -- charging (the Charger protocol) ----------------------------------------------
 
     def reserve(self, request: Any) -> Reservation:
@@ -663,27 +675,16 @@ class Ledger:
     ) -> DatasetBudget:
         """The budget a charge goes to, creating or binding it as the caller allows."""
         budgets = self._load_budgets()
+        conflict = _label_conflict(budgets, label, fingerprint, data_changed)
+        if conflict is not None:
+            raise BudgetRefusedError(conflict)
         by_data = _find(budgets, None, fingerprint)
         by_label = _find(budgets, label, None)
         if by_data is not None:
-            if by_label is None or by_label.budget_id != by_data.budget_id:
-                raise BudgetRefusedError(
-                    f"these data are budgeted under the label {by_data.label!r}, not "
-                    f"{label!r}; charge them with that label (nothing was charged)."
-                )
             budget = by_data
         elif by_label is not None:
-            if not by_label.fingerprints:
-                budget = self._bind(by_label, fingerprint, "first charge")
-            elif data_changed:
-                budget = self._bind(by_label, fingerprint, "data changed")
-            else:
-                raise BudgetRefusedError(
-                    f"{by_label.describe()} belongs to other data (the records, or their "
-                    "clipping to the domain, differ); if these are the same people's records, "
-                    "charge them to it with --data-changed, else choose another budget label "
-                    "(nothing was charged)."
-                )
+            reason = "data changed" if by_label.fingerprints else "first charge"
+            budget = self._bind(by_label, fingerprint, reason)
         elif create is not None:
             return self._create_budget(
                 label,
@@ -872,6 +873,27 @@ def _fold_budgets(entries: Iterable[Entry], *, strict: bool) -> dict[str, Datase
             if strict:
                 raise
     return budgets
+
+
+def _label_conflict(
+    budgets: dict[str, DatasetBudget], label: str, fingerprint: str, data_changed: bool
+) -> str | None:
+    """The sentence refusing a charge of the data ``fingerprint`` under ``label`` because
+    the data are bound to another budget or the label's budget to other data, or None."""
+    by_data = _find(budgets, None, fingerprint)
+    by_label = _find(budgets, label, None)
+    if by_data is not None and (by_label is None or by_label.budget_id != by_data.budget_id):
+        return (
+            f"these data are budgeted under the label {by_data.label!r}, not {label!r}; "
+            "charge them with that label (nothing was charged)."
+        )
+    if by_data is None and by_label is not None and by_label.fingerprints and not data_changed:
+        return (
+            f"{by_label.describe()} belongs to other data (the records, or their clipping to "
+            "the domain, differ); if these are the same people's records, charge them to it "
+            "with --data-changed, else choose another budget label (nothing was charged)."
+        )
+    return None
 
 
 def _find(
