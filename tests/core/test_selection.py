@@ -52,3 +52,12 @@ def test_huge_score_gaps_never_overflow() -> None:
 def test_bad_arguments_are_one_sentence(scores, epsilon, sensitivity) -> None:
     with pytest.raises(SamplerError, match=r"\.$"):
         SeededSampler(0).exponential_mechanism(scores, epsilon, sensitivity)
+
+
+def test_sensitivity_kinds_name_their_norms():
+    from dpframe import Sensitivity
+    from dpframe.errors import ParameterError
+
+    assert [Sensitivity(1.0, k).order for k in ("l1", "l2", "score")] == [1, 2, np.inf]
+    with pytest.raises(ParameterError, match="one of"):
+        Sensitivity(1.0, "linf")
