@@ -41,8 +41,10 @@ from dpframe.dataset import Dataset
 from dpframe.domain import Classes, Domain, Target
 from dpframe.errors import (
     BudgetExceededError,
+    BudgetRefusedError,
     DomainError,
     DPFrameError,
+    LedgerError,
     ParameterError,
     UnsupportedEventError,
 )
@@ -426,6 +428,7 @@ class ChainPlan:
     stop: Stop | None
     costs: dict[str, dict[str, Any]]
     digest: str
+    data_check: str = ""
 
     @property
     def total(self) -> float:
@@ -455,6 +458,7 @@ class ChainPlan:
             "steps": [step.to_dict() for step in self.steps],
             "stop": self.stop.to_dict() if self.stop else None,
             "accountants": self.costs,
+            "data_check": self.data_check,
         }
 
     def describe(self) -> str:
@@ -493,6 +497,8 @@ class ChainPlan:
                 f"Total ε={self.total:.6g} of {view.cap.epsilon:.6g} at δ={view.cap.delta:.3g} "
                 f"under {view.accountant_name}; remaining ε={view.remaining(self.total):.6g}."
             )
+        if self.data_check:
+            lines.append(f"Data: {self.data_check}")
         lines.append("Totals under each accountant (the same events, at the same δ):")
         for name, cost in self.costs.items():
             mark = " (the budget's)" if name == view.accountant_name else ""
@@ -510,9 +516,13 @@ def plan_chain(
     *,
     ledger: Ledger | None = None,
     accountants: list[str] | None = None,
+    fingerprint: str | None = None,
+    data_changed: bool = False,
 ) -> ChainPlan:
     """Plan every step of ``spec`` on ``domain`` (default: the spec's), after what the
-    budget already holds in ``ledger`` (none: a new budget). Reads no data."""
+    budget already holds in ``ledger`` (none: a new budget). Reads no data; given the
+    data's ``fingerprint`` (under the ledger's key), also refuses what a run would refuse
+    about the data's budget (:func:`data_check`)."""
     domain = _planning_domain(spec, domain)
     view = budget_view(
         ledger,
@@ -526,7 +536,42 @@ def plan_chain(
     events = [s.event for s in planned if s.fits]
     costs = accountant_costs(view, events, accountants)
     digest = plan_digest(spec, domain, view, planned)
-    return ChainPlan(spec, domain, view, tuple(planned), stop, costs, digest)
+    checked = data_check(ledger, view, domain, fingerprint, data_changed)
+    return ChainPlan(spec, domain, view, tuple(planned), stop, costs, digest, checked)
+
+
+def data_check(
+    ledger: Ledger | None,
+    view: BudgetView,
+    domain: Domain,
+    fingerprint: str | None,
+    data_changed: bool = False,
+) -> str:
+    """Refuse, as a run would and before any charge, a budget whose relation is not the
+    domain's, and (given the data's fingerprint) data budgeted under another label or a
+    label whose budget belongs to other data. Returns what remains unknown without the
+    data, or what was checked (one sentence; empty when there is nothing to say)."""
+    budget = view.budget
+    if budget is not None and budget.relation is not domain.relation:
+        raise LedgerError(
+            f"{budget.describe()} accounts under {budget.relation.value}, but the domain uses "
+            f"{domain.relation.value}; a run would be refused (nothing would be charged)."
+        )
+    if ledger is None:
+        return ""
+    if fingerprint is not None:
+        conflict = ledger.label_conflict(view.label, fingerprint, data_changed=data_changed)
+        if conflict is not None:
+            raise BudgetRefusedError(conflict)
+        return f"checked: a run on these data charges budget {view.label!r}."
+    others = [label for label in ledger.bound_labels() if label != view.label]
+    if others or (budget is not None and budget.fingerprints):
+        return (
+            "whether these data are budgeted under another label, or budget "
+            f"{view.label!r} belongs to other data, cannot be known before reading them; "
+            "give --data to check (it reads the data only to fingerprint them)."
+        )
+    return ""
 
 
 def _planning_domain(spec: ChainSpec, domain: Domain | None) -> Domain:

@@ -294,6 +294,29 @@ class ZCDPEvent(PrivacyEvent):
         return f"zCDP(ρ={self.rho:.6g})"
 
 
+@_register("exponential_mechanism")
+@attrs.frozen
+class ExponentialMechanismEvent(PrivacyEvent):
+    """One selection by the exponential mechanism (McSherry and Talwar 2007).
+
+    Candidate ``r`` is chosen with probability proportional to
+    ``exp(epsilon * u(D, r) / (2 * D))``, where the score ``u`` has sensitivity ``D``
+    (``|u(D, r) - u(D', r)| <= D`` for every candidate ``r`` and neighbours ``D, D'``; a
+    ``Sensitivity`` of kind ``"score"``). Report-noisy-max with Gumbel noise of scale
+    ``2 D / epsilon`` is the same distribution. The selection is ``epsilon``-DP and
+    ``epsilon``-bounded-range: the log-ratio ``log P(r | D) / P(r | D')`` varies by at most
+    ``epsilon`` over ``r`` (Durfee and Rogers 2019), hence ``epsilon^2 / 8``-zCDP (Cesar and
+    Rogers 2021, Lemma 3.2) with the exact bounded-range RDP curve of
+    :func:`dpframe.accountants.renyi.bounded_range_rdp`.
+    """
+
+    epsilon: float = attrs.field(converter=_float, validator=_positive_finite)
+    relation: Relation = _relation_field
+
+    def describe(self) -> str:
+        return f"ExpMech(ε={self.epsilon:.6g})"
+
+
 # --- combinators ---------------------------------------------------------------------
 
 

@@ -42,6 +42,7 @@ from __future__ import annotations
 
 import abc
 import datetime
+import math
 import uuid
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal, Protocol
@@ -58,15 +59,33 @@ from dpframe.relation import Relation
 from dpframe.release import Release
 from dpframe.samplers import FLOAT_NOISE_UNSAFE, Sampler, make_sampler
 
+SENSITIVITY_KINDS = {"l1": 1, "l2": 2, "score": math.inf}
+"""Each kind of declared sensitivity and the vector norm it bounds: ``l1`` for Laplace noise,
+``l2`` for Gaussian noise, ``score`` (the largest change of any candidate's score, the
+L-infinity norm of the score vector) for the exponential mechanism and report-noisy-max."""
+
+
+def _sensitivity_kind(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    if value not in SENSITIVITY_KINDS:
+        raise ParameterError(
+            f"a Sensitivity's norm must be one of {sorted(SENSITIVITY_KINDS)}, got {value!r}."
+        )
+
 
 @attrs.frozen
 class Sensitivity:
-    """A declared sensitivity: ``sup ||q(D) - q(D')||`` over neighbouring ``D, D'``."""
+    """A declared sensitivity: ``sup ||q(D) - q(D')||`` over neighbouring ``D, D'``, in the
+    norm its kind names (:data:`SENSITIVITY_KINDS`)."""
 
     value: float
-    norm: Literal["l1", "l2"]
+    norm: Literal["l1", "l2", "score"] = attrs.field(validator=_sensitivity_kind)
     relation: Relation = Relation.REPLACE_ONE
     note: str = ""
+
+    @property
+    def order(self) -> float:
+        """The order of the vector norm (1, 2 or ``inf``) that ``value`` bounds."""
+        return SENSITIVITY_KINDS[self.norm]
 
 
 class Mechanism(abc.ABC):

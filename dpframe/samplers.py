@@ -263,6 +263,21 @@ class Sampler(abc.ABC):
         """Uniform integers on ``[low, high)``."""
         return self._generator.integers(low, high, size)
 
+    def exponential_mechanism(
+        self, scores: ArrayLike, epsilon: float, sensitivity: float, size: int | None = None
+    ) -> int | np.ndarray:
+        """The index of a candidate drawn with probability ``∝ exp(epsilon * score /
+        (2 * sensitivity))`` (the exponential mechanism; report-noisy-max with Gumbel noise
+        of scale ``2 * sensitivity / epsilon`` has the same distribution), or ``size``
+        independent indices. Exact: no floating-point step decides the outcome
+        (:mod:`dpframe.selection`)."""
+        from dpframe.selection import ExactSelection
+
+        draws = ExactSelection(scores, epsilon, sensitivity).draw(
+            1 if size is None else size, self._generator
+        )
+        return int(draws[0]) if size is None else draws
+
 
 class SecureSampler(Sampler):
     """ChaCha20 keyed from the operating system's CSPRNG. The default for releases."""

@@ -10,11 +10,13 @@ the parts enter:
 * zCDP events and discrete Gaussians (``ρ = 1/(2 z²)``, CKS 2020) are merged into one
   ``ρ = Σ ρ_i`` part, converted with
   :func:`dpframe.accountants.zcdp.zcdp_epsilon`.
-* Laplace (``ε = 1/b``, ``δ = 0``) and opaque ``(ε, δ)`` events are grouped by their
-  ``(ε, δ)``. Several groups are composed by the exact optimal heterogeneous composition
-  (Kairouz-Oh-Viswanath; Murtagh-Vadhan) when their binomial windows are small enough;
-  otherwise each group of ``k`` is bounded by the best of basic composition, advanced
-  composition (Dwork-Rothblum-Vadhan) and the exact optimal homogeneous composition
+* Laplace (``ε = 1/b``, ``δ = 0``), exponential-mechanism (ε-DP) and opaque ``(ε, δ)``
+  events are grouped by their ``(ε, δ)``. (For exponential mechanisms this ignores their
+  bounded range; the zCDP and RDP accountants use it, so ``best`` does.) Several groups are
+  composed by the exact optimal heterogeneous composition (Kairouz-Oh-Viswanath;
+  Murtagh-Vadhan) when their binomial windows are small enough; otherwise each group of
+  ``k`` is bounded by the best of basic composition, advanced composition
+  (Dwork-Rothblum-Vadhan) and the exact optimal homogeneous composition
   (Kairouz-Oh-Viswanath), and the groups are composed basically; see
   :mod:`dpframe.accountants.composition`.
 * Parallel composition: every child gets ``δ/k`` and the ``k`` largest child ε are added
@@ -67,6 +69,7 @@ from dpframe.events import (
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
     EpsilonDeltaEvent,
+    ExponentialMechanismEvent,
     GaussianEvent,
     LaplaceEvent,
     NonPrivateEvent,
@@ -244,6 +247,8 @@ def _build(event: PrivacyEvent) -> Profile:
             groups[("pure", 1 / unit.noise_multiplier, 0.0)] += count
         elif isinstance(unit, EpsilonDeltaEvent):
             groups[("pure", unit.epsilon, unit.delta)] += count
+        elif isinstance(unit, ExponentialMechanismEvent):
+            groups[("pure", unit.epsilon, 0.0)] += count
         elif isinstance(unit, (ParallelEvent, PoissonSampledEvent, SampledWithoutReplacementEvent)):
             groups[unit] += count
         else:
@@ -345,6 +350,7 @@ def _leaf_support(event: PrivacyEvent) -> Support:
             ZCDPEvent,
             DiscreteGaussianEvent,
             DiscreteLaplaceEvent,
+            ExponentialMechanismEvent,
         ),
     ):
         return SUPPORTED

@@ -1,6 +1,7 @@
 """Pure differential privacy: basic, self- and parallel composition, and subsampling.
 
-* Laplace with noise multiplier ``b/D1`` is ``D1/b``-DP (Dwork et al. 2006).
+* Laplace with noise multiplier ``b/D1`` is ``D1/b``-DP (Dwork et al. 2006); an
+  exponential-mechanism selection with parameter ε is ε-DP (McSherry and Talwar 2007).
 * Sequential composition adds epsilons (Dwork et al. 2006; Dwork and Roth 2014, Thm 3.14).
 * Parallel composition over disjoint partitions (McSherry 2009, Thm 4): a record touching
   at most ``k`` partitions costs the sum of the ``k`` largest partition epsilons.
@@ -32,6 +33,7 @@ from dpframe.events import (
     ComposedEvent,
     DiscreteLaplaceEvent,
     EpsilonDeltaEvent,
+    ExponentialMechanismEvent,
     LaplaceEvent,
     NonPrivateEvent,
     NoOpEvent,
@@ -78,7 +80,10 @@ _CACHE: EventCache = EventCache()
 
 
 def _leaf_support(event: PrivacyEvent) -> Support:
-    if isinstance(event, (NoOpEvent, NonPrivateEvent, LaplaceEvent, DiscreteLaplaceEvent)):
+    if isinstance(
+        event,
+        (NoOpEvent, NonPrivateEvent, LaplaceEvent, DiscreteLaplaceEvent, ExponentialMechanismEvent),
+    ):
         return SUPPORTED
     if isinstance(event, EpsilonDeltaEvent):
         if event.delta == 0:
@@ -96,7 +101,7 @@ def _epsilon(event: PrivacyEvent) -> float:
         return math.inf
     if isinstance(event, (LaplaceEvent, DiscreteLaplaceEvent)):
         return 1.0 / event.noise_multiplier
-    if isinstance(event, EpsilonDeltaEvent):
+    if isinstance(event, (EpsilonDeltaEvent, ExponentialMechanismEvent)):
         return event.epsilon
     if isinstance(event, ComposedEvent):
         return math.fsum(_CACHE.get_or_compute(e, _epsilon) for e in event.events)

@@ -4,8 +4,9 @@ Every event becomes an :class:`RDPCurve`: an upper bound on its RDP at each orde
 max-divergence (the order ``α = ∞``, i.e. a pure-ε bound, ``inf`` when there is none), and
 the opaque ``(ε, δ)`` events inside it, composed basically.
 
-* Leaves: Gaussian, Laplace and pure-ε curves from :mod:`dpframe.accountants.renyi`; zCDP
-  ``ρ`` is the curve ``ρ α``; Poisson and without-replacement sampling of Gaussian noise from
+* Leaves: Gaussian, Laplace, exponential-mechanism (bounded range) and pure-ε curves from
+  :mod:`dpframe.accountants.renyi`; zCDP ``ρ`` is the curve ``ρ α``; Poisson and
+  without-replacement sampling of Gaussian noise from
   :mod:`dpframe.accountants.subsampled`; Poisson sampling of a Laplace query by Zhu and
   Wang's general bound (2019, Thm 6), capped by the unsampled Laplace curve and the pure
   bound of the amplified ε. Several Gaussian queries on the same sample are
@@ -49,6 +50,7 @@ from dpframe.accountants.base import (
 from dpframe.accountants.composition import amplify
 from dpframe.accountants.renyi import (
     DEFAULT_ORDERS,
+    bounded_range_rdp,
     check_orders,
     gaussian_rdp,
     laplace_rdp,
@@ -65,6 +67,7 @@ from dpframe.events import (
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
     EpsilonDeltaEvent,
+    ExponentialMechanismEvent,
     GaussianEvent,
     LaplaceEvent,
     NonPrivateEvent,
@@ -233,6 +236,8 @@ class RDPAccountant(Accountant):
             return RDPCurve(pure_rdp(orders, eps), eps)
         if isinstance(event, LaplaceEvent):
             return RDPCurve(laplace_rdp(orders, event.noise_multiplier), 1 / event.noise_multiplier)
+        if isinstance(event, ExponentialMechanismEvent):
+            return RDPCurve(bounded_range_rdp(orders, event.epsilon), event.epsilon)
         if isinstance(event, ZCDPEvent):
             return RDPCurve(event.rho * orders, 0.0 if event.rho == 0 else math.inf)
         if isinstance(event, EpsilonDeltaEvent):
@@ -302,6 +307,7 @@ def _leaf_support(event: PrivacyEvent) -> Support:
             EpsilonDeltaEvent,
             DiscreteGaussianEvent,
             DiscreteLaplaceEvent,
+            ExponentialMechanismEvent,
         ),
     ):
         return SUPPORTED

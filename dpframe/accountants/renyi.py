@@ -12,6 +12,13 @@ every value is an upper bound.
   data-processing inequality ``r(α) <= log((e^{αε} + e^{(1-α)ε}) / (1 + e^ε)) / (α-1)``,
   which is itself at most ``min(ε, α ε²/2)`` (Mironov 2017 Prop. 3; Bun and Steinke 2016
   Prop. 3.3). We report the minimum of the three.
+* An ε-bounded-range mechanism (the exponential mechanism; Durfee and Rogers 2019): the
+  privacy loss lies in ``[a, a + ε]`` for some ``a``, and ``E_Q[e^L] = 1``. For fixed ``a``
+  the convex moment ``E_Q[e^{αL}]`` is largest on the two endpoints, i.e. on a pair of
+  Bernoulli distributions with ``P(1) = p e^ε / (1 + p (e^ε - 1))``, ``Q(1) = p``; so
+  ``r(α) = max_p [log(1 + p (e^{αε} - 1)) - α log(1 + p (e^ε - 1))] / (α - 1)``, attained at
+  ``p* = (1/(e^ε - 1) - α/(e^{αε} - 1)) / (α - 1)`` (Cesar and Rogers 2021, Lemma 3.2, whose
+  zCDP corollary is ``r(α) <= α ε²/8``). We report the minimum of this and ``α ε²/8``.
 * Conversion to (ε, δ) (Canonne, Kamath, Steinke 2020, Prop. 12; Asoodeh et al. 2021):
   ``ε = min_α r(α) + log1p(-1/α) - (log δ + log α)/(α-1)``; and ``ε = 0`` whenever
   ``δ >= sqrt(1 - exp(-r))`` for some order, because ``KL <= r(α)`` for every ``α >= 1`` and
@@ -98,6 +105,24 @@ def pure_rdp(orders: np.ndarray, epsilon: float) -> np.ndarray:
     a = orders
     rr = (np.logaddexp(a * epsilon, (1 - a) * epsilon) - np.logaddexp(0.0, epsilon)) / (a - 1)
     return np.minimum(np.minimum(rr, epsilon), a * epsilon**2 / 2)
+
+
+def bounded_range_rdp(orders: np.ndarray, epsilon: float) -> np.ndarray:
+    """The exact RDP of an ``epsilon``-bounded-range mechanism (module docstring)."""
+    a = np.asarray(orders, dtype=float)
+    if epsilon == 0:
+        return np.zeros_like(a)
+    with np.errstate(over="ignore", divide="ignore", invalid="ignore"):
+        inv_b = 1 / np.expm1(epsilon)
+        inv_a = 1 / np.expm1(a * epsilon)
+        p = np.clip((inv_b - a * inv_a) / (a - 1), 0.0, 1.0)
+        # log(1 + p (e^{αε} - 1)) = αε + log(p + (1 - p) e^{-αε}), stable for large αε.
+        first = a * epsilon + np.log(p + (1 - p) * np.exp(-a * epsilon))
+        exact = (first - a * np.log1p(p * np.expm1(epsilon))) / (a - 1)
+    # p* is computed in floating point; the objective is flat at its maximum, so a relative
+    # 1e-9 covers the rounding of p* (second order) and of the logarithms.
+    exact = np.where(np.isfinite(exact), exact * (1 + 1e-9) + 1e-300, np.inf)
+    return np.minimum(np.minimum(exact, a * epsilon**2 / 8), epsilon)
 
 
 def rdp_epsilon(orders: np.ndarray, rdp: np.ndarray, delta: float) -> tuple[float, float]:

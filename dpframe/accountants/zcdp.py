@@ -3,6 +3,8 @@
 ``ρ``-zCDP means ``D_α <= ρ α`` for every ``α > 1``.
 
 * Gaussian with noise multiplier ``z``: ``ρ = 1/(2 z²)`` (Prop. 1.6). zCDP events: ``ρ``.
+* An exponential-mechanism selection with parameter ε is ε-bounded-range, hence
+  ``ρ = ε²/8`` (Cesar and Rogers 2021, Lemma 3.2), and ε-DP (its max-divergence).
 * ε-DP (Laplace with ``ε = 1/b``, pure opaque events): ``ρ = ε²/2`` (Prop. 1.4). Such
   events also carry their max-divergence ``ε`` (the order ``α = ∞``), so a tree of pure
   events is never reported worse than by basic composition.
@@ -43,6 +45,7 @@ from dpframe.events import (
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
     EpsilonDeltaEvent,
+    ExponentialMechanismEvent,
     GaussianEvent,
     LaplaceEvent,
     NonPrivateEvent,
@@ -134,7 +137,10 @@ class ZCDPAccountant(Accountant):
 
     name = "zcdp"
     adaptive_filter = True  # Σ ρ_i <= ρ is a Rényi filter at every order (Feldman, Zrnic 2021)
-    summary = "zero-concentrated DP: Gaussian, pure ε and zCDP events; CKS conversion"
+    summary = (
+        "zero-concentrated DP: Gaussian, pure ε, exponential-mechanism (ε²/8) and zCDP events; "
+        "CKS conversion"
+    )
 
     def supports(self, event: PrivacyEvent) -> Support:
         conflict = self.relation_conflict(event)
@@ -189,6 +195,8 @@ def _bound(event: PrivacyEvent) -> ZCDPBound:
     if isinstance(event, (LaplaceEvent, DiscreteLaplaceEvent)):
         eps = 1 / event.noise_multiplier
         return ZCDPBound(eps * eps / 2, eps)
+    if isinstance(event, ExponentialMechanismEvent):
+        return ZCDPBound(event.epsilon**2 / 8, event.epsilon)
     if isinstance(event, EpsilonDeltaEvent):
         if event.delta == 0:
             return ZCDPBound(event.epsilon**2 / 2, event.epsilon)
@@ -225,6 +233,7 @@ def _leaf_support(event: PrivacyEvent) -> Support:
             ZCDPEvent,
             DiscreteGaussianEvent,
             DiscreteLaplaceEvent,
+            ExponentialMechanismEvent,
         ),
     ):
         return SUPPORTED

@@ -61,26 +61,57 @@ def _accountants_option(f):  # type: ignore[no-untyped-def]
 @ledger_option
 @_domain_option
 @_accountants_option
+@click.option(
+    "--data",
+    "data_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Fingerprint these data (nothing else is read) to refuse, as a run would, data "
+    "budgeted under another label.",
+)
+@click.option(
+    "--data-changed", is_flag=True, help="As for `chain run`: the same people's changed data."
+)
 @json_option
 def plan_cmd(
     spec_path: Path,
     ledger_file: Path | None,
     domain_path: Path | None,
     accountants: tuple[str, ...],
+    data_path: Path | None,
+    data_changed: bool,
     as_json: bool,
 ) -> None:
     """Show every step's parameters and cost, and the totals under each accountant.
 
     Reads no data: the costs come from the spec and its public domain (which must declare
     `records` when a mechanism's cost depends on n). With --ledger, what the budget has
-    already spent is included.
+    already spent is included, and everything a run would refuse without data is refused;
+    with --data as well, the data are fingerprinted (and nothing else) to refuse data
+    budgeted under another label.
     """
     spec = load_spec(spec_path)
     domain = Domain.from_toml(domain_path) if domain_path is not None else None
     names = list(accountants) or None
     led = _existing_ledger(ledger_file)
     try:
-        plan = plan_chain(spec, domain, ledger=led, accountants=names)
+        fingerprint = None
+        if led is not None and data_path is not None:
+            dataset = load_dataset(
+                data_path,
+                domain or spec.domain,
+                label=spec.data.label,
+                header=spec.data.header,
+            )
+            fingerprint = dataset.fingerprint(led.fingerprint_key)
+        plan = plan_chain(
+            spec,
+            domain,
+            ledger=led,
+            accountants=names,
+            fingerprint=fingerprint,
+            data_changed=data_changed,
+        )
     finally:
         if led is not None:
             led.close()

@@ -385,6 +385,20 @@ class Ledger:
                 label.strip(), fingerprint, Relation.parse(relation), create, data_changed
             )
 
+    def label_conflict(
+        self, label: str, fingerprint: str, *, data_changed: bool = False
+    ) -> str | None:
+        """The sentence with which :meth:`reserve` would refuse to charge the data
+        ``fingerprint`` under ``label`` (the data bound to another budget, or the label's
+        budget to other data), or None. Reads only; ``dpframe chain plan`` uses it."""
+        with self._reading() as fold:
+            return _label_conflict(fold, label.strip(), fingerprint, data_changed)
+
+    def bound_labels(self) -> list[str]:
+        """The labels of the budgets already bound to some data's fingerprint."""
+        with self._reading() as fold:
+            return sorted(b.label for b in fold.all_budgets().values() if b.fingerprints)
+
     # -- charging (the Charger protocol) ----------------------------------------------
 
     def reserve(self, request: Any) -> Reservation:
@@ -994,27 +1008,16 @@ class Ledger:
         """The budget a charge goes to, creating or binding it as the caller allows."""
         fold = self._fold
         assert fold is not None
+        conflict = _label_conflict(fold, label, fingerprint, data_changed)
+        if conflict is not None:
+            raise BudgetRefusedError(conflict)
         by_data = _find(fold, None, fingerprint)
         by_label = _find(fold, label, None)
         if by_data is not None:
-            if by_label is None or by_label.budget_id != by_data.budget_id:
-                raise BudgetRefusedError(
-                    f"these data are budgeted under the label {by_data.label!r}, not "
-                    f"{label!r}; charge them with that label (nothing was charged)."
-                )
             budget = by_data
         elif by_label is not None:
-            if not by_label.fingerprints:
-                budget = self._bind(by_label, fingerprint, "first charge")
-            elif data_changed:
-                budget = self._bind(by_label, fingerprint, "data changed")
-            else:
-                raise BudgetRefusedError(
-                    f"{by_label.describe()} belongs to other data (the records, or their "
-                    "clipping to the domain, differ); if these are the same people's records, "
-                    "charge them to it with --data-changed, else choose another budget label "
-                    "(nothing was charged)."
-                )
+            reason = "data changed" if by_label.fingerprints else "first charge"
+            budget = self._bind(by_label, fingerprint, reason)
         elif create is not None:
             return self._create_budget(
                 label,
@@ -1204,6 +1207,25 @@ def create_file(
         for suffix in ("", "-wal", "-shm"):
             with contextlib.suppress(OSError):
                 os.unlink(f"{tmp}{suffix}")
+
+
+def _label_conflict(fold: Fold, label: str, fingerprint: str, data_changed: bool) -> str | None:
+    """The sentence refusing a charge of the data ``fingerprint`` under ``label`` because
+    the data are bound to another budget or the label's budget to other data, or None."""
+    by_data = _find(fold, None, fingerprint)
+    by_label = _find(fold, label, None)
+    if by_data is not None and (by_label is None or by_label.budget_id != by_data.budget_id):
+        return (
+            f"these data are budgeted under the label {by_data.label!r}, not {label!r}; "
+            "charge them with that label (nothing was charged)."
+        )
+    if by_data is None and by_label is not None and by_label.fingerprints and not data_changed:
+        return (
+            f"{by_label.describe()} belongs to other data (the records, or their clipping to "
+            "the domain, differ); if these are the same people's records, charge them to it "
+            "with --data-changed, else choose another budget label (nothing was charged)."
+        )
+    return None
 
 
 def _find(fold: Fold, label: str | None, fingerprint: str | None) -> DatasetBudget | None:

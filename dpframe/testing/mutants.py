@@ -125,6 +125,30 @@ def float_noise(mechanism: Mechanism) -> Mechanism:
     return patched(mechanism, "float noise", run=run, noisy_stages=noisy_stages)
 
 
+def epsilon_scaled(mechanism: Mechanism, factor: float) -> Mechanism:
+    """``mechanism`` running with ``factor`` times its parameters' ``epsilon`` while
+    ``plan()`` (and so the claim) keeps the original: a weaker mechanism whatever its
+    noise, for mechanisms whose draws :class:`NoiseScaledSampler` cannot scale."""
+    cls = type(mechanism)
+
+    def weaker(params: Any) -> Any:
+        return attrs.evolve(params, epsilon=float(params.epsilon) * factor)
+
+    def run(self: Mechanism, dataset: Dataset, params: Any, sampler: Sampler) -> Release:
+        return cls.run(self, dataset, weaker(params), sampler)
+
+    methods: dict[str, Callable[..., Any]] = {"run": run}
+    if cls.noisy_stages is not Mechanism.noisy_stages:  # else the default loops over run()
+
+        def noisy_stages(
+            self: Mechanism, dataset: Dataset, params: Any, sampler: Sampler, count: int
+        ) -> dict[str, np.ndarray]:
+            return cls.noisy_stages(self, dataset, weaker(params), sampler, count)
+
+        methods["noisy_stages"] = noisy_stages
+    return patched(mechanism, f"epsilon x{factor:g}", **methods)
+
+
 def without_clipping(mechanism: Mechanism) -> Mechanism:
     """``mechanism`` reading the records the kit generated before clipping (datasets not
     built by the kit are unaffected)."""
@@ -180,8 +204,9 @@ class FloatNoiseSampler(WrappedSampler):
 
 
 class NoiseScaledSampler(WrappedSampler):
-    """Every Laplace, Gaussian and standard-normal draw multiplied by ``factor``, and the
-    exact integer noise drawn at ``factor`` times its scale."""
+    """Every Laplace, Gaussian and standard-normal draw multiplied by ``factor``, the exact
+    integer noise drawn at ``factor`` times its scale, and every exponential-mechanism
+    selection drawn with ``epsilon / factor`` (its Gumbel noise scaled by ``factor``)."""
 
     def __init__(self, inner: Sampler, factor: float) -> None:
         super().__init__(inner)
@@ -206,6 +231,41 @@ class NoiseScaledSampler(WrappedSampler):
         self, sigma_squared: int | float | Fraction, size: Shape = None
     ) -> np.ndarray:
         return super().discrete_gaussian(Fraction(sigma_squared) * Fraction(self.factor) ** 2, size)
+
+    def exponential_mechanism(
+        self, scores: ArrayLike, epsilon: float, sensitivity: float, size: int | None = None
+    ) -> int | np.ndarray:
+        return super().exponential_mechanism(scores, epsilon / self.factor, sensitivity, size)
+
+
+class UsageSampler(WrappedSampler):
+    """Notes whether anything was drawn from the stream (``used``), in this sampler or in
+    any child it spawns: a mechanism whose release does not touch its sampler cannot
+    depend on it."""
+
+    def __init__(self, inner: Sampler, flag: list[bool] | None = None) -> None:
+        super().__init__(inner)
+        self._flag = [False] if flag is None else flag
+        self._generator = _Watched(inner._generator, self._flag)
+
+    @property
+    def used(self) -> bool:
+        return self._flag[0]
+
+    def _rewrap(self, inner: Sampler) -> UsageSampler:
+        return UsageSampler(inner, self._flag)
+
+
+class _Watched:
+    """A numpy Generator that raises a flag when any of its methods is looked up."""
+
+    def __init__(self, generator: np.random.Generator, flag: list[bool]) -> None:
+        self._inner = generator
+        self._flag = flag
+
+    def __getattr__(self, name: str) -> Any:
+        self._flag[0] = True
+        return getattr(self._inner, name)
 
 
 class RecordingSampler(WrappedSampler):
@@ -244,6 +304,14 @@ class RecordingSampler(WrappedSampler):
         out = super().discrete_gaussian(sigma_squared, size)
         sigma = float(sigma_squared) ** 0.5
         self.log.append(("discrete_gaussian", np.full(np.shape(out), sigma)))
+        return out
+
+    def exponential_mechanism(
+        self, scores: ArrayLike, epsilon: float, sensitivity: float, size: int | None = None
+    ) -> int | np.ndarray:
+        out = super().exponential_mechanism(scores, epsilon, sensitivity, size)
+        gumbel_scale = 2 * float(sensitivity) / float(epsilon)
+        self.log.append(("exponential_mechanism", np.full(np.shape(out), gumbel_scale)))
         return out
 
     def tally(self) -> dict[tuple[str, float], int]:

@@ -17,6 +17,10 @@ DiscreteLaplaceEvent(z)        ``from_privacy_parameters(1/z, 0)``: the dominati
                                pure ``1/z``-DP (the event does not carry the integer scale
                                and sensitivity that dp-accounting's ``DiscreteLaplace``
                                privacy loss needs)
+ExponentialMechanismEvent(ε)   ``from_privacy_parameters(ε, 0)``: randomised response
+                               dominates every ε-DP mechanism (Kairouz, Oh, Viswanath 2015),
+                               so this is sound, but it ignores the bounded range (zCDP and
+                               RDP use it and are tighter over many selections)
 PoissonSampledEvent(q, inner)  inner Gaussian(s) or Laplace with ``sampling_prob=q``
                                (add/remove: both the add and the remove distributions)
 Composed / SelfComposed        ``compose`` / ``self_compose``
@@ -60,6 +64,7 @@ from dpframe.events import (
     ComposedEvent,
     DiscreteLaplaceEvent,
     EpsilonDeltaEvent,
+    ExponentialMechanismEvent,
     GaussianEvent,
     LaplaceEvent,
     NonPrivateEvent,
@@ -195,11 +200,13 @@ class PLDAccountant(Accountant):
                 part = pld.from_laplace_mechanism(
                     unit.noise_multiplier, value_discretization_interval=self.interval
                 )
-            elif isinstance(unit, (EpsilonDeltaEvent, DiscreteLaplaceEvent)):
+            elif isinstance(
+                unit, (EpsilonDeltaEvent, DiscreteLaplaceEvent, ExponentialMechanismEvent)
+            ):
                 eps, delta = (
                     (1 / unit.noise_multiplier, 0.0)
                     if isinstance(unit, DiscreteLaplaceEvent)
-                    else (unit.epsilon, unit.delta)
+                    else (unit.epsilon, getattr(unit, "delta", 0.0))
                 )
                 part = pld.from_privacy_parameters(
                     _dp_parameters(eps, delta),
@@ -324,7 +331,7 @@ def _support(event: PrivacyEvent) -> Support:
         return SUPPORTED
     if isinstance(event, (NoOpEvent, NonPrivateEvent, GaussianEvent, LaplaceEvent)):
         return SUPPORTED
-    if isinstance(event, (EpsilonDeltaEvent, DiscreteLaplaceEvent)):
+    if isinstance(event, (EpsilonDeltaEvent, DiscreteLaplaceEvent, ExponentialMechanismEvent)):
         return SUPPORTED
     if isinstance(event, PoissonSampledEvent):
         if isinstance(event.event, LaplaceEvent):

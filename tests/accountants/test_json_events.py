@@ -12,6 +12,7 @@ from dpframe.events import (
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
     EpsilonDeltaEvent,
+    ExponentialMechanismEvent,
     GaussianEvent,
     LaplaceEvent,
     NonPrivateEvent,
@@ -37,6 +38,8 @@ EVENTS = {
         EpsilonDeltaEvent(0.5),
         EpsilonDeltaEvent(0.5, 1e-7),
         ZCDPEvent(0.02),
+        ExponentialMechanismEvent(0.3),
+        compose(ExponentialMechanismEvent(0.1), GaussianEvent(4.0)),
         SelfComposedEvent(GaussianEvent(3.0), 12),
         ParallelEvent((LaplaceEvent(1.0), LaplaceEvent(2.0), LaplaceEvent(3.0)), 2),
         SampledWithoutReplacementEvent(1000, 40, GaussianEvent(1.2)),
@@ -56,6 +59,7 @@ EVENTS = {
             50,
         ),
         compose(LaplaceEvent(3.0, relation=AR), ZCDPEvent(0.01, relation=AR)),
+        PoissonSampledEvent(0.1, ExponentialMechanismEvent(1.0, relation=AR)),
     ],
 }
 
