@@ -307,9 +307,9 @@ def evaluate(
         if "projection" in release.arrays:  # synthetic records lie in c + span(W): so do these
             w = release["projection"]
             x_test = centre + (test_x - centre) @ w @ np.linalg.pinv(w)
-        name = f"{step.name} synthetic (ε={step.plan.epsilon:.3g})"
+        name = f"{step.name} synthetic (charged ε={step.plan.cost:.4g})"
         labels = np.asarray(release["labels"], dtype=np.float64)
-        rows.append(score(name, release["synthetic"], labels, x_test, step.plan.epsilon))
+        rows.append(score(name, release["synthetic"], labels, x_test, step.plan.cost))
     values, counts = np.unique(train_y, return_counts=True)
     majority = values[np.argmax(counts)]
     constant = f"always {majority:g} (the majority class)"

@@ -368,8 +368,8 @@ class StepPlan:
     def describe(self) -> str:
         verdict = "fits" if self.fits else "EXCEEDS the budget"
         return (
-            f"{self.name} ({self.mechanism}, ε={self.epsilon:.6g}, δ={self.delta:.3g}): "
-            f"{self.event.describe()}; costs ε={self.cost:.6g} alone, total ε={self.total:.6g} "
+            f"{self.name} ({self.mechanism}, requested ε={self.epsilon:.6g}, δ={self.delta:.3g}): "
+            f"{self.event.describe()}; charges ε={self.cost:.6g} alone, total ε={self.total:.6g} "
             f"of {self.cap.epsilon:.6g} at δ={self.cap.delta:.3g} under {self.accountant}, "
             f"remaining ε={self.remaining:.6g}: {verdict}"
         )
@@ -551,7 +551,7 @@ class Session:
             raise BudgetExceededError(
                 f"step {plan.name!r} would exceed budget {plan.label!r}: spent "
                 f"ε={plan.spent:.6g}, remaining ε={_left(plan.cap, plan.spent):.6g}, "
-                f"requested ε={plan.cost:.6g} (total ε={plan.total:.6g} at "
+                f"this step ε={plan.cost:.6g} (total ε={plan.total:.6g} at "
                 f"δ={plan.cap.delta:.3g}); nothing was charged."
             )
         from dpframe.plugins import registry
