@@ -789,9 +789,8 @@ class ChainResult:
             where = f" -> {s.out}" if s.out else ""
             stopped = self.stop is not None and s.index == self.stop.index
             why = f": {s.reason}" if s.reason and not stopped else ""  # the stop says why
-            lines.append(
-                f"  {s.index:>2} {s.name:<14} {s.mechanism:<12} {s.status:<9} {cost}{where}{why}".rstrip()
-            )
+            row = f"  {s.index:>2} {s.name:<14} {s.mechanism:<12} {s.status:<9} {cost}{where}{why}"
+            lines.append(row.rstrip())
         if self.stop is not None:
             lines.append(
                 f"Stopped before step {self.stop.index} {self.stop.step!r}: {self.stop.reason}"
