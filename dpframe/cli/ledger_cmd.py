@@ -347,7 +347,7 @@ def _balance(led: Ledger, found: DatasetBudget) -> tuple[dict[str, Any], str]:
 
 def _charge_line(charge: Charge) -> str:
     epsilon = charge.accounting.get("epsilon_request")
-    cost = f"ε={float(epsilon):.6g}" if epsilon is not None else "ε=?"
+    cost = f"charged ε={float(epsilon):.6g}" if epsilon is not None else "charged ε=?"
     flags = f"  [{', '.join(charge.flags)}]" if charge.flags else ""
     origin = f"{charge.plugin} {charge.distribution} {charge.version}".strip()
     step = ""
