@@ -67,7 +67,12 @@ class DPFrameGroup(click.Group):
     def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
         words = args[: args.index("--")] if "--" in args else args
         ctx.meta[JSON_META] = "--json" in words
-        return super().parse_args(ctx, args)
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:  # the root's own options (dpframe --bogus ...)
+            if ctx.meta[JSON_META]:
+                raise UserError(_sentence_of(exc), EXIT_USAGE, "usage", True) from None
+            raise
 
     def invoke(self, ctx: click.Context) -> Any:
         debug = bool(ctx.params.get("debug"))
@@ -114,11 +119,11 @@ def _sentence(exc: BaseException) -> str:
 
 def _sentence_of(exc: click.ClickException) -> str:
     """A click error as one sentence, naming the command whose usage it is about."""
-    text = " ".join(exc.format_message().split())
+    text = " ".join(exc.format_message().split()).rstrip(".")
     ctx = getattr(exc, "ctx", None)
     if ctx is not None:
         text += f" (see '{ctx.command_path} --help')"
-    return text
+    return text + "."
 
 
 @click.group(cls=DPFrameGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -102,6 +102,8 @@ def test_2_usage_errors_ours_and_clicks():
     check(["release", "laplace", "--data", str(CTG)], EXIT_USAGE, "usage", "--epsilon")
     check(["ledger", "show", "--bogus"], EXIT_USAGE, "usage", "--bogus")
     check(release("--epsilon", "lots"), EXIT_USAGE, "usage", "lots")
+    check(["no-such-command"], EXIT_USAGE, "usage", "no-such-command")
+    check(["--bogus", "plugins"], EXIT_USAGE, "usage", "--bogus")  # the root's options
 
 
 def test_3_data_and_domain_errors(workdir):
