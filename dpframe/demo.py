@@ -293,9 +293,10 @@ def evaluate(
     from dpframe.evaluate import classify
 
     def score(
-        name: str, x: np.ndarray, y: np.ndarray, x_test: np.ndarray, epsilon: float | None
+        name: str, x: np.ndarray, y: np.ndarray, x_test: np.ndarray, charged: float | None
     ) -> dict[str, Any]:
-        return {"name": name, "epsilon": epsilon, **classify(x, y, x_test, test_y, "logistic")}
+        scores = classify(x, y, x_test, test_y, "logistic")
+        return {"name": name, "charged_epsilon": charged, **scores}
 
     rows = [score("real training data (NOT private)", train_x, train_y, test_x, None)]
     centre = np.full(test_x.shape[1], 0.5)  # the public centre of the domain [0, 1]^m

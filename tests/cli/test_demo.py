@@ -74,6 +74,10 @@ def test_the_demo_runs_end_to_end(tmp_path, monkeypatch):
     assert gmm["links"][0]["name"] == "pca" and gmm["links"][0]["array"] == "components"
     rows = {r["name"].split(" ")[0]: r for r in doc["utility"]["rows"]}
     assert set(rows) == {"real", "gmm_pca", "gmm_ron", "always"}
+    for step in doc["run"]["steps"][1:]:  # one ε per step: the charged one, labelled so
+        row = rows[step["name"]]
+        assert row["charged_epsilon"] == step["cost"] != step["epsilon"]
+        assert f"(charged ε={step['cost']:.4g})" in row["name"]
     with Ledger.open(ledger) as led:  # the ledger was kept and matches the saved releases
         assert led.verify().ok
         for step in doc["run"]["steps"]:
