@@ -89,8 +89,7 @@ class DPFrameGroup(click.Group):
         except UserError:
             raise
         except click.ClickException as exc:
-            if exc.exit_code not in (EXIT_USAGE,):
-                exc.exit_code = EXIT_USAGE  # click's generic errors are usage errors here
+            exc.exit_code = EXIT_USAGE  # click's own errors are all usage errors here
             if as_json:
                 raise UserError(_sentence_of(exc), exc.exit_code, "usage", True) from None
             raise
