@@ -17,8 +17,11 @@ from __future__ import annotations
 
 import os
 import re
+import shutil
 import subprocess
 import sys
+import tempfile
+import threading
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -159,6 +162,7 @@ class Terminal:
         self.cwd, self.env = Path(cwd), base
         self._python: subprocess.Popen[str] | None = None
         self._token = f"__docblock_{uuid.uuid4().hex}__"
+        self._state = Path(tempfile.mkdtemp(prefix="docblocks-"))  # outside the reader's files
 
     def run(self, block: Block, name: str) -> str:
         """Run one block; its output, or :class:`BlockFailed`."""
@@ -167,7 +171,7 @@ class Terminal:
         return self._run_python(block, name)
 
     def _bash(self, block: Block, name: str) -> str:
-        state = self.cwd / f".{self._token}"
+        state = self._state / "shell"
         script = (
             "set -eo pipefail\n"
             f"trap 'pwd > {state}.cwd; export -p > {state}.env' EXIT\n" + block.code
@@ -212,6 +216,17 @@ class Terminal:
         proc.stdin.write(f"{len(env)}\n{env}")
         proc.stdin.flush()
         output: list[str] = []
+        timer = threading.Timer(TIMEOUT, proc.kill)  # a block that hangs dies, and fails
+        timer.start()
+        try:
+            return self._python_output(proc, block, name, output)
+        finally:
+            timer.cancel()
+
+    def _python_output(
+        self, proc: subprocess.Popen[str], block: Block, name: str, output: list[str]
+    ) -> str:
+        assert proc.stdout is not None
         for line in proc.stdout:
             if line.startswith(self._token):
                 if line.split()[1] != "0":
@@ -223,6 +238,7 @@ class Terminal:
         raise BlockFailed(f"{name}:{block.line}: the Python interpreter died:\n" + "".join(output))
 
     def close(self) -> None:
+        shutil.rmtree(self._state, ignore_errors=True)
         if self._python is not None:
             assert self._python.stdin is not None
             self._python.stdin.close()
