@@ -213,3 +213,21 @@ def test_shell_completion_script_is_produced():
         text=True,
     )
     assert "plain,ledger" in words.stdout.split()
+
+
+def test_1_a_refused_chain_prints_its_reason_once_and_its_summary(workdir):
+    (workdir / "chain.toml").write_text(
+        f'[budget]\nlabel = "ctg"\nepsilon = 1\naccountant = "pure"\n[data]\npath = "{CTG}"\n'
+        '[domain]\nfile = "ctg.toml"\n[[steps]]\nname = "mean"\nmechanism = "laplace"\n'
+        'epsilon = 2\nparams = { query = "mean" }\n'
+    )
+    text = run("chain", "run", "chain.toml", "--out", "run1")
+    assert text.exit_code == EXIT_BUDGET_REFUSED, text.output
+    output = text.stdout + text.stderr
+    assert output.count("above its cap") == 1, output  # the reason, once: in the summary
+    assert "[1] mean: refused" in text.stderr.splitlines()
+    assert text.stderr.strip().splitlines()[-1].startswith("Error: the chain stopped before")
+    doc = run("chain", "run", "chain.toml", "--out", "run2", "--json")
+    parsed = json.loads(doc.stdout)
+    assert doc.exit_code == EXIT_BUDGET_REFUSED and parsed["error"]["code"] == "budget_refused"
+    assert "above its cap" in parsed["stop"]["reason"]
