@@ -785,7 +785,8 @@ class ChainResult:
             f"{self.plan.digest[:12]}): {released} of {len(self.steps)} steps released",
         ]
         for s in self.steps:
-            cost = f"charged ε={s.plan.cost:.4g}" if s.plan and s.status == "released" else ""
+            charged = s.plan is not None and s.status in ("released", "failed")
+            cost = f"charged ε={s.plan.cost:.4g}" if charged else ""
             where = f" -> {s.out}" if s.out else ""
             stopped = self.stop is not None and s.index == self.stop.index
             why = f": {s.reason}" if s.reason and not stopped else ""  # the stop says why
