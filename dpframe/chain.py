@@ -473,8 +473,10 @@ class ChainPlan:
             f"records: {self.domain.records if self.domain.records is not None else 'not declared'}"
             f", relation {self.domain.relation.value}",
             "",
+            f"  {'':>2}  {'':<14} {'':<12} {'requested':^19}  {'charged':>9} {'total':>9} "
+            f"{'left':>9}",
             f"  {'#':>2}  {'step':<14} {'mechanism':<12} {'ε':>9} {'δ':>9}  "
-            f"{'cost':>9} {'total':>9} {'left':>9}  event",
+            f"{'ε':>9} {'ε':>9} {'ε':>9}  event",
         ]
         for i, step in enumerate(self.steps):
             share = f" (share {step.share:g})" if step.share is not None else ""
@@ -486,6 +488,10 @@ class ChainPlan:
             )
             for link in step.links:
                 lines.append(f"      {link.param} = @{link.name}.{link.array}")
+        lines.append(
+            f"(requested: the mechanism's own (ε, δ); charged: its cost alone, at the budget's "
+            f"δ={view.cap.delta:.3g} under {view.accountant_name}.)"
+        )
         lines.append("")
         if self.stop is not None:
             lines.append(
@@ -824,12 +830,13 @@ class ChainResult:
             f"{self.plan.digest[:12]}): {released} of {len(self.steps)} steps released",
         ]
         for s in self.steps:
-            cost = f"ε={s.plan.cost:.4g}" if s.plan else ""
+            charged = s.plan is not None and s.status in ("released", "failed")
+            cost = f"charged ε={s.plan.cost:.4g}" if charged else ""
             where = f" -> {s.out}" if s.out else ""
-            why = f": {s.reason}" if s.reason else ""
-            lines.append(
-                f"  {s.index:>2} {s.name:<14} {s.mechanism:<12} {s.status:<9} {cost}{where}{why}"
-            )
+            stopped = self.stop is not None and s.index == self.stop.index
+            why = f": {s.reason}" if s.reason and not stopped else ""  # the stop says why
+            row = f"  {s.index:>2} {s.name:<14} {s.mechanism:<12} {s.status:<9} {cost}{where}{why}"
+            lines.append(row.rstrip())
         if self.stop is not None:
             lines.append(
                 f"Stopped before step {self.stop.index} {self.stop.step!r}: {self.stop.reason}"
@@ -957,7 +964,7 @@ def _run_step(
     )
     if not current.fits:
         return refused(
-            f"it no longer fits budget {view.label!r}: spent ε={current.spent:.6g}, requested "
+            f"it no longer fits budget {view.label!r}: spent ε={current.spent:.6g}, this step "
             f"ε={current.cost:.6g}, total ε={current.total:.6g} above the cap "
             f"{view.cap.epsilon:.6g} (charged elsewhere since the plan; nothing was charged).",
             current,

@@ -53,7 +53,14 @@ from dpframe.dataset import Dataset
 from dpframe.domain import Domain
 from dpframe.errors import BudgetExceededError, LedgerError, ParameterError
 from dpframe.events import EpsilonDeltaEvent, NoOpEvent, PrivacyEvent
-from dpframe.ledger import DEFAULT_ACCOUNTANT, Charge, DatasetBudget, Ledger, NewBudget
+from dpframe.ledger import (
+    DEFAULT_ACCOUNTANT,
+    Balance,
+    Charge,
+    DatasetBudget,
+    Ledger,
+    NewBudget,
+)
 from dpframe.ledger.store import composition
 from dpframe.mechanism import Mechanism, execute, planned_event
 from dpframe.params import build
@@ -368,8 +375,8 @@ class StepPlan:
     def describe(self) -> str:
         verdict = "fits" if self.fits else "EXCEEDS the budget"
         return (
-            f"{self.name} ({self.mechanism}, ε={self.epsilon:.6g}, δ={self.delta:.3g}): "
-            f"{self.event.describe()}; costs ε={self.cost:.6g} alone, total ε={self.total:.6g} "
+            f"{self.name} ({self.mechanism}, requested ε={self.epsilon:.6g}, δ={self.delta:.3g}): "
+            f"{self.event.describe()}; charges ε={self.cost:.6g} alone, total ε={self.total:.6g} "
             f"of {self.cap.epsilon:.6g} at δ={self.cap.delta:.3g} under {self.accountant}, "
             f"remaining ε={self.remaining:.6g}: {verdict}"
         )
@@ -511,9 +518,24 @@ class Session:
             relation=self.domain.relation,
         )
 
-    def balance(self) -> Any:
-        """The budget's :class:`~dpframe.ledger.Balance` (after the first release)."""
-        return self.ledger.remaining(self.label)
+    def balance(self) -> Balance:
+        """The budget's :class:`~dpframe.ledger.Balance`. Before the first release creates
+        the budget from the Session's ``cap``, the balance of that budget as it will be
+        created: nothing spent (its ``budget_id`` and ``created`` are empty until then)."""
+        view = self.view()
+        if view.budget is not None:
+            return self.ledger.remaining(view.budget)
+        pending = DatasetBudget(
+            budget_id="",
+            label=view.label,
+            accountant=view.accountant_name,
+            relation=self.domain.relation,
+            cap=view.cap,
+            fingerprints=(),
+            created="",
+            seq=0,
+        )
+        return Balance(pending, spent=0.0, charges=0, committed=0, failed=0, pending=0)
 
     # -- planning and releasing -------------------------------------------------------
 
@@ -558,7 +580,7 @@ class Session:
             raise BudgetExceededError(
                 f"step {plan.name!r} would exceed budget {plan.label!r}: spent "
                 f"ε={plan.spent:.6g}, remaining ε={_left(plan.cap, plan.spent):.6g}, "
-                f"requested ε={plan.cost:.6g} (total ε={plan.total:.6g} at "
+                f"this step ε={plan.cost:.6g} (total ε={plan.total:.6g} at "
                 f"δ={plan.cap.delta:.3g}); nothing was charged."
             )
         from dpframe.plugins import registry

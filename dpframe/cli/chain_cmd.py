@@ -3,7 +3,6 @@
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import time
 from pathlib import Path
@@ -22,7 +21,7 @@ from dpframe.chain import (
 from dpframe.cli.common import emit_json, json_option
 from dpframe.cli.ledger_cmd import ledger_option
 from dpframe.domain import Domain
-from dpframe.errors import BudgetExceededError, DPFrameError, ParameterError
+from dpframe.errors import BudgetExceededError, ComputeError, DPFrameError, ParameterError
 from dpframe.ledger import Ledger, ledger_path
 from dpframe.loaders import load_dataset
 from dpframe.session import Session, StepPlan
@@ -219,23 +218,27 @@ def run_cmd(
         )
         result = run_chain(plan, session, out, progress=_StderrProgress())
     _write_summary(result, out)
+    error = None if result.completed else _stopped(result, out)
     if as_json:
-        emit_json(result.to_dict())
-    else:
-        click.echo(result.describe())
-        click.echo(f"Summary: {out / 'chain.json'} and {out / 'chain.txt'}")
-    if not result.completed:
-        stop = result.stop
-        released = sum(s.status == "released" for s in result.steps)
-        message = (
-            f"the chain stopped before step {stop.index} {stop.step!r} ({released} of "
-            f"{len(result.steps)} steps released; see {out / 'chain.json'})."
-        )
-        if as_json:
-            click.echo(f"Error: {message}", err=True)
-            sys.exit(1)
-        failed = any(s.status == "failed" for s in result.steps)
-        raise (DPFrameError if failed else BudgetExceededError)(message)
+        emit_json(result.to_dict(), error)
+        return
+    click.echo(result.describe())
+    click.echo(f"Summary: {out / 'chain.json'} and {out / 'chain.txt'}")
+    if error is not None:
+        raise error
+
+
+def _stopped(result: ChainResult, out: Path) -> DPFrameError:
+    """The error of a chain that stopped early: refused by the budget (exit 1), or a step
+    that failed while running (exit 5)."""
+    stop = result.stop
+    released = sum(s.status == "released" for s in result.steps)
+    message = (
+        f"the chain stopped before step {stop.index} {stop.step!r} ({released} of "
+        f"{len(result.steps)} steps released; see {out / 'chain.json'})."
+    )
+    failed = any(s.status == "failed" for s in result.steps)
+    return (ComputeError if failed else BudgetExceededError)(message)
 
 
 def _write_summary(result: ChainResult, out: Path) -> None:
@@ -253,7 +256,8 @@ class _StderrProgress(Progress):
     def start(self, index: int, total: int, plan: StepPlan) -> None:
         prefix = f"[{index + 1}/{total}] {plan.name}"
         click.echo(
-            f"{prefix} ({plan.mechanism}, ε={plan.epsilon:.4g}, δ={plan.delta:.3g}): running…",
+            f"{prefix} ({plan.mechanism}, requested ε={plan.epsilon:.4g}, δ={plan.delta:.3g}): "
+            "running…",
             err=True,
         )
         self._stop.clear()
@@ -279,9 +283,9 @@ class _StderrProgress(Progress):
         if outcome.status == "released":
             plan = outcome.plan
             click.echo(
-                f"{prefix}: released in {outcome.seconds:.1f} s (ε={plan.cost:.4g}, budget total "
-                f"ε={plan.total:.4g})",
+                f"{prefix}: released in {outcome.seconds:.1f} s (charged ε={plan.cost:.4g}, "
+                f"budget total ε={plan.total:.4g})",
                 err=True,
             )
-        else:
-            click.echo(f"{prefix}: {outcome.status}: {outcome.reason}", err=True)
+        else:  # the reason is in the chain's summary, printed once
+            click.echo(f"{prefix}: {outcome.status}", err=True)

@@ -11,12 +11,18 @@ import attrs
 import click
 
 from dpframe.domain import Classes, Domain, Target
-from dpframe.errors import DomainError, ParameterError
+from dpframe.errors import DomainError, DPFrameError, ParameterError
 
 
-def emit_json(data: Any) -> None:
-    """Print ``data`` as indented JSON on stdout."""
+def emit_json(data: Any, error: DPFrameError | None = None) -> None:
+    """Print ``data`` as indented JSON on stdout. With ``error``, the command's result is
+    complete but it failed: print ``data`` with the key ``"error"`` (``error.to_dict()``)
+    as one object, and exit with the error's code."""
+    if error is not None:
+        data = {**data, "error": error.to_dict()}
     click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+    if error is not None:
+        raise click.exceptions.Exit(error.exit_code)
 
 
 def json_option(f: Callable) -> Callable:

@@ -10,7 +10,7 @@ from typing import Any
 import click
 
 from dpframe.cli.common import emit_json, json_option
-from dpframe.errors import EXIT_LEDGER, DPFrameError, LedgerError
+from dpframe.errors import DPFrameError, LedgerError
 from dpframe.ledger import (
     DEFAULT_ACCOUNTANT,
     ENV_VAR,
@@ -209,10 +209,15 @@ def verify(
         report = led.verify(expect_head)
         releases = [_check_release(led, d) for d in release_dirs]
     failed = [r for r in releases if not r["ok"]]
+    where, error = _where(as_json), None
+    if not report.ok:
+        error = LedgerError(
+            f"the ledger failed verification: {len(report.problems)} problem(s), listed {where}."
+        )
+    elif failed:
+        error = LedgerError(f"{len(failed)} release(s) do not match the ledger, listed {where}.")
     if as_json:
-        emit_json({**report.to_dict(), "releases": releases})
-        if not report.ok or failed:
-            sys.exit(EXIT_LEDGER)
+        emit_json({**report.to_dict(), "releases": releases}, error)
         return
     for problem in report.problems:
         click.echo(f"  {problem}")
@@ -220,12 +225,8 @@ def verify(
         click.echo(
             f"  release {r['path']}: {'matches entry ' + r['entry'] if r['ok'] else r['error']}"
         )
-    if not report.ok:
-        raise LedgerError(
-            f"the ledger failed verification: {len(report.problems)} problem(s), listed above."
-        )
-    if failed:
-        raise LedgerError(f"{len(failed)} release(s) do not match the ledger, listed above.")
+    if error is not None:
+        raise error
     keyed = "" if report.authenticated else " (MACs not checked: no ledger key)"
     click.echo(
         f"OK: {report.entries} entries, chain intact{keyed}; head "
@@ -296,14 +297,17 @@ def audit_cmd(ledger_file: Path | None, accountants: tuple[str, ...], as_json: b
 
     with Ledger.open(ledger_file) as led:
         report = audit(led, accountants=list(accountants) or None)
+    error = None
+    if not report.ok:
+        error = LedgerError(
+            f"the audit found {report.problems} problem(s), listed {_where(as_json)}."
+        )
     if as_json:
-        emit_json(report.to_dict())
-        if not report.ok:
-            sys.exit(EXIT_LEDGER)
+        emit_json(report.to_dict(), error)
         return
     click.echo(report.describe())
-    if not report.ok:
-        raise LedgerError(f"the audit found {report.problems} problem(s), listed above.")
+    if error is not None:
+        raise error
 
 
 @ledger.command("export")
@@ -344,6 +348,11 @@ def import_cmd(source: Path, ledger_file: Path | None, as_json: bool) -> None:
 # -- helpers -------------------------------------------------------------------------------
 
 
+def _where(as_json: bool) -> str:
+    """Where a report's problems are listed: in the JSON document, or in the text above."""
+    return "in the report" if as_json else "above"
+
+
 def _announce(led: Ledger) -> None:
     if led.is_new:
         click.echo(f"Created a new ledger at {led.path}.", err=True)
@@ -379,7 +388,7 @@ def _balance(led: Ledger, found: DatasetBudget) -> tuple[dict[str, Any], str]:
 
 def _charge_line(charge: Charge) -> str:
     epsilon = charge.accounting.get("epsilon_request")
-    cost = f"ε={float(epsilon):.6g}" if epsilon is not None else "ε=?"
+    cost = f"charged ε={float(epsilon):.6g}" if epsilon is not None else "charged ε=?"
     flags = f"  [{', '.join(charge.flags)}]" if charge.flags else ""
     origin = f"{charge.plugin} {charge.distribution} {charge.version}".strip()
     step = ""

@@ -317,16 +317,16 @@ def release(
         return
     click.echo(f"Released {mechanism.name} to {out}/")
     click.echo(f"  event:   {result.event.describe()}")
-    if epsilon == "rest":
-        click.echo(f"  epsilon: {params.epsilon:.6g} (the rest of the budget)")
+    rest = " (the rest of the budget)" if epsilon == "rest" else ""
+    click.echo(f"  requested: ε={params.epsilon:.6g}, δ={params.delta:.3g}{rest}")
     click.echo(
         f"  sampler: {result.sampler['kind']}"
         + (" (reproducible, NOT secure)" if seed is not None else "")
     )
     click.echo(f"  arrays:  {', '.join(f'{k} {v.shape}' for k, v in result.arrays.items())}")
     click.echo(
-        f"  charged: ε={cost:.6g} at δ={balance.delta:.3g} to budget {charge.budget_label!r} "
-        f"({balance.budget.accountant}), entry {charge.entry_id}"
+        f"  charged: ε={cost:.6g} at the budget's δ={balance.delta:.3g} to budget "
+        f"{charge.budget_label!r} ({balance.budget.accountant}), entry {charge.entry_id}"
     )
     click.echo(f"  budget:  {balance.describe()}")
 

@@ -26,7 +26,7 @@ import numpy as np
 from dpframe.calibration import gdp_epsilon
 from dpframe.dataset import Dataset
 from dpframe.domain import Domain
-from dpframe.errors import DataError
+from dpframe.errors import DataError, DomainError
 from dpframe.events import (
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
@@ -72,6 +72,9 @@ from dpframe.testing.sensitivity import STRATEGIES, Search, SensitivityReport
 
 SCALE_RTOL = 1e-9
 _FAMILY = {"l1": "Laplace", "l2": "Gaussian", "score": "exponential-mechanism (2/ε)"}
+MAX_FIXED_FEATURES = 16
+"""The feature counts tried to find one the mechanism's parameters fix (a kit on more
+features than this is given them explicitly)."""
 
 
 def _quietly(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -204,13 +207,33 @@ class Kit:
         n_features = n_features or domain.n_features
         if n_features is None and callable(base):
             n_features = base(SeededSampler(seed)).n_features
-        if n_features is None:
-            raise ValueError("give the domain's feature count (bounds per feature or n_features=).")
+        n_features = n_features or self._fixed_features(domain, records)
         self.space = RecordSpace.of(domain, n_features)
         self.base = self._base_factory(base, records)
         self.tiers = {"fast": fast, "thorough": thorough}
         self._searches: dict[str, tuple[Search, set[str]]] = {}
         self._blackbox: dict[str, list[Pair]] = {}
+
+    def _fixed_features(self, domain: Domain, records: int) -> int:
+        """The feature count the mechanism's parameters fix: the only one up to
+        :data:`MAX_FIXED_FEATURES` at which it plans; otherwise one sentence saying how to
+        give it."""
+        fits = []
+        for count in range(1, MAX_FIXED_FEATURES + 1):
+            bound = domain.bind(count)
+            bound = bound if bound.records is not None else bound.with_records(records)
+            try:
+                self.mechanism.plan(self.params(bound), bound)
+            except Exception:
+                continue
+            fits.append(count)
+        if len(fits) == 1:
+            return fits[0]
+        raise DomainError(
+            "the kit needs the number of features, and neither the domain (its bounds are "
+            "scalars), the data nor the mechanism fix it: give n_features=N (the scalar bounds "
+            "then apply to every feature), base= data, bounds per feature or feature_names."
+        )
 
     def tier(self, tier: str | Tier) -> Tier:
         """The budgets of ``tier`` ("fast", "thorough" or a Tier)."""

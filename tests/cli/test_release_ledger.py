@@ -74,7 +74,8 @@ def test_release_charges_and_refuses_past_the_cap(run, data, tmp_path):
     )
     assert first.exit_code == 0, first.output
     assert f"Created a new ledger at {ledger}" in first.stderr
-    assert "charged: ε=0.6 at δ=0 to budget 'patients.csv' (pure)" in first.stdout
+    assert "requested: ε=0.6, δ=0\n" in first.stdout
+    assert "charged: ε=0.6 at the budget's δ=0 to budget 'patients.csv' (pure)" in first.stdout
     assert "remaining ε=0.4" in first.stdout
     refused = release(run, data, tmp_path / "r2", 0.5, "--ledger", ledger)
     assert refused.exit_code == 1
