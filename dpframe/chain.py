@@ -510,9 +510,12 @@ def plan_chain(
     *,
     ledger: Ledger | None = None,
     accountants: list[str] | None = None,
+    distributed: bool = False,
 ) -> ChainPlan:
     """Plan every step of ``spec`` on ``domain`` (default: the spec's), after what the
-    budget already holds in ``ledger`` (none: a new budget). Reads no data."""
+    budget already holds in ``ledger`` (none: a new budget). Reads no data. With
+    ``distributed``, for data on a cluster: the plan stops before a step whose mechanism
+    reads records on this process (it would be refused, nothing charged)."""
     domain = _planning_domain(spec, domain)
     view = budget_view(
         ledger,
@@ -521,12 +524,19 @@ def plan_chain(
         accountant=spec.budget.accountant,
         relation=domain.relation,
     )
-    planner = _Planner(spec, domain, view)
+    planner = _Planner(spec, domain, view, distributed)
     planned, stop = planner.plan()
     events = [s.event for s in planned if s.fits]
     costs = accountant_costs(view, events, accountants)
     digest = plan_digest(spec, domain, view, planned)
     return ChainPlan(spec, domain, view, tuple(planned), stop, costs, digest)
+
+
+def _needs_records(mechanism: str) -> str:
+    return (
+        f"{mechanism} with these parameters reads the records on this process, but data on "
+        "a cluster stay on its workers; it would be refused (nothing would be charged for it)."
+    )
 
 
 def _planning_domain(spec: ChainSpec, domain: Domain | None) -> Domain:
@@ -548,10 +558,13 @@ def _planning_domain(spec: ChainSpec, domain: Domain | None) -> Domain:
 class _Planner:
     """Plans the steps in order, making stand-in outputs for references on demand."""
 
-    def __init__(self, spec: ChainSpec, domain: Domain, view: BudgetView) -> None:
+    def __init__(
+        self, spec: ChainSpec, domain: Domain, view: BudgetView, distributed: bool = False
+    ) -> None:
         self.spec = spec
         self.domain = domain
         self.view = view
+        self.distributed = distributed
         self.params: dict[str, Any] = {}
         self.standins: dict[str, Release] = {}
 
@@ -584,6 +597,8 @@ class _Planner:
             except DPFrameError as exc:
                 raise type(exc)(f"step {index} {step.name!r} ({step.mechanism}): {exc}") from None
             planned.append(plan)
+            if self.distributed and not mechanism.reduces_only(params):
+                return planned, Stop(index, step.name, _needs_records(mechanism.name))
             if not plan.fits:
                 return planned, Stop(
                     index,

@@ -61,12 +61,21 @@ def _accountants_option(f):  # type: ignore[no-untyped-def]
 @ledger_option
 @_domain_option
 @_accountants_option
+@click.option(
+    "--engine",
+    type=click.Choice(["local", "dask"]),
+    default="local",
+    show_default=True,
+    help="Where the data will be read: with dask, the plan stops before a step that needs "
+    "the records on this process.",
+)
 @json_option
 def plan_cmd(
     spec_path: Path,
     ledger_file: Path | None,
     domain_path: Path | None,
     accountants: tuple[str, ...],
+    engine: str,
     as_json: bool,
 ) -> None:
     """Show every step's parameters and cost, and the totals under each accountant.
@@ -80,7 +89,7 @@ def plan_cmd(
     names = list(accountants) or None
     led = _existing_ledger(ledger_file)
     try:
-        plan = plan_chain(spec, domain, ledger=led, accountants=names)
+        plan = plan_chain(spec, domain, ledger=led, accountants=names, distributed=engine == "dask")
     finally:
         if led is not None:
             led.close()

@@ -85,7 +85,7 @@ def data_options(f: Callable) -> Callable:
 
 def scale_options(f: Callable) -> Callable:
     """Streaming and distributed reading: ``--chunk-rows``, ``--engine``, ``--scheduler``,
-    ``--progress``."""
+    ``--timeout``, ``--progress``."""
     options = [
         click.option(
             "--chunk-rows",
@@ -108,6 +108,13 @@ def scale_options(f: Callable) -> Callable:
             metavar="ADDRESS",
             help="Dask scheduler address (tcp://host:8786) for --engine dask; default: an "
             "in-process local cluster.",
+        ),
+        click.option(
+            "--timeout",
+            type=click.FloatRange(min=0, min_open=True),
+            default=None,
+            metavar="SECONDS",
+            help="With --engine dask: fail a pass over the data that takes longer (default 3600).",
         ),
         click.option(
             "--progress/--no-progress",

@@ -68,3 +68,20 @@ def test_progress_bars_go_to_stderr_only_when_asked(files, tmp_path):
 def test_scheduler_without_dask_engine_is_refused(files, tmp_path):
     code, output, _ = _release(tmp_path, files["parquet"], "lap_pca", "--scheduler", "tcp://x:1")
     assert code != 0 and "--scheduler needs --engine dask." in output
+
+
+def test_dprp_chain_plan_for_a_cluster_says_it_would_be_refused(tmp_path):
+    spec = tmp_path / "chain.toml"
+    spec.write_text(
+        '[budget]\nlabel = "big"\nepsilon = 2\ndelta = 1e-5\n'
+        "[domain]\nrecords = 600\n[domain.features]\nlower = [-1, -1, -1]\nupper = [1, 1, 1]\n"
+        '[[steps]]\nname = "pca"\nmechanism = "lap_pca"\nepsilon = 0.5\n'
+        "params = { dimension = 2 }\n"
+        '[[steps]]\nname = "proj"\nmechanism = "dprp"\nepsilon = 0.5\ndelta = 1e-6\n'
+    )
+    local = CliRunner().invoke(cli, ["chain", "plan", str(spec)])
+    assert local.exit_code == 0 and "would stop" not in local.output, local.output
+    dask = CliRunner().invoke(cli, ["chain", "plan", str(spec), "--engine", "dask"])
+    assert dask.exit_code == 0, dask.output
+    assert "A run would stop before step 1 'proj'" in dask.output
+    assert "reads the records on this process" in dask.output
