@@ -69,7 +69,7 @@ def failure(exc: BaseException, what: str, data: str) -> DPFrameError | None:
     name = type(exc).__name__
     if name == "KilledWorker":
         return ComputeError(
-            f"the Dask workers kept dying while computing {what} over {data} (Dask gave up "
+            f"the Dask workers kept dying during {what} over {data} (Dask gave up "
             "on a task after it had killed several workers); check the workers' memory "
             "limits and logs, then retry."
         )

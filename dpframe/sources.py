@@ -293,7 +293,7 @@ class DaskSource(Source):
         features: Sequence[str] | None = None,
         label: str | None = None,
         timeout: float | None = DEFAULT_TIMEOUT,
-        name: str = "dask",
+        name: str = "the Dask data",
     ) -> None:
         _require("dask", "Dask sources")
         if timeout is not None and not timeout > 0:
@@ -313,7 +313,8 @@ class DaskSource(Source):
             self.has_labels = self.label is not None
             parts = data.to_delayed()
             self._parts = [(p, None) for p in parts]
-            self._lengths = [int(n) for n in self._compute(data.map_partitions(len), "counting")]
+            lengths = self._compute(data.map_partitions(len), "the counting pass")
+            self._lengths = [int(n) for n in lengths]
         else:
             if data.ndim != 2:
                 raise DataError(f"the Dask array must be 2-D, got {data.ndim} dimensions.")
@@ -349,7 +350,7 @@ class DaskSource(Source):
                 delayed(_add_partials)(parts[i], parts[i + 1]) if i + 1 < len(parts) else parts[i]
                 for i in range(0, len(parts), 2)
             ]
-        return self._compute(parts[0], "a pass over the data")
+        return self._compute(parts[0], "a pass")
 
     def local_partition(self, first_row: int) -> Batch:
         """The raw records of the partition starting at data row ``first_row``, read by

@@ -116,6 +116,20 @@ def test_dprp_is_refused_for_a_cluster_before_any_charge(cluster, tmp_path, ledg
     assert "reserve" not in _kinds(ledger)
 
 
+def test_a_session_on_a_cluster_releases_and_refuses_dprp_at_planning(cluster, tmp_path, ledger):
+    from dpframe import Session
+
+    session = Session(_source(tmp_path, "ok"), ledger, "big", cap=(10.0, 1e-3), seed=1)
+    release = session.release("lap_pca", epsilon=1.0, dimension=2)
+    assert release["covariance"].shape == (COLS, COLS)
+    charged = _kinds(ledger)
+    with pytest.raises(RecordAccessError, match="reads the records on this process"):
+        session.plan("dprp", epsilon=1.0, delta=1e-5)
+    with pytest.raises(RecordAccessError, match="reads the records on this process"):
+        session.release("dprp", epsilon=1.0, delta=1e-5)
+    assert _kinds(ledger) == charged
+
+
 def test_a_pass_past_its_timeout_fails_cleanly_and_stays_charged(cluster, tmp_path, ledger):
     # The fingerprint pass (the block's first evaluation) is quick; the mechanism's pass
     # sleeps past the timeout, after the reservation: charged and recorded as failed.
@@ -126,6 +140,31 @@ def test_a_pass_past_its_timeout_fails_cleanly_and_stays_charged(cluster, tmp_pa
     assert time.monotonic() - started < 8
     assert _kinds(ledger)[-2:] == ["reserve", "fail"]
     assert ledger.remaining("big").failed == 1
+
+
+def test_ctrl_c_stops_a_pass_promptly_and_the_ledger_records_the_failure(cluster, tmp_path, ledger):
+    import signal
+    import threading
+
+    dataset = _source(tmp_path, "ok", seconds=8.0)
+    interrupted = []
+
+    def interrupt_after_the_reservation() -> None:
+        with Ledger.open(ledger.path) as watcher:
+            deadline = time.monotonic() + 30
+            while "reserve" not in _kinds(watcher) and time.monotonic() < deadline:
+                time.sleep(0.05)
+        interrupted.append(time.monotonic())
+        os.kill(os.getpid(), signal.SIGINT)
+
+    watcher = threading.Thread(target=interrupt_after_the_reservation)
+    watcher.start()
+    with pytest.raises(KeyboardInterrupt):
+        _lap_pca(dataset, ledger)
+    stopped = time.monotonic()
+    watcher.join()
+    assert stopped - interrupted[0] < 2.0  # the pass itself would take 8 s
+    assert _kinds(ledger)[-2:] == ["reserve", "fail"]
 
 
 def test_a_worker_that_keeps_dying_is_a_compute_error_and_nothing_is_charged(
