@@ -567,27 +567,45 @@ def _parse_csv_block(
 
 
 def check_passes(mechanism: Any, params: Any, dataset: Any) -> None:
-    """Before any data are read (and the ledger charged): refuse a mechanism that needs
-    the records in memory (``data_passes`` is None: the default of
-    :meth:`dpframe.mechanism.Mechanism.data_passes`), that reads records on this process
-    (``reduces_only`` is False) from a distributed source, or that needs more passes than
-    a source-backed ``dataset`` allows. In-memory Datasets pass unchecked."""
+    """Before any data are read (and the ledger charged): :func:`check_access` for the
+    source of a source-backed ``dataset``. In-memory Datasets pass unchecked."""
     source = getattr(dataset, "source_obj", None)
-    if source is None:
-        return
-    passes = mechanism.data_passes(params)
-    if passes is None:
+    if source is not None:
+        check_access(
+            mechanism,
+            params,
+            distributed=source.distributed,
+            passes=source.passes,
+            name=source.name,
+        )
+
+
+def check_access(
+    mechanism: Any,
+    params: Any,
+    *,
+    distributed: bool = False,
+    passes: int | None = None,
+    name: str = "the source",
+) -> None:
+    """Refuse a mechanism that cannot read a streamed source: one that needs the records
+    in memory (``data_passes`` is None: the default of
+    :meth:`dpframe.mechanism.Mechanism.data_passes`), one that reads records on this
+    process (``reduces_only`` is False) when the source is ``distributed``, or one that
+    needs more than the ``passes`` the source allows (None: any number)."""
+    needed = mechanism.data_passes(params)
+    if needed is None:
         raise RecordAccessError(f"{mechanism.name} with these parameters: {_RECORDS}")
-    if source.distributed and not mechanism.reduces_only(params):
+    if distributed and not mechanism.reduces_only(params):
         raise RecordAccessError(
             f"{mechanism.name} with these parameters reads the records on this process, but "
             "a distributed source keeps them on the workers (only reduced statistics leave "
             "them); nothing was charged; use a local source (--engine local)."
         )
-    if source.passes is not None and passes > source.passes:
+    if passes is not None and needed > passes:
         raise PassLimitError(
-            f"{mechanism.name} needs {passes} passes over the data but {source.name} can be "
-            f"read only {source.passes} time(s); use a re-readable file or a mechanism that "
+            f"{mechanism.name} needs {needed} passes over the data but {name} can be "
+            f"read only {passes} time(s); use a re-readable file or a mechanism that "
             "needs fewer passes."
         )
 

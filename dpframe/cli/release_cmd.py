@@ -4,6 +4,7 @@ written to a directory."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -122,8 +123,16 @@ def dask_client(engine: str, scheduler: str | None, timeout: float | None = None
         raise ParameterError(
             "--engine dask needs the 'scale' extra; install it with pip install 'dpframe[scale]'."
         ) from None
-    with connect(scheduler) if scheduler is not None else private_cluster():
-        yield
+    # Dask logs its own lines (reconnect attempts, worker restarts) to stderr; the
+    # command reports the outcome in one sentence instead.
+    logger = logging.getLogger("distributed")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        with connect(scheduler) if scheduler is not None else private_cluster():
+            yield
+    finally:
+        logger.setLevel(level)
 
 
 def check_output_dir(out: Path) -> None:
@@ -256,6 +265,10 @@ def release(
         domain_path, bounds, row_norm_bound, classes, target_range, relation, label
     )
     check_output_dir(out)
+    if streams(data_path, chunk_rows, engine):  # before connecting, opening or counting
+        from dpframe.sources import check_access
+
+        check_access(mechanism, params, distributed=engine == "dask")
     with dask_client(engine, scheduler, timeout), Ledger.open(path, create=True) as led:
         if led.is_new:
             click.echo(f"Created a new ledger at {led.path}.", err=True)

@@ -7,7 +7,6 @@ import pytest
 from click.testing import CliRunner
 
 from dpframe.cli import cli
-from dpframe.ledger import Ledger
 from dpframe.release import Release
 
 COMMON = ["--bounds", "-1:1", "--classes", "0,1,2", "--label", "y", "--seed", "3"]
@@ -49,12 +48,32 @@ def test_a_mechanism_that_needs_records_is_refused_before_the_ledger_is_charged(
     code, output, _ = _release(
         tmp_path, files["parquet"], "dpcda", "--delta", "1e-5", "--param", "records=3000"
     )
-    assert code != 0
+    assert code == 3
     assert "dpcda with these parameters: this mechanism needs the records in memory" in output
     assert "Traceback" not in output
-    (ledger,) = tmp_path.glob("*.db")
-    with Ledger.open(ledger) as led:
-        assert [entry.kind for entry in led.entries()] == ["init"]
+    assert not list(tmp_path.glob("*.db"))  # refused before the ledger was even opened
+
+
+def test_dprp_on_a_cluster_is_refused_before_anything_is_read_or_charged(files, tmp_path):
+    pytest.importorskip("dask.distributed", reason="the 'scale' extra is not installed")
+    code, output, _ = _release(
+        tmp_path,
+        files["parquet"],
+        "dprp",
+        "--delta",
+        "1e-5",
+        "--engine",
+        "dask",
+        "--scheduler",
+        "tcp://127.0.0.1:1",  # nothing listens there: the refusal comes before connecting
+    )
+    assert code == 3, output
+    assert "dprp with these parameters reads the records on this process" in output
+    assert not list(tmp_path.glob("*.db"))
+    code, output, _ = _release(
+        tmp_path, files["parquet"], "dprp", "--delta", "1e-5", "--budget-delta", "1e-3"
+    )
+    assert code == 0, output  # the same release from the file on this process
 
 
 def test_progress_bars_go_to_stderr_only_when_asked(files, tmp_path):
