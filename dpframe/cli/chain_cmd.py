@@ -19,7 +19,7 @@ from dpframe.chain import (
     plan_chain,
     run_chain,
 )
-from dpframe.cli.common import emit_json, json_option
+from dpframe.cli.common import emit_json, engine_option, json_option
 from dpframe.cli.ledger_cmd import ledger_option
 from dpframe.domain import Domain
 from dpframe.errors import BudgetExceededError, DPFrameError, ParameterError
@@ -61,13 +61,9 @@ def _accountants_option(f):  # type: ignore[no-untyped-def]
 @ledger_option
 @_domain_option
 @_accountants_option
-@click.option(
-    "--engine",
-    type=click.Choice(["local", "dask"]),
-    default="local",
-    show_default=True,
-    help="Where the data will be read: with dask, the plan stops before a step that needs "
-    "the records on this process.",
+@engine_option(
+    "Where the data will be read: with dask, the plan stops before a step that needs the "
+    "records on this process."
 )
 @json_option
 def plan_cmd(

@@ -83,6 +83,17 @@ def data_options(f: Callable) -> Callable:
     return f
 
 
+def engine_option(help: str) -> Callable:
+    """``--engine local|dask``: where the data are read."""
+    return click.option(
+        "--engine",
+        type=click.Choice(["local", "dask"]),
+        default="local",
+        show_default=True,
+        help=help,
+    )
+
+
 def scale_options(f: Callable) -> Callable:
     """Streaming and distributed reading: ``--chunk-rows``, ``--engine``, ``--scheduler``,
     ``--timeout``, ``--progress``."""
@@ -94,13 +105,9 @@ def scale_options(f: Callable) -> Callable:
             help="Stream the data file (CSV or Parquet) in chunks of this many records, in "
             "constant memory (Parquet files are always streamed).",
         ),
-        click.option(
-            "--engine",
-            type=click.Choice(["local", "dask"]),
-            default="local",
-            show_default=True,
-            help="Where streamed statistics are computed: this process, or Dask workers "
-            "(only reduced statistics leave them).",
+        engine_option(
+            "Where streamed statistics are computed: this process, or Dask workers (only "
+            "reduced statistics leave them)."
         ),
         click.option(
             "--scheduler",
