@@ -37,6 +37,7 @@ from dpframe.dataset import (
     DEFAULT_CHUNK_ROWS,
     _as_feature_matrix,
     _domain_label_column,
+    _is_number,
     _resolve_column,
     _validate_labels,
     keyed_fingerprint,
@@ -485,8 +486,8 @@ def _dask_csv(
     """A Dask dataframe over a CSV file that the workers read in byte blocks, cut at line
     ends. The column types come from the domain (features are numbers, the label is
     text), not from a sample: this process reads only the first line (the column names,
-    or without a header its number of fields). A header is assumed unless
-    ``header=False``."""
+    or without a header its number of fields). Without ``header``, the first line is a
+    header unless its fields (but an indexed label's) are all numbers."""
     import pandas as pd
     from dask import delayed
     from dask.bytes import read_bytes
@@ -505,7 +506,10 @@ def _dask_csv(
     if delimiter == " ":
         raise DataError(f"{path.name}: Dask reads comma, tab or semicolon separated text.")
     fields = next(csv.reader([first], delimiter=delimiter))
-    has_header = header is not False
+    has_header = header
+    if has_header is None:  # a header unless every field (but an indexed label) is a number
+        skip = label if isinstance(label, int) else None
+        has_header = not all(_is_number(f) for j, f in enumerate(fields) if j != skip)
     columns = [f.strip() for f in fields] if has_header else [str(i) for i in range(len(fields))]
     label_name = _resolve_column(label, columns, "label") if label is not None else None
     names = list(features) if features else [c for c in columns if c != label_name]

@@ -215,6 +215,21 @@ def test_a_csv_value_that_is_not_a_number_is_reported_without_it(cluster, tmp_pa
     assert erred and "SECRET" not in repr(erred) + dataset_error
 
 
+def test_a_dask_csv_takes_its_types_from_the_domain_and_detects_a_missing_header(cluster, tmp_path):
+    rows = "0.1,0.2,yes\n0.3,0.4,no\n0.5,0.6,no\n"
+    domain = Domain(lower=-1.0, upper=1.0, labels=Classes(("yes", "no")))
+    for name, text, label, features in (
+        ("headed.csv", "a,b,y\n" + rows, "y", ("a", "b")),
+        ("bare.csv", rows, 2, ("0", "1")),
+    ):
+        (tmp_path / name).write_text(text)
+        source = open_source(tmp_path / name, domain, label=label, engine="dask")
+        dataset = SourceDataset(source, domain)
+        assert source.feature_names == features and dataset.n_records == 3
+        sums = dataset.reduce(lambda x, y: np.concatenate([x.sum(axis=0), [np.sum(y)]]))
+        np.testing.assert_allclose(sums, [0.9, 1.2, 2])  # labels 'no' are class 1
+
+
 def test_a_file_the_workers_cannot_read_is_a_data_error(cluster, tmp_path, ledger):
     pd = pytest.importorskip("pandas")
     path = tmp_path / "t.parquet"
