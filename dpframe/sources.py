@@ -384,28 +384,24 @@ def _partition(
     label: str | None,
     first_row: int,
 ) -> Any:
-    """On a worker: one partition (array block or dataframe) to ``task``'s result. An
-    invalid record is returned as an :class:`_Invalid` marker, never raised: a raised
-    error would show its sentence (which names the record) in the cluster's logs and
-    exceptions pages."""
-    try:
-        if hasattr(block, "columns"):
-            try:
-                features = block.loc[:, list(names)].to_numpy(dtype=np.float64, na_value=np.nan)
-            except (TypeError, ValueError):
-                raise DataError("a feature is not a number.") from None
-            labels = None if label is None else block[label].to_numpy()
-            return task(features, labels, first_row)
-        return task(block, labels, first_row)
-    except DataError:
-        pass
-    return _Invalid(first_row), 0, ClipReport(0)
+    """On a worker: one partition (array block or dataframe) to ``task``'s result (a
+    feature that is not a number: an :class:`_Invalid` marker)."""
+    if hasattr(block, "columns"):
+        try:
+            features = block.loc[:, list(names)].to_numpy(dtype=np.float64, na_value=np.nan)
+        except (TypeError, ValueError):
+            return _Invalid(first_row), 0, ClipReport(0)
+        labels = None if label is None else block[label].to_numpy()
+        return task(features, labels, first_row)
+    return task(block, labels, first_row)
 
 
 class _Invalid:
-    """The partition starting at data row ``first_row`` holds an invalid record. Only
-    the row of the partition crosses the cluster; this process reads the partition
-    again to say which record and why."""
+    """The partition starting at data row ``first_row`` holds an invalid record. It is
+    returned, never raised: a raised error's sentence (which names the record and its
+    value) would show in the cluster's logs and exceptions pages. Only the partition's
+    first row crosses the cluster; this process reads the partition again to say which
+    record and why."""
 
     def __init__(self, first_row: int) -> None:
         self.first_row = first_row
@@ -907,16 +903,20 @@ def _partition_reduce(
     first_row: int,
 ) -> tuple[Any, int]:
     """On a worker: validate, clip and reduce one partition chunk by chunk; returns
-    ``(statistic or None, row count, clip report)``. No record leaves."""
+    ``(statistic or None, row count, clip report)``, or an :class:`_Invalid` marker for
+    an invalid record. No record leaves."""
     features = np.asarray(features)
     n_features = len(domain.feature_names or ())
     total, report = None, ClipReport(0)
     for start in range(0, len(features), chunk_rows):
         stop = start + chunk_rows
         chunk_labels = None if labels is None else np.asarray(labels)[start:stop]
-        x, y, clipped = prepare_chunk(
-            domain, n_features, features[start:stop], chunk_labels, first_row + start
-        )
+        try:
+            x, y, clipped = prepare_chunk(
+                domain, n_features, features[start:stop], chunk_labels, first_row + start
+            )
+        except DataError:
+            return _Invalid(first_row), 0, ClipReport(0)
         report = _sum_reports(report, clipped)
         part = chunk_map(x, y)
         total = detach(part) if total is None else add(total, part)
