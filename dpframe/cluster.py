@@ -6,7 +6,8 @@ in short steps, so that it ends with a :class:`~dpframe.errors.ComputeError` (ex
 when the pass outlives its timeout, when the cluster has had no workers for
 :data:`WORKERLESS_GRACE` seconds, when the workers keep dying (Dask's ``KilledWorker``) or
 when the scheduler is gone, and promptly on Ctrl-C. Whatever ends a pass early, its
-tasks are released, so the cluster stops working on them. A file the workers cannot read
+tasks are released: the cluster starts none of them any more (a task already running on
+a worker thread runs to its end, and its result is dropped). A file the workers cannot read
 is a :class:`~dpframe.errors.DataError` (exit 3).
 
 :func:`private_cluster` is the in-process cluster of ``--engine dask`` without
@@ -104,8 +105,8 @@ def _wait(client: Any, future: Any, what: str, data: str, timeout: float | None)
             if timeout is not None and now - started > timeout:
                 raise ComputeError(
                     f"{what} over {data} did not finish within the timeout of {timeout:g} s; "
-                    "nothing more runs on the cluster for it (raise --timeout for larger "
-                    "data or a busier cluster)."
+                    "the cluster starts none of its tasks any more (raise --timeout for "
+                    "larger data or a busier cluster)."
                 )
             if client.status not in ("running", "newly-created"):
                 raise ComputeError(
