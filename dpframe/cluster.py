@@ -43,15 +43,15 @@ CLOSE_TIMEOUT = 5.0
 
 def compute(graph: Any, *, what: str, data: str, timeout: float | None) -> Any:
     """The value of the Dask collection or delayed ``graph``: on the current
-    ``dask.distributed`` client's cluster (waited for as the module says), else with
-    Dask's default scheduler. ``what`` (the pass) and ``data`` name the failure."""
+    ``dask.distributed`` client's cluster (waited for as the module says; ``what``, the
+    pass, and ``data`` name a failure), else with Dask's default scheduler (no timeout)."""
     client = _current_client()
-    try:
-        if client is None:
-            import dask
+    if client is None:
+        import dask
 
-            (value,) = dask.compute(graph)
-            return value
+        (value,) = dask.compute(graph)
+        return value
+    try:
         return _wait(client, client.compute(graph), what, data, timeout)
     except DPFrameError:
         raise
@@ -67,14 +67,17 @@ def failure(exc: BaseException, what: str, data: str) -> DPFrameError | None:
     a bug to report)."""
     import concurrent.futures
 
+    from distributed import KilledWorker
+    from distributed.comm import CommClosedError
+
     name = type(exc).__name__
-    if name == "KilledWorker":
+    if isinstance(exc, KilledWorker):
         return ComputeError(
-            f"the Dask workers kept dying during {what} over {data} (Dask gave up "
-            "on a task after it had killed several workers); check the workers' memory "
-            "limits and logs, then retry."
+            f"the Dask workers kept dying during {what} over {data} (Dask gave up on a task "
+            "whose workers died more often than distributed.scheduler.allowed-failures "
+            "allows); check the workers' memory limits and logs, then retry."
         )
-    if name == "CommClosedError" or isinstance(exc, concurrent.futures.CancelledError):
+    if isinstance(exc, (CommClosedError, concurrent.futures.CancelledError)):
         return ComputeError(
             f"the connection to the Dask scheduler was lost during {what} over {data}; "
             "check that the scheduler is running, then retry."
