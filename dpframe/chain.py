@@ -524,11 +524,14 @@ def plan_chain(
     accountants: list[str] | None = None,
     fingerprint: str | None = None,
     data_changed: bool = False,
+    distributed: bool = False,
 ) -> ChainPlan:
     """Plan every step of ``spec`` on ``domain`` (default: the spec's), after what the
     budget already holds in ``ledger`` (none: a new budget). Reads no data; given the
     data's ``fingerprint`` (under the ledger's key), also refuses what a run would refuse
-    about the data's budget (:func:`data_check`)."""
+    about the data's budget (:func:`data_check`). With ``distributed``, for data on a
+    cluster: the plan stops before a step whose mechanism reads records on this process
+    (it would be refused, nothing charged)."""
     domain = _planning_domain(spec, domain)
     view = budget_view(
         ledger,
@@ -537,7 +540,7 @@ def plan_chain(
         accountant=spec.budget.accountant,
         relation=domain.relation,
     )
-    planner = _Planner(spec, domain, view)
+    planner = _Planner(spec, domain, view, distributed)
     planned, stop = planner.plan()
     events = [s.event for s in planned if s.fits]
     costs = accountant_costs(view, events, accountants)
@@ -580,6 +583,13 @@ def data_check(
     return ""
 
 
+def _needs_records(mechanism: str) -> str:
+    return (
+        f"{mechanism} with these parameters reads the records on this process, but data on "
+        "a cluster stay on its workers; it would be refused (nothing would be charged for it)."
+    )
+
+
 def _planning_domain(spec: ChainSpec, domain: Domain | None) -> Domain:
     domain = domain if domain is not None else spec.domain
     if domain is None:
@@ -599,10 +609,13 @@ def _planning_domain(spec: ChainSpec, domain: Domain | None) -> Domain:
 class _Planner:
     """Plans the steps in order, making stand-in outputs for references on demand."""
 
-    def __init__(self, spec: ChainSpec, domain: Domain, view: BudgetView) -> None:
+    def __init__(
+        self, spec: ChainSpec, domain: Domain, view: BudgetView, distributed: bool = False
+    ) -> None:
         self.spec = spec
         self.domain = domain
         self.view = view
+        self.distributed = distributed
         self.params: dict[str, Any] = {}
         self.standins: dict[str, Release] = {}
 
@@ -635,6 +648,8 @@ class _Planner:
             except DPFrameError as exc:
                 raise type(exc)(f"step {index} {step.name!r} ({step.mechanism}): {exc}") from None
             planned.append(plan)
+            if self.distributed and not mechanism.reduces_only(params):
+                return planned, Stop(index, step.name, _needs_records(mechanism.name))
             if not plan.fits:
                 return planned, Stop(
                     index,

@@ -18,7 +18,12 @@ Optional: ``data_passes(params) -> int | None``, how many passes ``run`` makes o
 ``dataset.chunks()`` (usually through :func:`dpframe.stats.reduce` or
 :func:`~dpframe.stats.moments`) without touching ``dataset.features``. Declare it, and
 streamed files and Dask clusters serve the mechanism (``docs/scaling.md``); the default,
-``None``, means the records must be in memory.
+``None``, means the records must be in memory. ``reduces_only(params) -> bool`` says
+whether those passes are all reductions (:func:`dpframe.stats.reduce`), which can run on
+the workers of a distributed source; it defaults to True when ``data_passes`` is declared.
+A mechanism that reads ``dataset.chunks()`` on this process returns False. Both are
+consulted by :func:`execute` (and the CLI, sessions and chain plans) before anything is
+charged.
 
 Testing hooks (optional for third parties, required for built-ins), used by
 :mod:`dpframe.testing`:
@@ -58,6 +63,7 @@ from dpframe.params import build, describe_fields, params_to_dict
 from dpframe.relation import Relation
 from dpframe.release import Release
 from dpframe.samplers import FLOAT_NOISE_UNSAFE, Sampler, make_sampler
+from dpframe.sources import check_passes
 
 SENSITIVITY_KINDS = {"l1": 1, "l2": 2, "score": math.inf}
 """Each kind of declared sensitivity and the vector norm it bounds: ``l1`` for Laplace noise,
@@ -120,6 +126,13 @@ class Mechanism(abc.ABC):
         """Passes ``run`` makes over the data's chunks; ``None``: it needs the records in
         memory (streamed and distributed sources are refused before any charge)."""
         return None
+
+    def reduces_only(self, params: Any) -> bool:
+        """Whether every pass of ``run`` is a reduction (:func:`dpframe.stats.reduce`,
+        :func:`~dpframe.stats.moments`), so it can run on the workers of a distributed
+        source; False: it reads records on this process (``dataset.chunks()``), and a
+        distributed source is refused before any charge."""
+        return self.data_passes(params) is not None
 
     def sensitivity(self, params: Any, domain: Domain) -> dict[str, Sensitivity]:
         """Declared sensitivity of each noisy stage (testing hook)."""
@@ -201,12 +214,14 @@ def execute(
 ) -> Release:
     """Plan, (reserve,) run, and stamp the metadata of one release.
 
-    The event is planned from public inputs first; with a ``ledger`` it is reserved
-    before any data are read (a refusal charges nothing), and a run that fails after
-    that stays charged.
+    The event is planned from public inputs first, and the mechanism's access to the
+    data checked against the dataset's source (:func:`dpframe.sources.check_passes`);
+    with a ``ledger`` it is reserved before the mechanism reads the data (a refusal
+    charges nothing), and a run that fails after that stays charged.
     """
     sampler = sampler or make_sampler()
     event = planned_event(mechanism, params, dataset.domain)
+    check_passes(mechanism, params, dataset)
     entry = _plugin_identity(type(mechanism))
     reservation = None
     fingerprint_key = ledger.fingerprint_key if ledger is not None else _ephemeral_key()

@@ -11,7 +11,8 @@
             "pca_gauss", share=0.5, supervised=True, projection=pca["components"]
         )                                                         # linked to step 'pca'
 
-A Session binds a :class:`~dpframe.dataset.Dataset` (and so its public domain), a
+A Session binds a :class:`~dpframe.dataset.Dataset` or a streamed or distributed
+:class:`~dpframe.sources.SourceDataset` (and so its public domain), a
 :class:`~dpframe.ledger.Ledger` and a budget (label, cap, accountant). Each release is one
 *step*: it runs on its own child stream of the session's sampler (``sampler.spawn()``;
 secure unless a seed is given), is charged to the budget before it reads the data, and
@@ -66,6 +67,7 @@ from dpframe.mechanism import Mechanism, execute, planned_event
 from dpframe.params import build
 from dpframe.release import Release
 from dpframe.samplers import Sampler, make_sampler
+from dpframe.sources import SourceDataset, check_passes
 
 RESERVED = ("step", "epsilon", "delta", "share")
 """Keywords of :meth:`Session.plan` / :meth:`Session.release` that are not mechanism
@@ -452,8 +454,11 @@ class Session:
         data_changed: bool = False,
         unsafe_float_noise: bool = False,
     ) -> None:
-        if not isinstance(dataset, Dataset):
-            raise ParameterError("a Session needs a dpframe Dataset (Dataset.from_arrays, ...).")
+        if not isinstance(dataset, (Dataset, SourceDataset)):
+            raise ParameterError(
+                "a Session needs a dpframe Dataset (Dataset.from_arrays, ...) or a "
+                "SourceDataset (dpframe.sources)."
+            )
         if not isinstance(budget, str) or not budget.strip():
             raise ParameterError("a Session needs a budget label (a non-empty string).")
         if seed is not None and sampler is not None:
@@ -551,7 +556,9 @@ class Session:
         **params: Any,
     ) -> StepPlan:
         """The event and cost of releasing ``mechanism`` with ``params`` now, without
-        touching the data: the step alone, the budget's total after it and what remains."""
+        touching the data: the step alone, the budget's total after it and what remains.
+        A mechanism that cannot read the session's source (records needed on this process,
+        too many passes) is refused here (:func:`dpframe.sources.check_passes`)."""
         return self._plan(mechanism, step, epsilon, delta, share, params, self.view())
 
     def release(
@@ -640,6 +647,7 @@ class Session:
             share=share,
             extra=extra,
         )
+        check_passes(mechanism, params, self.dataset)
         return plan_step(step_name, mechanism.name, params, event, links, view, extra, share)
 
     def resolve(self, values: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[Link, ...]]:

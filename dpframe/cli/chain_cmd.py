@@ -18,7 +18,7 @@ from dpframe.chain import (
     plan_chain,
     run_chain,
 )
-from dpframe.cli.common import emit_json, json_option
+from dpframe.cli.common import emit_json, engine_option, json_option
 from dpframe.cli.ledger_cmd import ledger_option
 from dpframe.domain import Domain
 from dpframe.errors import BudgetExceededError, ComputeError, DPFrameError, ParameterError
@@ -71,6 +71,10 @@ def _accountants_option(f):  # type: ignore[no-untyped-def]
 @click.option(
     "--data-changed", is_flag=True, help="As for `chain run`: the same people's changed data."
 )
+@engine_option(
+    "Where the data will be read: with dask, the plan stops before a step that needs the "
+    "records on this process."
+)
 @json_option
 def plan_cmd(
     spec_path: Path,
@@ -79,6 +83,7 @@ def plan_cmd(
     accountants: tuple[str, ...],
     data_path: Path | None,
     data_changed: bool,
+    engine: str,
     as_json: bool,
 ) -> None:
     """Show every step's parameters and cost, and the totals under each accountant.
@@ -110,6 +115,7 @@ def plan_cmd(
             accountants=names,
             fingerprint=fingerprint,
             data_changed=data_changed,
+            distributed=engine == "dask",
         )
     finally:
         if led is not None:

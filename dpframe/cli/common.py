@@ -89,9 +89,20 @@ def data_options(f: Callable) -> Callable:
     return f
 
 
+def engine_option(help: str) -> Callable:
+    """``--engine local|dask``: where the data are read."""
+    return click.option(
+        "--engine",
+        type=click.Choice(["local", "dask"]),
+        default="local",
+        show_default=True,
+        help=help,
+    )
+
+
 def scale_options(f: Callable) -> Callable:
     """Streaming and distributed reading: ``--chunk-rows``, ``--engine``, ``--scheduler``,
-    ``--progress``."""
+    ``--timeout``, ``--progress``."""
     options = [
         click.option(
             "--chunk-rows",
@@ -100,13 +111,9 @@ def scale_options(f: Callable) -> Callable:
             help="Stream the data file (CSV or Parquet) in chunks of this many records, in "
             "constant memory (Parquet files are always streamed).",
         ),
-        click.option(
-            "--engine",
-            type=click.Choice(["local", "dask"]),
-            default="local",
-            show_default=True,
-            help="Where streamed statistics are computed: this process, or Dask workers "
-            "(only reduced statistics leave them).",
+        engine_option(
+            "Where streamed statistics are computed: this process, or Dask workers (only "
+            "reduced statistics leave them)."
         ),
         click.option(
             "--scheduler",
@@ -114,6 +121,13 @@ def scale_options(f: Callable) -> Callable:
             metavar="ADDRESS",
             help="Dask scheduler address (tcp://host:8786) for --engine dask; default: an "
             "in-process local cluster.",
+        ),
+        click.option(
+            "--timeout",
+            type=click.FloatRange(min=0, min_open=True),
+            default=None,
+            metavar="SECONDS",
+            help="With --engine dask: fail a pass over the data that takes longer (default 3600).",
         ),
         click.option(
             "--progress/--no-progress",

@@ -4,6 +4,7 @@ written to a directory."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
@@ -80,44 +81,58 @@ def open_cli_source(
     chunk_rows: int | None,
     engine: str,
     progress: bool | None,
+    timeout: float | None = None,
 ) -> Any:
-    """A :class:`~dpframe.sources.SourceDataset` over the data file."""
+    """A :class:`~dpframe.sources.SourceDataset` over the data file (on a cluster, each
+    pass within ``timeout`` seconds; None: the default)."""
+    from dpframe.cluster import DEFAULT_TIMEOUT
     from dpframe.sources import SourceDataset, open_source
 
     if infer_bounds:
         raise ParameterError("--infer-bounds needs the data in memory; drop --chunk-rows/--engine.")
     show = sys.stderr.isatty() if progress is None else progress
-    source = open_source(data_path, domain, label=label, header=header, engine=engine)
+    source = open_source(
+        data_path,
+        domain,
+        label=label,
+        header=header,
+        engine=engine,
+        timeout=DEFAULT_TIMEOUT if timeout is None else timeout,
+    )
     return SourceDataset(
         source, domain, chunk_rows=chunk_rows, progress=StderrProgress if show else None
     )
 
 
 @contextlib.contextmanager
-def dask_client(engine: str, scheduler: str | None) -> Iterator[None]:
-    """A dask.distributed client for ``--engine dask`` (an in-process LocalCluster unless
-    ``--scheduler`` names one); nothing for the local engine."""
+def dask_client(engine: str, scheduler: str | None, timeout: float | None = None) -> Iterator[None]:
+    """A dask.distributed client for ``--engine dask``: dpframe's private in-process
+    cluster unless ``--scheduler`` names one (:mod:`dpframe.cluster`); nothing for the
+    local engine."""
     if engine != "dask":
-        if scheduler is not None:
-            raise ParameterError("--scheduler needs --engine dask.")
+        for flag, value in (("--scheduler", scheduler), ("--timeout", timeout)):
+            if value is not None:
+                raise ParameterError(f"{flag} needs --engine dask.")
         yield
         return
+    from dpframe.cluster import connect, private_cluster
+
     try:
-        from dask.distributed import Client, LocalCluster
+        import distributed  # noqa: F401
     except ImportError:
         raise ParameterError(
             "--engine dask needs the 'scale' extra; install it with pip install 'dpframe[scale]'."
         ) from None
-    if scheduler is not None:
-        try:
-            client = Client(scheduler, timeout=30)
-        except OSError as exc:
-            raise ParameterError(f"cannot reach the Dask scheduler {scheduler!r}: {exc}.") from None
-        with client:
+    # Dask logs its own lines (reconnect attempts, worker restarts) to stderr; the
+    # command reports the outcome in one sentence instead.
+    logger = logging.getLogger("distributed")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        with connect(scheduler) if scheduler is not None else private_cluster():
             yield
-        return
-    with LocalCluster(processes=False, dashboard_address=None) as cluster, Client(cluster):
-        yield
+    finally:
+        logger.setLevel(level)
 
 
 def check_output_dir(out: Path) -> None:
@@ -229,6 +244,7 @@ def release(
     chunk_rows: int | None,
     engine: str,
     scheduler: str | None,
+    timeout: float | None,
     progress: bool | None,
     ledger_file: Path | None,
     budget_label: str | None,
@@ -256,7 +272,11 @@ def release(
         domain_path, bounds, row_norm_bound, classes, target_range, relation, label
     )
     check_output_dir(out)
-    with dask_client(engine, scheduler), Ledger.open(path, create=True) as led:
+    if streams(data_path, chunk_rows, engine):  # before connecting, opening or counting
+        from dpframe.sources import check_access
+
+        check_access(mechanism, params, distributed=engine == "dask")
+    with dask_client(engine, scheduler, timeout), Ledger.open(path, create=True) as led:
         if led.is_new:
             click.echo(f"Created a new ledger at {led.path}.", err=True)
         if streams(data_path, chunk_rows, engine):
@@ -271,6 +291,7 @@ def release(
                 chunk_rows=chunk_rows,
                 engine=engine,
                 progress=progress,
+                timeout=timeout,
             )
             check_passes(mechanism, params, dataset)
         else:

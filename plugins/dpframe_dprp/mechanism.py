@@ -284,6 +284,11 @@ class DPRPMechanism(Mechanism):
         ``Z R`` has one row per record)."""
         return 1
 
+    def reduces_only(self, params: DPRPParams) -> bool:
+        """False: the pass reads the records on this process (each row of ``Z R`` is a
+        per-record value, which would have to leave a cluster's workers)."""
+        return False
+
     def plan(self, params: DPRPParams, domain: Domain) -> PrivacyEvent:
         self.check_relation(domain)
         encoding = Encoding.build(params, domain)
