@@ -41,11 +41,6 @@ import numpy as np
 from dpframe.errors import DomainError
 from dpframe.relation import Relation
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 Label = int | float | str
 
 
@@ -445,11 +440,12 @@ class Domain:
     def from_toml(cls, path: str | Path) -> Domain:
         """Read a domain file."""
         path = Path(path)
+        toml = _tomllib()
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            data = toml.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise DomainError(f"domain file {str(path)!r} does not exist.") from None
-        except tomllib.TOMLDecodeError as exc:
+        except toml.TOMLDecodeError as exc:
             raise DomainError(f"domain file {str(path)!r} is not valid TOML: {exc}.") from None
         return cls.from_dict(data, source=f"domain file {str(path)!r}")
 
@@ -541,3 +537,12 @@ def _check_keys(data: dict, allowed: set[str], source: str) -> None:
 
 def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
+
+
+def _tomllib() -> Any:
+    """The TOML parser, imported on first use (start-up time)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    return tomllib
