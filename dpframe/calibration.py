@@ -22,9 +22,6 @@ import math
 from collections.abc import Callable
 from typing import TYPE_CHECKING
 
-from scipy.optimize import brentq
-from scipy.special import log_ndtr
-
 from dpframe.accountants.renyi import exp_up
 from dpframe.errors import ParameterError
 
@@ -60,6 +57,22 @@ def laplace_scale(epsilon: float, l1_sensitivity: float) -> float:
     check_epsilon_delta(epsilon)
     _check_sensitivity(l1_sensitivity)
     return l1_sensitivity / epsilon
+
+
+# scipy is imported on first use: importing scipy.special and scipy.optimize costs more
+# CPU than everything else the command line's start-up does (tests/core/test_startup.py).
+def log_ndtr(x: float) -> float:
+    """``log Phi(x)`` (:func:`scipy.special.log_ndtr`), accurate far into the tails."""
+    from scipy.special import log_ndtr as log_phi
+
+    return float(log_phi(x))
+
+
+def brentq(f: Callable[[float], float], a: float, b: float, **options: float) -> float:
+    """A root of ``f`` in ``[a, b]`` (:func:`scipy.optimize.brentq`)."""
+    from scipy.optimize import brentq as root
+
+    return float(root(f, a, b, **options))
 
 
 def _log_sub_exp(log_a: float, log_b: float) -> float:

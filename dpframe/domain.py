@@ -41,11 +41,6 @@ import numpy as np
 from dpframe.errors import DomainError
 from dpframe.relation import Relation
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 Label = int | float | str
 
 
@@ -359,6 +354,24 @@ class Domain:
         )
         return features, report
 
+    def contains(self, features: np.ndarray) -> bool:
+        """Whether every row of ``features`` is finite and already in the domain, so that
+        :meth:`clip` would change nothing. Reads the rows without writing them: the
+        extremes first (NaN and infinities show there), per feature only when the box's
+        bounds differ between features."""
+        low, high = float(features.min()), float(features.max())
+        if not (math.isfinite(low) and math.isfinite(high)):
+            return False
+        if self.lower is not None:
+            lo, hi = self.box()
+            if not (low >= lo.max() and high <= hi.min()) and (
+                np.any(features < lo) or np.any(features > hi)
+            ):
+                return False
+        if self.row_norm_bound is not None:
+            return not np.any(_row_norms(features) > self.row_norm_bound)
+        return True
+
     def _ball_anchor(self) -> np.ndarray:
         """The box point nearest the origin (the origin when there is no box)."""
         if self.lower is None:
@@ -445,11 +458,12 @@ class Domain:
     def from_toml(cls, path: str | Path) -> Domain:
         """Read a domain file."""
         path = Path(path)
+        toml = _tomllib()
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            data = toml.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise DomainError(f"domain file {str(path)!r} does not exist.") from None
-        except tomllib.TOMLDecodeError as exc:
+        except toml.TOMLDecodeError as exc:
             raise DomainError(f"domain file {str(path)!r} is not valid TOML: {exc}.") from None
         return cls.from_dict(data, source=f"domain file {str(path)!r}")
 
@@ -485,6 +499,18 @@ class ClipReport:
     rows_clipped_to_norm: int = 0
     values_clipped_per_feature: tuple[int, ...] = ()
     labels_clipped: int = 0
+
+    def __add__(self, other: ClipReport) -> ClipReport:
+        """The report of two consecutive parts of the data."""
+        mine = self.values_clipped_per_feature or (0,) * len(other.values_clipped_per_feature)
+        theirs = other.values_clipped_per_feature or (0,) * len(mine)
+        return ClipReport(
+            records=self.records + other.records,
+            rows_clipped_to_box=self.rows_clipped_to_box + other.rows_clipped_to_box,
+            rows_clipped_to_norm=self.rows_clipped_to_norm + other.rows_clipped_to_norm,
+            values_clipped_per_feature=tuple(int(x + y) for x, y in zip(mine, theirs, strict=True)),
+            labels_clipped=self.labels_clipped + other.labels_clipped,
+        )
 
     @property
     def total(self) -> int:
@@ -541,3 +567,12 @@ def _check_keys(data: dict, allowed: set[str], source: str) -> None:
 
 def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
+
+
+def _tomllib() -> Any:
+    """The TOML parser, imported on first use (start-up time)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    return tomllib

@@ -48,7 +48,6 @@ from __future__ import annotations
 import abc
 import datetime
 import math
-import uuid
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal, Protocol
 
@@ -249,6 +248,8 @@ def execute(
         if ledger is not None:
             ledger.fail(reservation, f"{type(exc).__name__}: {exc}")
         raise
+    import uuid
+
     from dpframe import __version__
 
     release.mechanism = mechanism.name
@@ -304,11 +305,11 @@ def _ephemeral_key() -> bytes:
 def _plugin_identity(cls: type) -> dict[str, str]:
     from dpframe.plugins import registry
 
-    for entry in registry().entries("mechanism").values():
-        if entry.obj is cls:
-            return {
-                "plugin": entry.plugin.name,
-                "distribution": entry.plugin.distribution,
-                "version": entry.plugin.version,
-            }
+    entry = registry().entries("mechanism").get(getattr(cls, "name", None))
+    if entry is not None and entry.obj is cls:  # names are unique: import no other plugin
+        return {
+            "plugin": entry.plugin.name,
+            "distribution": entry.plugin.distribution,
+            "version": entry.plugin.version,
+        }
     return {"plugin": "(unregistered)", "distribution": cls.__module__.split(".")[0], "version": ""}

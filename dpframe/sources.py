@@ -44,7 +44,7 @@ from dpframe.dataset import (
 )
 from dpframe.domain import ClipReport, Domain
 from dpframe.errors import DataError, ParameterError
-from dpframe.stats import ChunkMap, add, detach, sum_chunks
+from dpframe.stats import ChunkMap, add, blas_threads, detach, sum_chunks
 
 Batch = tuple[np.ndarray, "np.ndarray | None"]
 
@@ -769,19 +769,21 @@ class SourceDataset:
         number = self._begin_pass()
         bar = self._progress(number, self.n) if self._progress else None
         report = ClipReport(0)
-        for features, labels, first in self._raw(rows):
-            x, y, part = prepare_chunk(
-                self.domain,
-                self.n_features,
-                features,
-                labels,
-                first,
-                copy=not self.source_obj.fresh_batches or features.base is not None,
-            )
-            report = _sum_reports(report, part)
-            if bar is not None:
-                bar.update(x.shape[0])
-            yield x, y
+        # The reader decodes in its own threads: BLAS gets the other cores.
+        with blas_threads(others=1 if self.source_obj.fresh_batches else 0):
+            for features, labels, first in self._raw(rows):
+                x, y, part = prepare_chunk(
+                    self.domain,
+                    self.n_features,
+                    features,
+                    labels,
+                    first,
+                    copy=not self.source_obj.fresh_batches or features.base is not None,
+                )
+                report = _sum_reports(report, part)
+                if bar is not None:
+                    bar.update(x.shape[0])
+                yield x, y
         if bar is not None:
             bar.finish()
         self.clip_report = report
@@ -908,18 +910,21 @@ def _partition_reduce(
     features = np.asarray(features)
     n_features = len(domain.feature_names or ())
     total, report = None, ClipReport(0)
-    for start in range(0, len(features), chunk_rows):
-        stop = start + chunk_rows
-        chunk_labels = None if labels is None else np.asarray(labels)[start:stop]
-        try:
-            x, y, clipped = prepare_chunk(
-                domain, n_features, features[start:stop], chunk_labels, first_row + start
-            )
-        except DataError:
-            return _Invalid(first_row), 0, ClipReport(0)
-        report = _sum_reports(report, clipped)
-        part = chunk_map(x, y)
-        total = detach(part) if total is None else add(total, part)
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1, user_api="blas"):  # a worker runs one task per thread
+        for start in range(0, len(features), chunk_rows):
+            stop = start + chunk_rows
+            chunk_labels = None if labels is None else np.asarray(labels)[start:stop]
+            try:
+                x, y, clipped = prepare_chunk(
+                    domain, n_features, features[start:stop], chunk_labels, first_row + start
+                )
+            except DataError:
+                return _Invalid(first_row), 0, ClipReport(0)
+            report = _sum_reports(report, clipped)
+            part = chunk_map(x, y)
+            total = detach(part) if total is None else add(total, part)
     return total, len(features), report
 
 
@@ -938,16 +943,7 @@ def _add_partials(a: tuple, b: tuple) -> tuple:
 
 def _sum_reports(a: ClipReport, b: ClipReport) -> ClipReport:
     """Clip reports of consecutive chunks added up (curator only)."""
-    per_feature = a.values_clipped_per_feature or (0,) * len(b.values_clipped_per_feature)
-    return ClipReport(
-        records=a.records + b.records,
-        rows_clipped_to_box=a.rows_clipped_to_box + b.rows_clipped_to_box,
-        rows_clipped_to_norm=a.rows_clipped_to_norm + b.rows_clipped_to_norm,
-        values_clipped_per_feature=tuple(
-            int(x + y) for x, y in zip(per_feature, b.values_clipped_per_feature, strict=True)
-        ),
-        labels_clipped=a.labels_clipped + b.labels_clipped,
-    )
+    return a + b
 
 
 def _take(pending: list[Batch], rows: int) -> tuple[Batch, list[Batch], int]:

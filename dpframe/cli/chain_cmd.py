@@ -6,25 +6,18 @@ import json
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from dpframe.chain import (
-    ChainResult,
-    Progress,
-    StepOutcome,
-    check_out_dir,
-    load_spec,
-    plan_chain,
-    run_chain,
-)
 from dpframe.cli.common import emit_json, engine_option, json_option
 from dpframe.cli.ledger_cmd import ledger_option
-from dpframe.domain import Domain
 from dpframe.errors import BudgetExceededError, ComputeError, DPFrameError, ParameterError
-from dpframe.ledger import Ledger, ledger_path
-from dpframe.loaders import load_dataset
-from dpframe.session import Session, StepPlan
+
+if TYPE_CHECKING:
+    from dpframe.chain import ChainResult, StepOutcome
+    from dpframe.ledger import Ledger
+    from dpframe.session import StepPlan
 
 HEARTBEAT = (5.0, 15.0)
 """Seconds before the first "still running" line of a step, and between the next ones."""
@@ -94,6 +87,9 @@ def plan_cmd(
     with --data as well, the data are fingerprinted (and nothing else) to refuse data
     budgeted under another label.
     """
+    from dpframe.chain import load_spec, plan_chain
+    from dpframe.domain import Domain
+
     spec = load_spec(spec_path)
     domain = Domain.from_toml(domain_path) if domain_path is not None else None
     names = list(accountants) or None
@@ -101,6 +97,8 @@ def plan_cmd(
     try:
         fingerprint = None
         if led is not None and data_path is not None:
+            from dpframe.loaders import load_dataset
+
             dataset = load_dataset(
                 data_path,
                 domain or spec.domain,
@@ -130,6 +128,8 @@ def plan_cmd(
 
 def _existing_ledger(ledger_file: Path | None) -> Ledger | None:
     """The ledger to read existing charges from, if one is given and exists."""
+    from dpframe.ledger import Ledger, ledger_path
+
     if ledger_file is None:
         return None
     path = ledger_path(ledger_file)
@@ -186,6 +186,12 @@ def run_cmd(
     earlier steps stay). Writes each step's release to OUT/<step>/ and a summary to
     OUT/chain.json and OUT/chain.txt; exits 1 when the chain stopped early.
     """
+    from dpframe.chain import check_out_dir, load_spec, plan_chain, run_chain
+    from dpframe.domain import Domain
+    from dpframe.ledger import Ledger, ledger_path
+    from dpframe.loaders import load_dataset
+    from dpframe.session import Session
+
     spec = load_spec(spec_path)
     path = ledger_path(ledger_file)
     data_file = data_path or spec.data.path
@@ -252,8 +258,9 @@ def _write_summary(result: ChainResult, out: Path) -> None:
     (out / "chain.txt").write_text(result.describe() + "\n")
 
 
-class _StderrProgress(Progress):
-    """Step lines on stderr, with a "still running" line for long steps."""
+class _StderrProgress:
+    """Step lines on stderr, with a "still running" line for long steps (the callbacks of
+    :class:`dpframe.chain.Progress`)."""
 
     def __init__(self) -> None:
         self._stop = threading.Event()

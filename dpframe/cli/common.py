@@ -5,13 +5,20 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import attrs
 import click
 
-from dpframe.domain import Classes, Domain, Target
 from dpframe.errors import DomainError, DPFrameError, ParameterError
+
+if TYPE_CHECKING:
+    from dpframe.domain import Domain
+
+# The command modules import dpframe's heavy modules (numpy, scipy, the ledger) inside the
+# commands, so that `dpframe --help` and `--version` start fast (tests/cli/test_startup.py);
+# the options therefore name these two ledger settings without importing the ledger.
+LEDGER_ENV_VAR = "DPFRAME_LEDGER"  # = dpframe.ledger.ENV_VAR
+DEFAULT_ACCOUNTANT = "best"  # = dpframe.ledger.DEFAULT_ACCOUNTANT
 
 
 def emit_json(data: Any, error: DPFrameError | None = None) -> None:
@@ -168,6 +175,10 @@ def build_domain(
     label: str | None = None,
 ) -> Domain:
     """The domain from a file, with command-line flags taking precedence."""
+    import attrs
+
+    from dpframe.domain import Classes, Domain, Target
+
     domain = Domain.from_toml(domain_path) if domain_path is not None else Domain()
     changes: dict[str, Any] = {}
     if bounds is not None:

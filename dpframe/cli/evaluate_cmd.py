@@ -4,14 +4,15 @@ held-out real test split; a table, ``--json``, or a PNG with ``--plot``."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import numpy as np
 
 from dpframe.cli.common import build_domain, data_options, emit_json, json_option
-from dpframe.domain import Classes, Domain, Target
 from dpframe.errors import DataError, ParameterError
+
+if TYPE_CHECKING:
+    from dpframe.domain import Domain
 
 
 @click.command()
@@ -136,6 +137,9 @@ def _real_data(
     header: bool | None,
 ) -> tuple[Any, Domain]:
     """The real data (train and held-out test) and the domain bound to them."""
+    import numpy as np
+
+    from dpframe.domain import Classes, Target
     from dpframe.evaluate import RealData, public_centre, split
     from dpframe.loaders import load_dataset
 

@@ -5,23 +5,15 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from dpframe.cli.common import emit_json, json_option
+from dpframe.cli.common import DEFAULT_ACCOUNTANT, LEDGER_ENV_VAR, emit_json, json_option
 from dpframe.errors import DPFrameError, LedgerError
-from dpframe.ledger import (
-    DEFAULT_ACCOUNTANT,
-    ENV_VAR,
-    Balance,
-    Charge,
-    DatasetBudget,
-    Ledger,
-    export_jsonl,
-    import_jsonl,
-)
-from dpframe.release import Release
+
+if TYPE_CHECKING:
+    from dpframe.ledger import Balance, Charge, DatasetBudget, Ledger
 
 
 def ledger_option(f: Callable) -> Callable:
@@ -30,9 +22,9 @@ def ledger_option(f: Callable) -> Callable:
         "--ledger",
         "ledger_file",
         type=click.Path(path_type=Path, dir_okay=False),
-        envvar=ENV_VAR,
+        envvar=LEDGER_ENV_VAR,
         default=None,
-        help=f"The ledger file (default: ${ENV_VAR}).",
+        help=f"The ledger file (default: ${LEDGER_ENV_VAR}).",
     )(f)
 
 
@@ -46,6 +38,8 @@ def ledger() -> None:
 @json_option
 def init(ledger_file: Path | None, as_json: bool) -> None:
     """Create a new, empty ledger (with a fresh fingerprint key)."""
+    from dpframe.ledger import Ledger
+
     with Ledger.init(ledger_file) as led:
         info = _ledger_info(led)
     if as_json:
@@ -65,6 +59,8 @@ def show(
     ledger_file: Path | None, budget_name: str | None, with_entries: bool, as_json: bool
 ) -> None:
     """Show the budgets, what each has spent, and every charge."""
+    from dpframe.ledger import Ledger
+
     with Ledger.open(ledger_file) as led:
         info = _ledger_info(led)
         budgets = [led.budget(budget_name)] if budget_name else led.budgets()
@@ -134,6 +130,7 @@ def budget_create(
 ) -> None:
     """Create the budget LABEL; the first release charged to it binds its data."""
     from dpframe.budget import Budget
+    from dpframe.ledger import Ledger
 
     with Ledger.open(ledger_file, create=True) as led:
         _announce(led)
@@ -151,6 +148,8 @@ def budget_create(
 @json_option
 def budget_list(ledger_file: Path | None, as_json: bool) -> None:
     """List the budgets with what each has spent and has left."""
+    from dpframe.ledger import Ledger
+
     with Ledger.open(ledger_file) as led:
         balances = [_balance(led, b) for b in led.budgets()]
     if as_json:
@@ -168,6 +167,8 @@ def budget_list(ledger_file: Path | None, as_json: bool) -> None:
 @json_option
 def budget_show(name: str, ledger_file: Path | None, as_json: bool) -> None:
     """Show one budget (label or id) and its charges."""
+    from dpframe.ledger import Ledger
+
     with Ledger.open(ledger_file) as led:
         found = led.budget(name)
         doc, line = _balance(led, found)
@@ -205,6 +206,8 @@ def verify(
     as_json: bool,
 ) -> None:
     """Check the hash chain; exit 4 and name each changed, deleted or reordered row."""
+    from dpframe.ledger import Ledger
+
     with Ledger.open(ledger_file) as led:
         report = led.verify(expect_head)
         releases = [_check_release(led, d) for d in release_dirs]
@@ -247,6 +250,8 @@ def head_cmd(ledger_file: Path | None, reanchor: bool, as_json: bool) -> None:
     """Print the head anchor (ledger id, last row, its hash and MAC) for publication
     outside the ledger; later, `dpframe ledger verify --expect-head HASH` proves every row
     up to it unchanged."""
+    from dpframe.ledger import Ledger
+
     with Ledger.open(ledger_file) as led:
         anchor = led.reanchor() if reanchor else led.anchor()
         where = str(led.anchor_file)
@@ -294,6 +299,7 @@ def audit_cmd(ledger_file: Path | None, accountants: tuple[str, ...], as_json: b
     chain, every charge re-derived from its recorded plugin, parameters and domain, and
     flags. Exits 4 when a problem is found (see docs/auditing.md)."""
     from dpframe.audit import audit
+    from dpframe.ledger import Ledger
 
     with Ledger.open(ledger_file) as led:
         report = audit(led, accountants=list(accountants) or None)
@@ -317,6 +323,8 @@ def audit_cmd(ledger_file: Path | None, accountants: tuple[str, ...], as_json: b
 def export_cmd(destination: Path, ledger_file: Path | None, as_json: bool) -> None:
     """Write the ledger to DESTINATION as JSON Lines ('-' for stdout). Exports hold no
     secret; the ledger key stays in its key file."""
+    from dpframe.ledger import Ledger, export_jsonl
+
     with Ledger.open(ledger_file) as led:
         if str(destination) == "-":
             count = export_jsonl(led, sys.stdout)
@@ -335,6 +343,8 @@ def export_cmd(destination: Path, ledger_file: Path | None, as_json: bool) -> No
 @json_option
 def import_cmd(source: Path, ledger_file: Path | None, as_json: bool) -> None:
     """Import a JSON Lines export into a new ledger (or catch up a copy of the same one)."""
+    from dpframe.ledger import import_jsonl
+
     stream: Any = sys.stdin if str(source) == "-" else source
     with import_jsonl(stream, ledger_file) as led:
         info = _ledger_info(led)
@@ -401,6 +411,8 @@ def _charge_line(charge: Charge) -> str:
 
 
 def _check_release(led: Ledger, directory: Path) -> dict[str, Any]:
+    from dpframe.release import Release
+
     try:
         charge = led.check_release(Release.load(directory))
     except DPFrameError as exc:

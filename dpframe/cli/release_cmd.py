@@ -8,13 +8,12 @@ import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import attrs
 import click
 
-from dpframe.budget import Budget
 from dpframe.cli.common import (
+    DEFAULT_ACCOUNTANT,
     StderrProgress,
     build_domain,
     data_options,
@@ -24,16 +23,14 @@ from dpframe.cli.common import (
     scale_options,
 )
 from dpframe.cli.ledger_cmd import ledger_option
-from dpframe.dataset import Dataset
-from dpframe.domain import Domain
 from dpframe.errors import ParameterError
-from dpframe.events import PrivacyEvent
-from dpframe.ledger import DEFAULT_ACCOUNTANT, Ledger, NewBudget, ledger_path
-from dpframe.loaders import load_dataset
-from dpframe.mechanism import Mechanism, execute, planned_event
-from dpframe.params import build, coerce
-from dpframe.plugins import registry
-from dpframe.samplers import make_sampler
+
+if TYPE_CHECKING:
+    from dpframe.dataset import Dataset
+    from dpframe.domain import Domain
+    from dpframe.events import PrivacyEvent
+    from dpframe.ledger import Ledger, NewBudget
+    from dpframe.mechanism import Mechanism
 
 
 def load_cli_dataset(
@@ -46,6 +43,11 @@ def load_cli_dataset(
 ) -> Dataset:
     """Load the data under ``domain``; with ``infer_bounds``, take the box from the data
     (warned about, and recorded as non-private by :func:`dpframe.mechanism.execute`)."""
+    import attrs
+
+    from dpframe.domain import Domain
+    from dpframe.loaders import load_dataset
+
     if not infer_bounds:
         return load_dataset(data_path, domain, label=label, header=header)
     if domain.has_box:
@@ -259,6 +261,12 @@ def release(
     Nothing is charged for a request refused before the mechanism runs (bad parameters,
     no budget, budget exceeded); a run that fails after reading the data stays charged.
     """
+    from dpframe.ledger import Ledger, ledger_path
+    from dpframe.mechanism import execute
+    from dpframe.params import build, coerce
+    from dpframe.plugins import registry
+    from dpframe.samplers import make_sampler
+
     path = ledger_path(ledger_file)
     create = _budget_spec(budget_epsilon, budget_delta, accountant)
     mechanism = registry().mechanism(name)()
@@ -356,6 +364,9 @@ def _budget_spec(
     epsilon: float | None, delta: float | None, accountant: str | None
 ) -> NewBudget | None:
     """The budget to create on first use, from the --budget-* options."""
+    from dpframe.budget import Budget
+    from dpframe.ledger import NewBudget
+
     if epsilon is None:
         if delta is not None or accountant is not None:
             raise ParameterError("--budget-delta and --accountant need --budget-epsilon.")
@@ -368,6 +379,9 @@ def _rest_params(
 ) -> object:
     """Parameters at the largest ε whose event still fits the budget (``--epsilon rest``):
     the smallest noise ``x = 1/ε`` found by :meth:`Ledger.spend_rest`."""
+    from dpframe.mechanism import planned_event
+    from dpframe.params import build
+
     budget = led.resolve(
         request["budget_label"],
         dataset.fingerprint(led.fingerprint_key),

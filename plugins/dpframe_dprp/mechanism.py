@@ -188,12 +188,14 @@ class Encoding:
         y = dataset.require_labels("DPRP with labels='feature'")
         return self.encode_rows(dataset.features, y)
 
-    def encode_rows(self, features: np.ndarray, y: np.ndarray | None) -> np.ndarray:
+    def encode_rows(
+        self, features: np.ndarray, y: np.ndarray | None, out: np.ndarray | None = None
+    ) -> np.ndarray:
         """Working rows: centred, scaled features clipped to ``feature_bound``, then the
         label block (norm exactly ``w`` for classes, at most ``w`` for a target), written
-        into one new ``n x width`` array."""
+        into one ``n x width`` array (``out``, or a new one)."""
         d = self.centre.shape[0]
-        z = np.empty((features.shape[0], self.width))
+        z = np.empty((features.shape[0], self.width)) if out is None else out
         u = np.subtract(features, self.centre, out=z[:, :d])
         u /= self.scale
         norms = np.sqrt(np.einsum("ij,ij->i", u, u))
@@ -388,10 +390,15 @@ def _project(encoding: Encoding, dataset: Dataset, r: np.ndarray) -> tuple[np.nd
     to leave the workers."""
     projected = np.empty((len(dataset), r.shape[1]))
     second = np.zeros((encoding.width, encoding.width))
+    buffer = np.empty((CHUNK_ROWS, encoding.width))  # reused: no page faults per chunk
     start = 0
     for features, labels in dataset.chunks(CHUNK_ROWS):
-        z = encoding.encode_rows(features, labels if encoding.labels is not None else None)
-        projected[start : start + len(z)] = z @ r
+        if len(features) > len(buffer):
+            buffer = np.empty((len(features), encoding.width))
+        z = encoding.encode_rows(
+            features, labels if encoding.labels is not None else None, out=buffer[: len(features)]
+        )
+        np.matmul(z, r, out=projected[start : start + len(z)])
         second += z.T @ z
         start += len(z)
     return projected, second
