@@ -89,6 +89,11 @@ def _raiser(name: str, original: Any = None) -> Any:
 @contextlib.contextmanager
 def forbid_global_rng() -> Iterator[None]:
     """Within the block, every global or unmanaged generator raises GlobalRNGUsed."""
+    # scipy.stats draws documentation examples with default_rng() when it is first imported;
+    # plugins import their implementations (and so scipy.stats) lazily, possibly inside the
+    # trap, and that import is not a release's draw.
+    with contextlib.suppress(ImportError):
+        import scipy.stats  # noqa: F401
     saved: list[tuple[Any, str, Any]] = []
 
     def patch(owner: Any, name: str, label: str) -> None:

@@ -100,7 +100,9 @@ def test_a_member_missing_here_certifies_nothing():
     assert best.epsilon(event, 1e-6) == BestAccountant(members=["pure", "rdp"]).epsilon(event, 1e-6)
     total = best.running().add(LaplaceEvent(2.0)).add(LaplaceEvent(3.0))
     assert total.to_dict()["members"]["not_installed_here"] is None
-    assert total.epsilon(1e-6) == best.epsilon(event, 1e-6)
+    # the running total's exact sum rounds up (never below the composed answer)
+    exact = best.epsilon(event, 1e-6)
+    assert exact <= total.epsilon(1e-6) <= exact * (1 + 1e-15)
 
 
 def test_a_saved_total_read_where_a_member_is_missing_drops_it():
