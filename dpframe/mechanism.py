@@ -238,6 +238,7 @@ def execute(
     }
     if ledger is not None:
         reservation = ledger.reserve({**(request or {}), **base})
+    grids_before = len(sampler.grids)  # children share the log: keep this run's part
     try:
         release = mechanism.run(dataset, params, sampler)
         if not isinstance(release, Release):
@@ -266,8 +267,8 @@ def execute(
     release.dpframe_version = __version__
     if dataset.domain.feature_names is not None:
         release.info.setdefault("feature_names", list(dataset.domain.feature_names))
-    if sampler.grids:
-        release.info.setdefault("noise_grids", list(sampler.grids))
+    if len(sampler.grids) > grids_before:
+        release.info.setdefault("noise_grids", sampler.grids[grids_before:])
     if ledger is not None:
         release.ledger_entry = ledger.commit(reservation, release)
     return release

@@ -823,6 +823,7 @@ class Kit:
             "noise follows sensitivity": self.check_noise_follows_sensitivity,
             "scales match event": self.check_scales_match_event,
             "noisy_stages match run": self.check_noisy_stages,
+            "floating point": self.check_floating_point,
             "plan within params": self.check_plan,
             "audit": lambda: self.check_audit(tier),
             "hygiene": self.check_hygiene,

@@ -210,15 +210,29 @@ class GMM(Mechanism):
         counts, sums, seconds = _class_moments(dataset, w, region)
         n_classes, dim = sums.shape
 
-        def noisy(name: str, k: int, value: np.ndarray) -> np.ndarray:
-            key = name if params.accounting == "joint" else f"{name}/{k}"
-            return planned[key].perturb(value, sampler)
+        values = {
+            "counts": np.asarray(counts, dtype=np.float64),
+            "sums": sums,
+            "second_moments": np.stack([symmetric_entries(m, params.noise) for m in seconds]),
+        }
+        if params.accounting == "joint":  # one release per stage, all classes at once
+            released = {name: planned[name].perturb(values[name], sampler) for name in STAGES}
+        else:  # one release per stage and class
+            released = {
+                name: np.stack(
+                    [
+                        planned[f"{name}/{k}"].perturb(values[name][k], sampler)
+                        for k in range(n_classes)
+                    ]
+                )
+                for name in STAGES
+            }
 
         means, covariances, weights = [], [], []
         for k in range(n_classes):
-            count = float(noisy("counts", k, np.array(counts[k])))
-            total = noisy("sums", k, sums[k])
-            entries = noisy("second_moments", k, symmetric_entries(seconds[k], params.noise))
+            count = float(released["counts"][k])
+            total = released["sums"][k]
+            entries = released["second_moments"][k]
             second = symmetric_matrix(entries, dim, params.noise)
             mean, covariance = moments_to_gaussian(count, total, second)
             means.append(region.clip(mean[None, :])[0])

@@ -97,3 +97,16 @@ def test_the_float_path_is_opt_in_and_recorded():
     # float noise uses bits far below any grid: the smallest power of two dividing all
     # outputs is about the spacing of doubles near the smallest output
     assert not np.all(np.mod(floats, 2.0**-40) == 0)
+
+
+def test_each_release_records_only_its_own_grids():
+    import dpframe
+    from dpframe import Dataset, Domain, execute
+
+    data = Dataset.from_arrays(np.zeros((10, 2)), domain=Domain(lower=0, upper=1))
+    mech = dpframe.mechanism("laplace")
+    parent = SeededSampler(1)  # a session's root: its children share one grid log
+    first = execute(mech, data, mech.params(epsilon=1.0), parent.spawn())
+    second = execute(mech, data, mech.params(epsilon=0.5, query="covariance"), parent.spawn())
+    assert len(first.info["noise_grids"]) == len(second.info["noise_grids"]) == 1
+    assert second.info["noise_grids"][0]["coordinates"] == 3  # the covariance's triangle
