@@ -37,17 +37,20 @@ def ledger() -> None:
 @ledger_option
 @json_option
 def init(ledger_file: Path | None, as_json: bool) -> None:
-    """Create a new, empty ledger (with a fresh fingerprint key)."""
+    """Create a new, empty ledger, with its key file and head anchor beside it."""
     from dpframe.ledger import Ledger
 
     with Ledger.init(ledger_file) as led:
         info = _ledger_info(led)
+        key_file, anchor_file = led.key_file, led.anchor_file
     if as_json:
         emit_json(info)
         return
     click.echo(f"Created ledger {info['path']} (id {info['ledger_id']}).")
-    click.echo("Keep this file private and backed up: it holds the budgets and the key of the")
-    click.echo("dataset fingerprints.")
+    click.echo(f"Its key is {key_file} and its head anchor {anchor_file}: keep the key as private")
+    click.echo(
+        "as the data, and back up the three files together (see docs/ledger-threat-model.md)."
+    )
 
 
 @ledger.command()

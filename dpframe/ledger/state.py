@@ -118,20 +118,19 @@ class Fold:
         return [Problem(m, row.seq, row.entry_id) for m in found]
 
     def _apply(self, row: Row, body: dict[str, Any]) -> list[str]:
-        here = where(row)
         if row.kind not in KINDS:
-            return [f"{here} has an unknown kind {row.kind!r}."]
+            return [f"{where(row)} has an unknown kind {row.kind!r}."]
         if (row.kind == "init") != (row.seq == 1):
-            return [f"{here}: the init row must be row 1, and only row 1."]
+            return [f"{where(row)}: the init row must be row 1, and only row 1."]
         if row.kind == "init":
             out = []
             if self.ledger_id is not None and body.get("ledger_id") != self.ledger_id:
                 out.append(
-                    f"{here} names ledger {body.get('ledger_id')!r}, not {self.ledger_id!r}."
+                    f"{where(row)} names ledger {body.get('ledger_id')!r}, not {self.ledger_id!r}."
                 )
             if self.key_digest is not None and body.get("key_digest") != self.key_digest:
                 out.append(
-                    f"{here}: the ledger key does not match the key this ledger was created "
+                    f"{where(row)}: the ledger key does not match the key this ledger was created "
                     "with (the key was replaced)."
                 )
             return out
@@ -139,9 +138,11 @@ class Fold:
         if row.kind == "budget":
             label = str(body["label"])
             if budget_id is None or budget_id in self.budgets:
-                return [f"{here} defines budget {budget_id} a second time (or without an id)."]
+                return [
+                    f"{where(row)} defines budget {budget_id} a second time (or without an id)."
+                ]
             if label in self.labels:
-                return [f"{here} reuses the budget label {label!r}."]
+                return [f"{where(row)} reuses the budget label {label!r}."]
             Relation.parse(body["relation"])
             cap_from_dict(body["cap"])
             self.budgets[budget_id] = {
@@ -160,12 +161,12 @@ class Fold:
             self.labels[label] = budget_id
             return []
         if budget_id not in self.budgets:
-            return [f"{here} names an unknown budget {budget_id}."]
+            return [f"{where(row)} names an unknown budget {budget_id}."]
         budget = self.budgets[budget_id]
         if row.kind == "fingerprint":
             fingerprint = str(body["fingerprint"])
             if fingerprint in self.fingerprints:
-                return [f"{here} binds a dataset fingerprint that is already bound."]
+                return [f"{where(row)} binds a dataset fingerprint that is already bound."]
             budget["fingerprints"].append(fingerprint)
             self.fingerprints[fingerprint] = budget_id
             return []
@@ -173,7 +174,7 @@ class Fold:
             try:
                 event = self._event(body.get("event"))
             except EventError as exc:
-                return [f"{here} holds an event that cannot be read: {exc}"]
+                return [f"{where(row)} holds an event that cannot be read: {exc}"]
             self.open[row.entry_id] = budget_id
             budget["charges"] += 1
             self._add(budget_id, event)
@@ -181,16 +182,16 @@ class Fold:
         # commit | fail
         owner = self.open.get(str(row.ref))
         if owner is None:
-            return [f"{here} closes reservation {row.ref}, which is not an open earlier row."]
+            return [f"{where(row)} closes reservation {row.ref}, which is not an open earlier row."]
         if owner != budget_id:
-            return [f"{here} names another budget than its reservation {row.ref}."]
+            return [f"{where(row)} names another budget than its reservation {row.ref}."]
         del self.open[str(row.ref)]
         budget["committed" if row.kind == "commit" else "failed"] += 1
         return []
 
     def _event(self, data: Any) -> Any:
         """The event recorded as ``data`` (decoded once per distinct event)."""
-        key = json.dumps(data, sort_keys=True)
+        key = repr(data)  # stored bodies are canonical JSON, decoded in key order
         found = _EVENTS.get(key)
         if found is None:
             found = event_from_dict(data)

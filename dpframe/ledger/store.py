@@ -197,6 +197,14 @@ class Ledger:
         self._key: LedgerKey | None = None
         self._legacy_key: bytes | None = None
         if self.format == 1:
+            if keys.read_anchor(self.anchor_file) is not None:
+                # Format-1 ledgers never had an anchor: a keyed ledger whose init row was
+                # edited to escape its MACs.
+                raise LedgerError(
+                    f"{str(path)!r} claims the old unkeyed format but has a head anchor "
+                    f"({str(self.anchor_file)!r}): its init row was changed; run `dpframe "
+                    "ledger verify` with the anchor moved aside to see the rows."
+                )
             legacy = meta.get("fingerprint_key")
             self._legacy_key = bytes.fromhex(legacy) if legacy else None
         else:

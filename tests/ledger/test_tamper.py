@@ -182,6 +182,14 @@ def test_a_ledger_without_its_key_reads_but_refuses_to_charge(full, ledger_file,
         assert keyed.verify().authenticated
 
 
+def test_a_downgrade_to_the_unkeyed_format_is_refused(full, ledger_file):
+    """Rewriting the init row to claim format 1 (whose rows carry no MACs) and
+    re-hashing the chain must not turn a keyed ledger into an unauthenticated one."""
+    sql(ledger_file, "UPDATE entries SET body = replace(body, '\"format\":2', '\"format\":1')")
+    with pytest.raises(LedgerError, match="claims the old unkeyed format"):
+        Ledger.open(ledger_file)
+
+
 def test_no_secret_is_stored_in_the_database(full, ledger_file):
     secret = full.key_file.read_text().split('"key": "')[1][:64]
     data = ledger_file.read_bytes() + Path(f"{ledger_file}-wal").read_bytes()
