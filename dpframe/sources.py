@@ -934,6 +934,8 @@ def _add_partials(a: tuple, b: tuple) -> tuple:
     for partial in (a, b):
         if isinstance(partial[0], _Invalid):
             return partial
+    if a[1] == 0 or b[1] == 0:  # an empty partition adds nothing (not even a clip report)
+        return b if a[1] == 0 else a
     if a[0] is None or b[0] is None:
         statistic = b[0] if a[0] is None else a[0]
     else:

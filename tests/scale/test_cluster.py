@@ -231,6 +231,16 @@ def test_a_dask_csv_takes_its_types_from_the_domain_and_detects_a_missing_header
         np.testing.assert_allclose(sums, [0.9, 1.2, 2])  # labels 'no' are class 1
 
 
+def test_an_empty_partition_adds_nothing(cluster):
+    import dask.array as da
+
+    x = np.random.default_rng(3).uniform(-2, 2, (10, 2))
+    dataset = SourceDataset(DaskSource(da.from_array(x, chunks=((5, 0, 5), (2,)))), DOMAIN)
+    sums = dataset.reduce(lambda features, labels: features.sum(axis=0))
+    np.testing.assert_allclose(sums, np.clip(x, -1, 1).sum(axis=0))
+    assert dataset.clip_report.records == 10
+
+
 def test_a_file_the_workers_cannot_read_is_a_data_error(cluster, tmp_path, ledger):
     pd = pytest.importorskip("pandas")
     path = tmp_path / "t.parquet"
