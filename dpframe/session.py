@@ -49,7 +49,7 @@ import numpy as np
 from dpframe.accountants.base import Accountant
 from dpframe.budget import RTOL, Budget, within
 from dpframe.calibration import smallest_noise
-from dpframe.dataset import Dataset
+from dpframe.dataset import Dataset, as_dataset, is_dataframe
 from dpframe.domain import Domain
 from dpframe.errors import BudgetExceededError, LedgerError, ParameterError
 from dpframe.events import EpsilonDeltaEvent, NoOpEvent, PrivacyEvent
@@ -428,6 +428,8 @@ class Session:
     match it if it does. ``seed`` makes every step reproducible and NOT secure (recorded
     and flagged in the ledger); ``sampler`` supplies the root stream instead.
     ``data_changed`` charges these data to a budget bound to other data of the same people.
+    ``dataset`` may be a pandas DataFrame with the columns the ``domain`` names (and the
+    label column, or ``label=``).
     """
 
     def __init__(
@@ -441,9 +443,18 @@ class Session:
         seed: int | None = None,
         sampler: Sampler | None = None,
         data_changed: bool = False,
+        domain: Domain | None = None,
+        label: str | int | None = None,
     ) -> None:
+        if is_dataframe(dataset):
+            dataset = as_dataset(dataset, domain, label=label)
+        elif domain is not None:
+            raise ParameterError("give domain= with a DataFrame only (a Dataset has its own).")
         if not isinstance(dataset, Dataset):
-            raise ParameterError("a Session needs a dpframe Dataset (Dataset.from_arrays, ...).")
+            raise ParameterError(
+                "a Session needs a dpframe Dataset (Dataset.from_arrays, ...) or a pandas "
+                "DataFrame with domain=."
+            )
         if not isinstance(budget, str) or not budget.strip():
             raise ParameterError("a Session needs a budget label (a non-empty string).")
         if seed is not None and sampler is not None:
