@@ -183,6 +183,28 @@ class Dataset:
         return cls.from_arrays(features, labels, domain, feature_names=names, source="dataframe")
 
 
+def is_dataframe(data: Any) -> bool:
+    """True for a pandas DataFrame (checked without importing pandas)."""
+    return type(data).__name__ == "DataFrame" and hasattr(data, "columns") and hasattr(data, "iloc")
+
+
+def as_dataset(
+    data: Any, domain: Domain | None = None, *, label: str | int | None = None
+) -> Dataset:
+    """``data`` as a Dataset: a Dataset as it is (``domain`` must then be omitted), a pandas
+    DataFrame with the domain's column names through :meth:`Dataset.from_dataframe`."""
+    if isinstance(data, Dataset) or hasattr(data, "chunks"):
+        if domain is not None:
+            raise DataError("give a domain with a DataFrame, not with a dataset (it has one).")
+        return data
+    if is_dataframe(data):
+        return Dataset.from_dataframe(data, domain, label=label)
+    raise DataError(
+        f"expected a dpframe Dataset or a pandas DataFrame, got {type(data).__name__}; for "
+        "arrays use Dataset.from_arrays(X, y, domain)."
+    )
+
+
 def keyed_fingerprint(
     key: bytes,
     n_records: int,

@@ -18,6 +18,7 @@ TOML form::
     lower = 0.0                     # a number for every feature, or one per feature
     upper = [100.0, 300.0]
     row_norm_bound = 1.0            # optional L2 bound on each row
+    integer = ["alkphos"]           # optional: integer-valued features (or true for all)
 
     [labels]
     column = "selector"             # name, or 0-based index
@@ -63,6 +64,20 @@ def _finite_tuple(value: Any) -> tuple[float, ...] | None:
         if not math.isfinite(v):
             raise DomainError(f"bounds must be finite numbers, got {v!r}.")
     return out
+
+
+def _integer_spec(value: Any) -> bool | tuple[str | int, ...]:
+    """``integer=``: True/False, one feature name, or a sequence of names or indices."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (str, int)):
+        return (value,)
+    try:
+        return tuple(value)
+    except TypeError:
+        raise DomainError(
+            f"integer must be true, false or a list of features, got {value!r}."
+        ) from None
 
 
 @attrs.frozen
@@ -128,6 +143,7 @@ class Domain:
     relation: Relation = attrs.field(default=Relation.REPLACE_ONE, converter=Relation.parse)
     records: int | None = None
     inferred: bool = False
+    integer: bool | tuple[str | int, ...] = attrs.field(default=(), converter=_integer_spec)
 
     def __attrs_post_init__(self) -> None:
         if (self.lower is None) != (self.upper is None):
@@ -220,7 +236,9 @@ class Domain:
                 str(n)
                 for n in (names if names is not None else (f"x{j}" for j in range(n_features)))
             )
-        return attrs.evolve(self, lower=lower, upper=upper, feature_names=feature_names)
+        bound = attrs.evolve(self, lower=lower, upper=upper, feature_names=feature_names)
+        bound.integer_mask()  # one sentence for an integer column that is not a feature
+        return bound
 
     def with_records(self, n: int) -> Domain:
         """Under replace-one, the (public) record count; checked against a declared one."""
@@ -229,6 +247,25 @@ class Domain:
         if self.records is not None and self.records != n:
             raise DomainError(f"the domain declares {self.records} records but the data have {n}.")
         return attrs.evolve(self, records=n)
+
+    def integer_mask(self) -> np.ndarray:
+        """Which features are declared integer-valued (a bool per feature)."""
+        m = self.n_features or 0
+        if isinstance(self.integer, bool):
+            return np.full(m, self.integer)
+        mask = np.zeros(m, dtype=bool)
+        names = list(self.feature_names or ())
+        for item in self.integer:
+            if isinstance(item, str) and item in names:
+                mask[names.index(item)] = True
+            elif isinstance(item, int) and -m <= item < m:
+                mask[item] = True
+            else:
+                raise DomainError(
+                    f"integer names feature {item!r}, which is not one of the features "
+                    f"{names or list(range(m))}."
+                )
+        return mask
 
     # -- public geometry ------------------------------------------------------------
 
@@ -389,6 +426,8 @@ class Domain:
                 "lower": list(self.lower) if self.lower is not None else None,
                 "upper": list(self.upper) if self.upper is not None else None,
                 "row_norm_bound": self.row_norm_bound,
+                "integer": (self.integer if isinstance(self.integer, bool) else list(self.integer))
+                or None,
             }
         )
         out: dict[str, Any] = {"relation": self.relation.value}
@@ -411,7 +450,19 @@ class Domain:
         features = data.get("features", {})
         if not isinstance(features, dict):
             raise DomainError(f"{source}: [features] must be a table.")
-        _check_keys(features, {"names", "lower", "upper", "row_norm_bound"}, f"{source} [features]")
+        _check_keys(
+            features,
+            {"names", "lower", "upper", "row_norm_bound", "integer"},
+            f"{source} [features]",
+        )
+        integer = features.get("integer", ())
+        if not isinstance(integer, bool) and not (
+            isinstance(integer, (list, tuple))
+            and all(isinstance(i, (str, int)) and not isinstance(i, bool) for i in integer)
+        ):
+            raise DomainError(
+                f"{source} [features]: integer must be true, false or a list of feature names."
+            )
         labels = data.get("labels")
         spec: LabelSpec | None = None
         if labels is not None:
@@ -452,6 +503,7 @@ class Domain:
             relation=data.get("relation", Relation.REPLACE_ONE),
             records=data.get("records"),
             inferred=bool(data.get("inferred", False)),
+            integer=integer,
         )
 
     @classmethod

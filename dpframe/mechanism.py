@@ -25,6 +25,12 @@ A mechanism that reads ``dataset.chunks()`` on this process returns False. Both 
 consulted by :func:`execute` (and the CLI, sessions and chain plans) before anything is
 charged.
 
+Optional: decorate the class with :func:`dpframe.units.data_coordinates` and declare
+``output_kinds(params)``: with a ``units = "rescaled"`` parameter every hook then works on
+the domain rescaled by its public bounds (the same utility whatever units the domain is
+declared in), and ``run``'s declared outputs come back in the data's units, clipped to the
+domain (``in_domain``).
+
 Testing hooks (optional for third parties, required for built-ins), used by
 :mod:`dpframe.testing`:
 
@@ -120,6 +126,18 @@ class Mechanism(abc.ABC):
     @abc.abstractmethod
     def run(self, dataset: Dataset, params: Any, sampler: Sampler) -> Release:
         """Run on ``dataset`` (already clipped to its domain), drawing from ``sampler``."""
+
+    def working_units(self, params: Any) -> str:
+        """``"rescaled"`` or ``"raw"``: the coordinates ``run`` works in when the class is
+        decorated with :func:`dpframe.units.data_coordinates` (default: the ``units``
+        parameter, raw when there is none)."""
+        return getattr(params, "units", None) or "raw"
+
+    def output_kinds(self, params: Any) -> dict[str, str]:
+        """Which released arrays are in data coordinates, by kind (``records``,
+        ``point``, ``covariance``, ``labels``): mapped back from rescaled units and put
+        inside the domain by :func:`dpframe.units.data_coordinates`. Default: none."""
+        return {}
 
     def data_passes(self, params: Any) -> int | None:
         """Passes ``run`` makes over the data's chunks; ``None``: it needs the records in

@@ -50,7 +50,7 @@ import numpy as np
 from dpframe.accountants.base import Accountant, same_accountant
 from dpframe.budget import RTOL, Budget, within
 from dpframe.calibration import smallest_noise
-from dpframe.dataset import Dataset
+from dpframe.dataset import Dataset, as_dataset, is_dataframe
 from dpframe.domain import Domain
 from dpframe.errors import BudgetExceededError, LedgerError, ParameterError
 from dpframe.events import EpsilonDeltaEvent, NoOpEvent, PrivacyEvent
@@ -439,6 +439,8 @@ class Session:
     ``unsafe_float_noise`` opts in to the floating-point noise path, which is not private
     on real hardware (recorded and flagged in the ledger; see ``docs/privacy-promise.md``).
     ``data_changed`` charges these data to a budget bound to other data of the same people.
+    ``dataset`` may be a pandas DataFrame with the columns the ``domain`` names (and the
+    label column, or ``label=``).
     """
 
     def __init__(
@@ -453,11 +455,17 @@ class Session:
         sampler: Sampler | None = None,
         data_changed: bool = False,
         unsafe_float_noise: bool = False,
+        domain: Domain | None = None,
+        label: str | int | None = None,
     ) -> None:
+        if is_dataframe(dataset):
+            dataset = as_dataset(dataset, domain, label=label)
+        elif domain is not None:
+            raise ParameterError("give domain= with a DataFrame only (a Dataset has its own).")
         if not isinstance(dataset, (Dataset, SourceDataset)):
             raise ParameterError(
-                "a Session needs a dpframe Dataset (Dataset.from_arrays, ...) or a "
-                "SourceDataset (dpframe.sources)."
+                "a Session needs a dpframe Dataset (Dataset.from_arrays, ...), a "
+                "SourceDataset (dpframe.sources) or a pandas DataFrame with domain=."
             )
         if not isinstance(budget, str) or not budget.strip():
             raise ParameterError("a Session needs a budget label (a non-empty string).")

@@ -50,7 +50,9 @@ if TYPE_CHECKING:
 @click.option("--clusters", default="2,3,4", show_default=True, help="Numbers of clusters K.")
 @click.option("--pca-dimension", type=int, default=None, help="k for the PCA error (default m).")
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path), help="Write a PNG here.")
-@click.option("--metric", default=None, help="Metric to plot (default: the first one).")
+@click.option(
+    "--metric", default=None, help="Plot only this metric (default: one panel per metric)."
+)
 @click.option(
     "--x",
     "axis",
@@ -115,8 +117,7 @@ def evaluate(
     if plot_path is not None:
         from dpframe.plots import report_plot
 
-        names = list(dict.fromkeys(k for row in report.rows for k in row.metrics))
-        report_plot(report.rows, plot_path, metric=metric or names[0], axis=axis)
+        report_plot(report.rows, plot_path, metric=metric, axis=axis)
     if as_json:
         out = report.to_dict()
         out["plot"] = str(plot_path) if plot_path is not None else None

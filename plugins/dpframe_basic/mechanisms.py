@@ -7,6 +7,13 @@ The noise scale is ``sensitivity x noise_multiplier``; the sensitivity comes fro
 :mod:`dpframe_basic.sensitivity`, the multiplier from :func:`dpframe.noise.plan_stages`
 and the grid's rounding inflation from :func:`dpframe.noise.grid_for`, so this file
 contains no privacy arithmetic of its own.
+
+Units (:mod:`dpframe.units`). The mean is computed by default on the records rescaled to
+``[-1, 1]`` by the public box and mapped back, so each column's noise is in proportion to
+its own range and the release does not depend on the units the domain is declared in;
+the mean is then clamped to the box (``in_domain``). The covariance about the public
+centre is by default in the declared units (``units = "rescaled"`` gives ``s Σ s`` with
+``Σ`` the rescaled records' covariance: each entry's noise in proportion to ``s_i s_j``).
 """
 
 from __future__ import annotations
@@ -29,15 +36,20 @@ from dpframe.noise import (
 )
 from dpframe.samplers import Sampler
 from dpframe.stats import moments
+from dpframe.units import data_coordinates, in_domain_param, units_param
 from dpframe_basic.sensitivity import covariance_sensitivity, mean_sensitivity
 
 Query = Literal["mean", "covariance"]
+
+_UNITS_DEFAULT = " (default: rescaled for the mean, raw for the covariance)"
 
 
 @attrs.frozen(kw_only=True)
 class LaplaceParams(PrivacyParams):
     query: Query = param("mean", help="the statistic to release", constraint="mean | covariance")
     psd: bool = param(True, help="project a released covariance onto the PSD cone")
+    units: Literal["rescaled", "raw"] | None = units_param(None, _UNITS_DEFAULT)
+    in_domain: bool = in_domain_param()
 
     def __attrs_post_init__(self) -> None:
         if self.delta != 0:
@@ -48,6 +60,8 @@ class LaplaceParams(PrivacyParams):
 class GaussianParams(PrivacyParams):
     query: Query = param("mean", help="the statistic to release", constraint="mean | covariance")
     psd: bool = param(True, help="project a released covariance onto the PSD cone")
+    units: Literal["rescaled", "raw"] | None = units_param(None, _UNITS_DEFAULT)
+    in_domain: bool = in_domain_param()
 
     def __attrs_post_init__(self) -> None:
         if not 0 < self.delta < 1:
@@ -82,6 +96,17 @@ def _stage(
     return plan_stages(family, params.epsilon, params.delta, stages, domain.relation)[params.query]
 
 
+class _DataCoordinates:
+    """The mean (and the covariance's centre) as points, the covariance as a covariance;
+    the mean works in rescaled units by default (module docstring)."""
+
+    def working_units(self, params: LaplaceParams | GaussianParams) -> str:
+        return params.units or ("rescaled" if params.query == "mean" else "raw")
+
+    def output_kinds(self, params: LaplaceParams | GaussianParams) -> dict[str, str]:
+        return {"mean": "point", "covariance": "covariance", "centre": "point"}
+
+
 def _release(
     dataset: Dataset,
     params: LaplaceParams | GaussianParams,
@@ -101,7 +126,8 @@ def _release(
     )
 
 
-class LaplaceMechanism(Mechanism):
+@data_coordinates
+class LaplaceMechanism(_DataCoordinates, Mechanism):
     """Discrete Laplace noise on a grid, calibrated to the grid's L1 sensitivity: pure ε-DP."""
 
     name = "laplace"
@@ -143,7 +169,8 @@ class LaplaceMechanism(Mechanism):
         return batch_perturb(stages, self.query(dataset, params), sampler, count)
 
 
-class GaussianMechanism(Mechanism):
+@data_coordinates
+class GaussianMechanism(_DataCoordinates, Mechanism):
     """Discrete Gaussian noise on a grid, calibrated through zCDP: (ε, δ)-DP."""
 
     name = "gaussian"

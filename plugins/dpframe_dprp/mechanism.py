@@ -32,6 +32,7 @@ from dpframe.noise import grid_release
 from dpframe.params import one_of, optional, positive, positive_int, probability_open
 from dpframe.relation import Relation
 from dpframe.samplers import Sampler, SeededSampler
+from dpframe.units import data_coordinates, in_domain_param
 from dpframe_dprp.calibration import Calibration, calibrate
 
 CHUNK_ROWS = 8192
@@ -103,6 +104,7 @@ class DPRPParams(PrivacyParams):
         False,
         help="also release the DP covariance, its top-k2 eigenvectors, the noisy projection and R",
     )
+    in_domain: bool = in_domain_param()
 
     def __attrs_post_init__(self) -> None:
         if not 0 < self.delta < 1:
@@ -249,6 +251,7 @@ def _ball_reach(domain: Domain, centre: np.ndarray) -> float:
     return float(domain.row_norm_bound + np.linalg.norm(centre))
 
 
+@data_coordinates
 class DPRPMechanism(Mechanism):
     """Random projection plus DP eigenvectors; reconstruction is post-processing."""
 
@@ -270,6 +273,12 @@ class DPRPMechanism(Mechanism):
     relations = (Relation.REPLACE_ONE,)
     outputs = ("synthetic", "labels", "covariance", "components", "projection", "random_matrix")
     Params = DPRPParams
+
+    def output_kinds(self, params: object) -> dict[str, str]:
+        """The synthetic records and labels, put in the domain's terms (the records are
+        rescaled by the public box by this mechanism's own encoding, so there is no
+        ``units`` parameter)."""
+        return {"synthetic": "records", "labels": "labels"}
 
     def _calibration(self, params: DPRPParams, encoding: Encoding) -> Calibration:
         return calibrate(

@@ -39,8 +39,17 @@ def test_metadata_records_event_sampler_plugin_and_noise(release):
     assert grid["rounding"] == "nearest" and grid["coordinates"] == 3
     assert np.all(np.mod(release["mean"], gamma) == 0)  # the release lies on the grid
     assert meta["sampler"]["kind"] == "seeded" and meta["sampler"]["seed"] == 5
-    assert meta["noise_scales"]["mean"] == pytest.approx(3 / 50)  # L1: 3 features of width 1
-    assert meta["params"] == {"epsilon": 1.0, "delta": 0.0, "query": "mean", "psd": True}
+    # L1 in rescaled units ([0, 1] -> [-1, 1]): 3 features of width 2, over n = 50
+    assert meta["noise_scales"]["mean"] == pytest.approx(6 / 50)
+    assert meta["info"]["units"].startswith("rescaled")
+    assert meta["params"] == {
+        "epsilon": 1.0,
+        "delta": 0.0,
+        "query": "mean",
+        "psd": True,
+        "units": None,
+        "in_domain": True,
+    }
     assert meta["domain"]["records"] == 50
     assert len(meta["dataset_fingerprint"]) == 64
     assert release.reproducible

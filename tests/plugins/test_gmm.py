@@ -171,7 +171,9 @@ def test_class_models_approach_real_at_large_epsilon(ctg):
     params = GMM.params(epsilon=1e7, reduction="ron", dimension=4, n_synthetic=300_000)
     release = execute(GMM, data, params, SeededSampler(13))
     w = release["projection"]
-    projected = features @ w
+    # W projects the records rescaled by the public box (dpframe.units)
+    lower, upper = data.domain.box()
+    projected = ((features - (lower + upper) / 2) / ((upper - lower) / 2)) @ w
     sizes = np.array([np.sum(nsp == c) for c in (1, 2, 3)])
     assert release["counts"] == pytest.approx(sizes, abs=0.01)
     for k, c in enumerate((1, 2, 3)):
