@@ -6,6 +6,7 @@ from __future__ import annotations
 
 import json
 
+import pytest
 from test_chain_cli import run, spec, toy_csv  # noqa: F401 - the fixtures
 
 from dpframe.errors import BudgetRefusedError
@@ -45,3 +46,20 @@ def test_plan_with_the_data_of_its_own_budget_passes(run, spec, toy_csv, tmp_pat
 def test_without_a_ledger_there_is_nothing_to_check(run, spec):  # noqa: F811
     doc = json.loads(run("chain", "plan", spec(), "--json").stdout)
     assert doc["data_check"] == ""
+
+
+def test_plan_refuses_a_budget_under_another_relation(tmp_path):
+    from dpframe import Domain
+    from dpframe.chain import data_check
+    from dpframe.errors import LedgerError
+    from dpframe.ledger import Ledger
+    from dpframe.session import budget_view
+
+    with Ledger.open(tmp_path / "l.ledger", create=True) as led:
+        led.create_budget("toy", (1.0, 1e-6), relation="add_remove")
+        domain = Domain(lower=[0.0], upper=[1.0]).bind(1)  # replace_one
+        view = budget_view(led, "toy", cap=None, accountant=None, relation=domain.relation)
+        with pytest.raises(LedgerError, match="accounts under add_remove, but the domain uses"):
+            data_check(led, view, domain, None)
+        fresh = Domain(lower=[0.0], upper=[1.0], relation="add_remove").bind(1)
+        assert "cannot be known" not in data_check(led, view, fresh, None)

@@ -33,6 +33,7 @@ EXAMPLES: dict[str, dict] = {
     "ron_gauss": {"epsilon": 1.0, "dimension": 2},
     "pca_gauss": {"epsilon": 1.0, "delta": 1e-6, "dimension": 2, "noise": "gaussian"},
     "gmm": {"epsilon": 1.0, "reduction": "ron", "dimension": 2},
+    "quantile": {"epsilon": 1.0, "candidates": 16},
     "lap_pca": {"epsilon": 1.0, "dimension": 2},
     "quantile": {"epsilon": 1.0},
 }
