@@ -186,7 +186,8 @@ inflates the sensitivity, and so the noise, by at most 2^-12 (0.024 %), and the 
 least 2^12 grid steps."""
 GAUSSIAN_STEPS_LIMIT = 2**25
 """Discrete Gaussian: the grid is coarsened (doubled) until ``σ/γ < 2^25``, which keeps the
-exact sampler in int64 arithmetic; the inflation then stays below ``z·√d·2^-24``."""
+exact sampler in int64 arithmetic, but never so far that the rounding term exceeds 1/64 of
+``Δ/γ`` (then the sampler takes its exact Python-integer path, slower)."""
 GRID_LIMIT = 2**52
 """Rounded statistics are clamped to ``±2^52`` grid steps (1-Lipschitz per coordinate, so
 the sensitivity bound still holds) so that ``(k + Z)·γ`` is exactly a double."""
@@ -236,8 +237,8 @@ def grid_for(family: str, sensitivity: float, noise_multiplier: float, coordinat
             break
         grid_sensitivity = float(steps)
         noise = math.ceil(z * steps)
-        if noise < GAUSSIAN_STEPS_LIMIT:
-            break
+        if noise < GAUSSIAN_STEPS_LIMIT or steps <= 65 * spread:
+            break  # int64 sampling, or coarser would inflate by over 1/64: stop (exact anyway)
         exponent += 1
     return Grid(family, gamma, d, float(sensitivity), grid_sensitivity, int(noise))
 

@@ -224,13 +224,18 @@ class NoiseScaledSampler(WrappedSampler):
     def standard_normal(self, size: Shape = None) -> np.ndarray:
         return super().standard_normal(size) * self.factor
 
+    def _ratio(self) -> Fraction:
+        # 1/1.5 as the float 0.666... has denominator 2^53 and sends every exact draw to
+        # the slow Python-integer path; the mutants' factors are simple ratios (2/3)
+        return Fraction(self.factor).limit_denominator(1000)
+
     def discrete_laplace(self, scale: int | float | Fraction, size: Shape = None) -> np.ndarray:
-        return super().discrete_laplace(Fraction(scale) * Fraction(self.factor), size)
+        return super().discrete_laplace(Fraction(scale) * self._ratio(), size)
 
     def discrete_gaussian(
         self, sigma_squared: int | float | Fraction, size: Shape = None
     ) -> np.ndarray:
-        return super().discrete_gaussian(Fraction(sigma_squared) * Fraction(self.factor) ** 2, size)
+        return super().discrete_gaussian(Fraction(sigma_squared) * self._ratio() ** 2, size)
 
     def exponential_mechanism(
         self, scores: ArrayLike, epsilon: float, sensitivity: float, size: int | None = None

@@ -70,7 +70,7 @@ def test_describe_shows_parameters_and_privacy_model():
     info = json.loads(result.output)
     names = [p["name"] for p in info["parameters"]]
     assert names[:2] == ["epsilon", "delta"] and "query" in names
-    assert "Balle" in info["reference"] and info["relations"] == ["replace_one"]
+    assert "Canonne, Kamath, Steinke" in info["reference"] and info["relations"] == ["replace_one"]
     text = run("describe", "laplace").output
     assert "Parameters:" in text and "epsilon (float, required; > 0)" in text
 
@@ -96,7 +96,7 @@ def test_release_writes_a_loadable_release(tmp_path, liver, domain_file):
     )
     assert result.exit_code == 0, result.output
     release = Release.load(out)
-    assert release.event.type_name == "gaussian"
+    assert release.event.type_name == "discrete_gaussian"
     assert release.sampler == {"kind": "secure", "secure": True, "seed": None}
     assert release["covariance"].shape == (5, 5)
     assert json.loads(result.stdout)["release"]["mechanism"] == "gaussian"

@@ -110,3 +110,11 @@ def test_each_release_records_only_its_own_grids():
     second = execute(mech, data, mech.params(epsilon=0.5, query="covariance"), parent.spawn())
     assert len(first.info["noise_grids"]) == len(second.info["noise_grids"]) == 1
     assert second.info["noise_grids"][0]["coordinates"] == 3  # the covariance's triangle
+
+
+def test_a_huge_noise_multiplier_still_gets_a_grid_with_small_inflation():
+    # z √d far above 2^25: the grid stops coarsening before rounding dominates
+    grid = grid_for("gaussian", 1.0, 1e6, 1000)
+    plain = 1.0 / grid.granularity
+    assert grid.grid_sensitivity <= plain * (1 + 1 / 64)
+    assert grid.noise / grid.grid_sensitivity >= 1e6
