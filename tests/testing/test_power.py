@@ -139,10 +139,11 @@ def test_an_equivalent_clipping_mutant_is_recognised():
 def test_a_loose_calibration_is_reported_as_beyond_the_kit():
     # On this box-and-ball domain the basic mean's L1 bound (11/n) is 2.75 times the
     # largest change (4/n): halving its noise keeps it private, so no audit can object,
-    # and the self-check says so rather than passing.
+    # and the self-check says so rather than passing. In the declared units: rescaled by
+    # the box, the ball is dropped and the bound is attained.
     loose = Domain(lower=[0, 0], upper=[1, 10], row_norm_bound=3.0)
     with pytest.raises(PowerError, match=r"sensitivity halved.*tightness \{'mean': 0.36"):
-        Kit(LAPLACE, {"epsilon": 1.0}, loose).check_power("fast")
+        Kit(LAPLACE, {"epsilon": 1.0, "units": "raw"}, loose).check_power("fast")
 
 
 # -- calibration errors of a factor 1.5 ----------------------------------------------------
