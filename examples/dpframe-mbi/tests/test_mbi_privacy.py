@@ -83,8 +83,9 @@ def test_aim_plans_its_whole_rho_and_never_spends_more(dependent):
     release = aim.run(dependent, params, SeededSampler(3))
     d2 = math.sqrt(2)
     sigma0 = d2 * math.sqrt(4 / (2 * 0.9 * event.rho))
+    rounds = release.noise_scales["rounds"]
     spent = 4 * d2**2 / (2 * sigma0**2) + sum(
-        d2**2 / (2 * r["sigma"] ** 2) + r["epsilon"] ** 2 / 8 for r in release.noise_scales["rounds"]
+        d2**2 / (2 * r["sigma"] ** 2) + r["epsilon"] ** 2 / 8 for r in rounds
     )
     assert spent <= event.rho * (1 + 1e-9)
     assert spent >= event.rho * (1 - 1e-6)

@@ -56,16 +56,43 @@ def test_the_cli_discovers_plans_and_charges_mst(tmp_path):
     found = {(p["kind"], p["name"], p["distribution"]) for p in json.loads(listed.stdout)}
     assert {("mechanism", "mst", "dpframe-mbi"), ("mechanism", "aim", "dpframe-mbi")} <= found
     ran = subprocess.run(
-        [*cli, "release", "mst", "--data", str(data), "--domain", str(tmp_path / "d.toml"),
-         "--epsilon", "1", "--delta", "1e-6", "--param", "bins=3", "--param", "iters=50",
-         "--ledger", str(tmp_path / "l.ledger"), "--budget-epsilon", "2",
-         "--budget-delta", "1e-5", "--accountant", "zcdp", "--out", str(tmp_path / "r")],
-        capture_output=True, text=True, cwd=tmp_path,
+        [
+            *cli,
+            "release",
+            "mst",
+            "--data",
+            str(data),
+            "--domain",
+            str(tmp_path / "d.toml"),
+            "--epsilon",
+            "1",
+            "--delta",
+            "1e-6",
+            "--param",
+            "bins=3",
+            "--param",
+            "iters=50",
+            "--ledger",
+            str(tmp_path / "l.ledger"),
+            "--budget-epsilon",
+            "2",
+            "--budget-delta",
+            "1e-5",
+            "--accountant",
+            "zcdp",
+            "--out",
+            str(tmp_path / "r"),
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
     )
     assert ran.returncode == 0, ran.stderr
     audit = subprocess.run(
         [*cli, "ledger", "audit", "--json", "--ledger", str(tmp_path / "l.ledger")],
-        capture_output=True, text=True,
+        capture_output=True,
+        text=True,
     )
     report = json.loads(audit.stdout)
-    assert [b["spent_epsilon"] for b in report["budgets"]][0] <= 1.0 + 1e-9
+    (budget,) = report["budgets"]
+    assert budget["spent_epsilon"] <= 1.0 + 1e-9

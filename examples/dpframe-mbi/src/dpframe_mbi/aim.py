@@ -49,9 +49,7 @@ ALPHA = 0.9
 @attrs.frozen(kw_only=True)
 class AIMParams(PrivacyParams):
     bins: int = param(8, help="equal-width public bins per numeric column", constraint=">= 2")
-    degree: int = param(
-        2, help="size of the workload's attribute sets", constraint="2 | 3"
-    )
+    degree: int = param(2, help="size of the workload's attribute sets", constraint="2 | 3")
     rounds: int | None = param(
         None,
         help="the budget's round count T (default: 16 x attributes, as in the paper)",
@@ -206,9 +204,7 @@ def _candidates(attributes: int, degree: int) -> dict[Clique, float]:
         for size in range(2, degree + 1)
         for sub in itertools.combinations(clique, size)
     }
-    return {
-        r: float(sum(len(set(r) & set(s)) for s in workload)) for r in sorted(closure)
-    }
+    return {r: float(sum(len(set(r) & set(s)) for s in workload)) for r in sorted(closure)}
 
 
 def _model_cells(cliques: list[Clique], sizes: tuple[int, ...]) -> int:

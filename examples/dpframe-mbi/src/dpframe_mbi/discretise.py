@@ -91,9 +91,7 @@ class Discretisation:
                 codes[:, j] = _bin(column, self.lower[j], self.upper[j], self.sizes[j])
         return codes
 
-    def decode(
-        self, codes: np.ndarray, sampler: Sampler
-    ) -> tuple[np.ndarray, np.ndarray | None]:
+    def decode(self, codes: np.ndarray, sampler: Sampler) -> tuple[np.ndarray, np.ndarray | None]:
         """Records for cell indices: features drawn uniformly in their bins, labels as class
         indices (or a target drawn in its bin)."""
         n = codes.shape[0]

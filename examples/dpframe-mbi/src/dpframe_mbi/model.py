@@ -81,9 +81,7 @@ def sample(model: Any, names: Sequence[str], rows: int, sampler: Sampler) -> np.
         table = np.clip(table, 0.0, None).reshape(-1, table.shape[-1])
         if parents:
             shape = tuple(model.domain[p] for p in parents)
-            rows_parent = np.ravel_multi_index(
-                tuple(codes[:, index[p]] for p in parents), shape
-            )
+            rows_parent = np.ravel_multi_index(tuple(codes[:, index[p]] for p in parents), shape)
         else:
             rows_parent = np.zeros(rows, dtype=np.int64)
         totals = table.sum(axis=1, keepdims=True)

@@ -38,9 +38,7 @@ from dpframe_mbi.marginals import counts, l1_sensitivity, l2_sensitivity
 
 @attrs.frozen(kw_only=True)
 class MSTParams(PrivacyParams):
-    bins: int = param(
-        8, help="equal-width public bins per numeric column", constraint=">= 2"
-    )
+    bins: int = param(8, help="equal-width public bins per numeric column", constraint=">= 2")
     iters: int = param(
         1000,
         help="mirror-descent iterations of the estimation (post-processing)",
@@ -143,14 +141,20 @@ class MST(Mechanism):
         codes = grid.encode(dataset.features, dataset.labels)
         sizes = grid.sizes
         one_way = [
-            ((a,), privacy.measure(counts(codes, (a,), sizes), budget.sigma_one_way, sampler),
-             budget.sigma_one_way)
+            (
+                (a,),
+                privacy.measure(counts(codes, (a,), sizes), budget.sigma_one_way, sampler),
+                budget.sigma_one_way,
+            )
             for a in range(grid.n_attributes)
         ]
         tree = _private_tree(codes, sizes, one_way, budget, sampler)
         two_way = [
-            (pair, privacy.measure(counts(codes, pair, sizes), budget.sigma_two_way, sampler),
-             budget.sigma_two_way)
+            (
+                pair,
+                privacy.measure(counts(codes, pair, sizes), budget.sigma_two_way, sampler),
+                budget.sigma_two_way,
+            )
             for pair in tree
         ]
         return grid, one_way + two_way, np.asarray(tree, dtype=np.int64).reshape(-1, 2)
@@ -223,10 +227,8 @@ def _private_tree(
     for _ in range(budget.pairs):
         candidates = [pair for pair in scores if root(pair[0]) != root(pair[1])]
         values = np.asarray([scores[pair] for pair in candidates])
-        pick = candidates[
-            privacy.select(values, budget.selection_epsilon, l1_sensitivity(budget.relation), sampler)
-        ]
+        sensitivity = l1_sensitivity(budget.relation)
+        pick = candidates[privacy.select(values, budget.selection_epsilon, sensitivity, sampler)]
         tree.append(pick)
         component[root(pick[0])] = root(pick[1])
     return tree
-
