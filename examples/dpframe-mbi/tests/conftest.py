@@ -4,7 +4,6 @@ from __future__ import annotations
 
 import numpy as np
 import pytest
-
 from dpframe import Dataset, Domain
 from dpframe.domain import Classes
 

@@ -6,11 +6,11 @@ import math
 
 import numpy as np
 import pytest
-
 from dpframe import Domain
 from dpframe.accountants.zcdp import ZCDPAccountant, zcdp_epsilon
 from dpframe.domain import Classes
 from dpframe.relation import Relation
+
 from dpframe_mbi.aim import AIM
 from dpframe_mbi.budget import rho_for
 from dpframe_mbi.marginals import counts, l1_sensitivity, l2_sensitivity

@@ -7,8 +7,8 @@ import subprocess
 import sys
 
 import numpy as np
-
 from dpframe import SeededSampler
+
 from dpframe_mbi.discretise import Discretisation
 from dpframe_mbi.mst import MST
 

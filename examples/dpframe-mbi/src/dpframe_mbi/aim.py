@@ -28,7 +28,6 @@ import math
 
 import attrs
 import numpy as np
-
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, param
 from dpframe.errors import ParameterError
 from dpframe.events import PrivacyEvent, ZCDPEvent
@@ -36,6 +35,7 @@ from dpframe.params import positive_int
 from dpframe.relation import Relation
 from dpframe.samplers import Sampler
 from dpframe.synthesis import n_synthetic_param
+
 from dpframe_mbi import model, privacy
 from dpframe_mbi.budget import rho_for
 from dpframe_mbi.discretise import Discretisation

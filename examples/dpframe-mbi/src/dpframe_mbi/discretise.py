@@ -15,7 +15,6 @@ from collections.abc import Sequence
 
 import attrs
 import numpy as np
-
 from dpframe import Domain
 from dpframe.domain import Classes
 from dpframe.errors import DomainError, ParameterError

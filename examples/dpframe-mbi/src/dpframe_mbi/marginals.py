@@ -12,7 +12,6 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-
 from dpframe.relation import Relation
 
 Clique = tuple[int, ...]

@@ -14,8 +14,8 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-
 from dpframe.samplers import Sampler
+
 from dpframe_mbi.marginals import Clique
 
 

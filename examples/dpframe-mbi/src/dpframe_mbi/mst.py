@@ -22,7 +22,6 @@ import math
 
 import attrs
 import numpy as np
-
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, param
 from dpframe.errors import ParameterError
 from dpframe.events import PrivacyEvent, SelfComposedEvent, compose
@@ -30,6 +29,7 @@ from dpframe.params import positive_int
 from dpframe.relation import Relation
 from dpframe.samplers import Sampler
 from dpframe.synthesis import n_synthetic_param
+
 from dpframe_mbi import model, privacy
 from dpframe_mbi.budget import rho_for
 from dpframe_mbi.discretise import Discretisation

@@ -11,7 +11,6 @@ Both draw through the dpframe Sampler; the events they return are what the ledge
 from __future__ import annotations
 
 import numpy as np
-
 from dpframe.events import EpsilonDeltaEvent, GaussianEvent, PrivacyEvent
 from dpframe.relation import Relation
 from dpframe.samplers import Sampler
