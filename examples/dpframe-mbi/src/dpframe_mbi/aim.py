@@ -142,22 +142,20 @@ class AIM(Mechanism):
             ]
             if not pool:  # nothing fits yet: measure the smallest candidate's one-way parts
                 pool = [min(candidates.items(), key=lambda item: cells(item[0], sizes))]
+            estimates = model.marginals(fitted, grid.names, [c for c, _ in pool])
             scores = np.asarray(
                 [
                     weight
                     * (
-                        np.abs(
-                            counts(codes, clique, sizes)
-                            - model.marginal(fitted, grid.names, clique)
-                        ).sum()
+                        np.abs(counts(codes, clique, sizes) - estimate).sum()
                         - math.sqrt(2 / math.pi) * sigma * cells(clique, sizes)
                     )
-                    for clique, weight in pool
+                    for (clique, weight), estimate in zip(pool, estimates, strict=True)
                 ]
             )
             sensitivity = delta1 * max(weight for _, weight in pool)
-            clique = pool[privacy.select(scores, epsilon, sensitivity, sampler)][0]
-            before = model.marginal(fitted, grid.names, clique)
+            pick = privacy.select(scores, epsilon, sensitivity, sampler)
+            clique, before = pool[pick][0], estimates[pick]
             measurements.append(
                 (clique, privacy.measure(counts(codes, clique, sizes), sigma, sampler), sigma)
             )
