@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import os
 import platform
+import sys
 from pathlib import Path
 
 import numpy as np
@@ -39,3 +40,11 @@ def write_section(path: Path, name: str, text: str) -> None:
     else:
         doc = doc.rstrip() + "\n\n" + block + "\n"
     path.write_text(doc)
+
+
+def publish(text: str, path: Path | None, name: str) -> None:
+    """Print a benchmark's results and, given ``path``, write them into its section."""
+    print(text)
+    if path is not None:
+        write_section(path, name, text)
+        print(f"wrote {path}", file=sys.stderr)

@@ -1,10 +1,12 @@
 """Benchmark: the statistics releases against numpy's ``X.T @ X`` on the same array.
 
     python benchmarks/statistics_plugins.py [--rows 1000000] [--cols 100] [--repeats 5]
-                                            [--write docs/benchmarks.md]
+                                            [--only NAME,...] [--write docs/benchmarks.md]
 
 Each release (``mechanism.run`` on an in-memory Dataset, which is built once and whose
-clipping is timed separately) and the baseline ``X.T @ X`` are timed in the same process,
+clipping is timed separately), what a user calls (``Dataset.from_arrays`` plus
+``dpframe.execute``, without a ledger: plan, fingerprint, run; rows "user path") and the
+baseline ``X.T @ X`` are timed in the same process,
 interleaved round by round, so that a busy machine slows both alike. We report the best
 (minimum) wall time of each, the ratio of the minima, the median of the per-round ratios,
 the ratio of CPU times, and the peak memory each release allocates on top of the data
@@ -42,6 +44,17 @@ CONFIGS: list[tuple[str, dict]] = [
     ("ron_gauss", {"dimension": 10}),
     ("gmm", {"reduction": "ron", "dimension": 10}),
     ("gmm", {}),
+]
+
+# What a user calls for the DP models of issue 18's target (the basic covariance is the
+# Gaussian mechanism's covariance query).
+USER_PATH: list[tuple[str, dict]] = [
+    ("lap_pca", {"dimension": 10}),
+    ("pca_gauss", {"dimension": 10, "n_synthetic": 1}),
+    ("ron_gauss", {"dimension": 10, "n_synthetic": 1}),
+    ("gmm", {"n_synthetic": 1}),
+    ("mvg", {"query": "covariance", "delta": 1e-6}),
+    ("gaussian", {"query": "covariance", "delta": 1e-6}),
 ]
 
 
@@ -98,6 +111,7 @@ def main() -> None:
     parser.add_argument("--classes", type=int, default=5)
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--write", type=Path, default=None)
+    parser.add_argument("--only", default=None, help="comma-separated mechanism names")
     args = parser.parse_args()
 
     sampler = SeededSampler(0)
@@ -113,9 +127,28 @@ def main() -> None:
         validated = mechanism.params(epsilon=1.0, **params)
         return lambda: mechanism.run(data, validated, SeededSampler(1))
 
+    def user_path(name: str, params: dict) -> Callable[[], object]:
+        mechanism = dpframe.mechanism(name)
+        validated = mechanism.params(epsilon=1.0, **params)
+        return lambda: dpframe.execute(
+            mechanism, Dataset.from_arrays(x, y, domain), validated, SeededSampler(1)
+        )
+
+    only = None if args.only is None else set(args.only.split(","))
     runs = [
-        (f"{name} {params}" if params else name, release(name, params)) for name, params in CONFIGS
+        (f"{name} {params}" if params else name, release(name, params))
+        for name, params in CONFIGS
+        if only is None or name in only
     ]
+    runs += [
+        (f"user path: {name} {params}", user_path(name, params))
+        for name, params in USER_PATH
+        if only is None or name in only
+    ]
+    key = b"k" * 32
+    runs.append(
+        ("fingerprint pass alone (HMAC-SHA256 of the records)", lambda: data.fingerprint(key))
+    )
     draws = SeededSampler(2)
     for columns in (10, args.cols):  # the synthesis part alone: n x p standard normals
         label = f"{args.rows:,} x {columns} standard normals (seeded ChaCha20 sampler)"
@@ -126,7 +159,7 @@ def main() -> None:
             tables += [f"BLAS threads: {threads or 'default'}", "", *measure(x, runs, args)]
             tables.append("")
     sys.path.insert(0, str(Path(__file__).parent))
-    from report import machine, write_section
+    from report import machine, publish
 
     setup = (
         f"{args.rows:,} x {args.cols} float64 rows ({x.nbytes / 2**20:.0f} MiB), "
@@ -138,10 +171,7 @@ def main() -> None:
         f"{build_peak / 2**20:.0f} MiB peak (the clipped copy of the data)."
     )
     report = "\n".join([setup, "", *tables, build, ""])
-    print(report)
-    if args.write is not None:
-        write_section(args.write, "statistics", report)
-        print(f"wrote {args.write}", file=sys.stderr)
+    publish(report, args.write, "statistics")
 
 
 if __name__ == "__main__":

@@ -12,6 +12,10 @@
    the child's peak resident memory from the kernel (``os.wait4``'s rusage: measured
    outside the process) and its wall time; throughput = records / wall time (the release
    reads the data once for the ledger's keyed fingerprint, then once per statistic pass).
+   The baseline, timed the same way just before each release: a child process that reads
+   the file once with pyarrow in batches of the same size and converts every batch to a
+   float64 array (Parquet; CSV: parses it once). The children run as a user would run
+   them, with the libraries' default threads (``--blas-threads N`` forces N).
 3. On a ``dask-rows`` Parquet file: the same releases in this process and on a
    ``LocalCluster`` of 2 worker processes (1 thread each), same seed; reports both times and
    the largest difference between the released arrays.
@@ -64,10 +68,31 @@ def generate(path: Path, rows: int, cols: int, csv: bool = False) -> float:
     return time.perf_counter() - start
 
 
-def run_child(args: list[str], blas_threads: int) -> tuple[float, float, str]:
+READ = """
+import sys
+import numpy as np
+import pyarrow.csv as pcsv
+import pyarrow.parquet as pq
+
+path, rows = sys.argv[1], int(sys.argv[2])
+if path.endswith(".parquet"):
+    batches = pq.ParquetFile(path, pre_buffer=False).iter_batches(batch_size=rows)
+else:
+    batches = pcsv.open_csv(path)
+for batch in batches:
+    block = np.empty((batch.num_rows, batch.num_columns))
+    for j in range(batch.num_columns):
+        block[:, j] = batch.column(j).to_numpy(zero_copy_only=False)
+"""
+"""The baseline: one read of the file, every batch converted to a float64 array."""
+
+
+def run_child(args: list[str], blas_threads: int | None) -> tuple[float, float, str]:
     """Wall seconds and peak RSS (MiB, from the kernel) of a child process."""
-    env = {**os.environ, "OPENBLAS_NUM_THREADS": str(blas_threads)}
-    env["OMP_NUM_THREADS"] = env["MKL_NUM_THREADS"] = str(blas_threads)
+    env = dict(os.environ)
+    if blas_threads is not None:
+        env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = str(blas_threads)
+        env["MKL_NUM_THREADS"] = str(blas_threads)
     start = time.perf_counter()
     child = subprocess.Popen(
         args, stdout=subprocess.PIPE, stderr=subprocess.STDOUT, text=True, env=env
@@ -115,14 +140,16 @@ def release_args(name: str, extra: list[str], data: Path, out: Path) -> list[str
     ]
 
 
-def streamed(work: Path, data: Path, rows: int, kind: str, blas_threads: int) -> list[str]:
+def streamed(work: Path, data: Path, rows: int, kind: str, blas_threads: int | None) -> list[str]:
     lines = []
+    read = [sys.executable, "-c", READ, str(data), str(CHUNK)]
     for name, extra, passes in RELEASES:
         out = work / f"{kind}-{name}"
+        baseline, _, _ = run_child(read, blas_threads)
         wall, peak, _ = run_child(release_args(name, extra, data, out), blas_threads)
         lines.append(
-            f"| {kind} | `{name}` | {rows:,} | {passes} + 1 | {wall:.1f} | "
-            f"{rows / wall:,.0f} | {peak:.0f} |"
+            f"| {kind} | `{name}` | {rows:,} | {passes} + 1 | {wall:.1f} | {baseline:.1f} | "
+            f"{wall / baseline:.2f} | {rows / wall:,.0f} | {peak:.0f} |"
         )
         print(lines[-1], flush=True)
     return lines
@@ -187,18 +214,26 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/dpframe-bench"))
     parser.add_argument("--write", type=Path, default=None)
     parser.add_argument(
-        "--blas-threads", type=int, default=1, help="BLAS threads of the release processes"
+        "--blas-threads",
+        type=int,
+        default=None,
+        help="force the BLAS threads of the child processes (default: as a user runs them)",
     )
     args = parser.parse_args()
     sys.path.insert(0, str(Path(__file__).parent))
     from report import machine, write_section
 
+    threads = (
+        "default threading"
+        if args.blas_threads is None
+        else f"{args.blas_threads} BLAS thread(s) forced"
+    )
     work = args.workdir
     work.mkdir(parents=True, exist_ok=True)
     header = [
-        "| file | release | records | passes (+ fingerprint) | wall (s) | records/s | "
-        "peak RSS (MiB) |",
-        "|---|---|---:|---|---:|---:|---:|",
+        "| file | release | records | passes (+ fingerprint) | wall (s) | one read (s) | "
+        "ratio to one read | records/s | peak RSS (MiB) |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|",
     ]
     sections = {}
     try:
@@ -215,7 +250,8 @@ def main() -> None:
                 f"Machine: {machine()}. {kind} file of {rows:,} x {args.cols} (float32 values) "
                 f"plus an integer label column: {size:.2f} GiB, {seconds:.0f} s to write. "
                 f"`dpframe release ... --chunk-rows {CHUNK}` in a child process with "
-                f"{args.blas_threads} BLAS thread(s); peak RSS from the kernel.",
+                f"{threads}; peak RSS from the kernel. Load average at the start: "
+                f"{'/'.join(f'{x:.1f}' for x in os.getloadavg())}.",
                 "",
                 *header,
                 *streamed(work, path, rows, kind, args.blas_threads),

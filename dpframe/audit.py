@@ -20,6 +20,8 @@ tampered ledger is still audited: its problems are reported, not raised.
 from __future__ import annotations
 
 import datetime
+import functools
+import json
 import math
 import os
 from collections import Counter
@@ -33,12 +35,14 @@ from dpframe.errors import DPFrameError
 from dpframe.events import PrivacyEvent
 from dpframe.mechanism import planned_event
 from dpframe.params import params_from_dict
+from dpframe.samplers import FLOAT_NOISE_UNSAFE
 
 if TYPE_CHECKING:  # the ledger is imported on use: `import dpframe` stays light
     from dpframe.ledger import Charge, DatasetBudget, Ledger
 
 FLAG_SEEDED = "seeded_sampler"  # = dpframe.ledger.FLAG_SEEDED
 FLAG_INFERRED = "bounds_inferred"  # = dpframe.ledger.FLAG_INFERRED
+FLAG_FLOAT_NOISE = "unsafe_float_noise"  # = dpframe.ledger.FLAG_FLOAT_NOISE
 
 SCHEMA_VERSION = 1
 """Version of the audit's JSON form; bumped on any incompatible change."""
@@ -77,6 +81,11 @@ FLAGS: dict[str, tuple[str, str]] = {
     ),
     FLAG_SEEDED: ("warning", "made with a seeded (reproducible, not secure) sampler"),
     FLAG_INFERRED: ("warning", "the domain's bounds were inferred from the data (not private)"),
+    FLAG_FLOAT_NOISE: (
+        "warning",
+        "made with the opt-in floating-point noise path, which is not private on real "
+        "hardware (Mironov 2012)",
+    ),
     "failed": ("info", "the run failed after its reservation; it stays charged"),
     "pending": ("info", "reserved but never closed (running, or killed); it stays charged"),
     # budget flags
@@ -84,6 +93,12 @@ FLAGS: dict[str, tuple[str, str]] = {
     "accountant_unavailable": (
         "warning",
         "the budget's accountant is not installed: its balance cannot be computed",
+    ),
+    "accountant_member_unavailable": (
+        "warning",
+        "a member of the budget's 'best' accountant cannot run here (its plugin or "
+        "dp-accounting is missing): the balance is the minimum of the other members, never "
+        "smaller than the one recorded when charging, possibly larger",
     ),
 }
 """Every flag the audit can raise: ``name -> (severity, meaning)``; severity is
@@ -417,6 +432,8 @@ def _audit_budget(
         accountant = None
         flags.append("accountant_unavailable")
     spent = None
+    if accountant is not None and accountant.unavailable():
+        flags.append("accountant_member_unavailable")
     if accountant is not None:
         try:
             spent = accountant.epsilon(composition(accountant, events), delta) if events else 0.0
@@ -459,6 +476,8 @@ def _audit_entry(
             flags.append(recorded)
     if not charge.sampler.get("secure", True) and FLAG_SEEDED not in flags:
         flags.append(FLAG_SEEDED)
+    if charge.sampler.get("noise") == FLOAT_NOISE_UNSAFE and FLAG_FLOAT_NOISE not in flags:
+        flags.append(FLAG_FLOAT_NOISE)
     if charge.domain.get("inferred") and FLAG_INFERRED not in flags:
         flags.append(FLAG_INFERRED)
     if charge.status in ("failed", "pending"):
@@ -491,9 +510,8 @@ def _audit_entry(
 def rederive(mechanism: type, charge: Charge) -> Rederivation:
     """Re-plan ``charge`` with ``mechanism`` from its recorded parameters and domain."""
     try:
-        params = params_from_dict(mechanism.Params, charge.params)
-        domain = Domain.from_dict(dict(charge.domain), source="the recorded domain")
-        event = planned_event(mechanism(), params, domain)
+        key = (json.dumps(charge.params, sort_keys=True), json.dumps(charge.domain, sort_keys=True))
+        event = _replan(mechanism, *key)
     except Exception as exc:  # the plugin's own failure is the finding
         detail = str(exc) if isinstance(exc, DPFrameError) else f"{type(exc).__name__}: {exc}"
         return Rederivation("error", detail=detail)
@@ -504,6 +522,15 @@ def rederive(mechanism: type, charge: Charge) -> Rederivation:
         event,
         f"re-derived {event.describe()}, but {charge.event.describe()} was charged",
     )
+
+
+@functools.lru_cache(maxsize=1024)
+def _replan(mechanism: type, params: str, domain: str) -> PrivacyEvent:
+    """The event ``mechanism`` plans for these recorded parameters and domain (a pure
+    function of them, so a ledger of many identical releases re-plans each once)."""
+    loaded = params_from_dict(mechanism.Params, json.loads(params))
+    bound = Domain.from_dict(json.loads(domain), source="the recorded domain")
+    return planned_event(mechanism(), loaded, bound)
 
 
 def _parents(charge: Charge) -> list[dict[str, Any]]:

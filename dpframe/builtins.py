@@ -1,43 +1,34 @@
-"""dpframe's own accountants, samplers and loaders, registered like any plugin's."""
+"""dpframe's own accountants, samplers and loaders, registered like any plugin's: by name
+and import path (:class:`~dpframe.plugins.Lazy`), so that nothing is imported until used."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from dpframe.hookspecs import hookimpl
+from dpframe.plugins import Lazy
 
 
 @hookimpl
 def register_accountants(register: Any) -> None:
-    from dpframe.accountants.approx import ApproxAccountant
-    from dpframe.accountants.best import BestAccountant
-    from dpframe.accountants.gdp import GDPAccountant
-    from dpframe.accountants.pure import PureAccountant
-    from dpframe.accountants.rdp import RDPAccountant
-    from dpframe.accountants.zcdp import ZCDPAccountant
-
-    for accountant in (
-        PureAccountant,
-        ApproxAccountant,
-        RDPAccountant,
-        ZCDPAccountant,
-        GDPAccountant,
-        BestAccountant,
+    for name, target in (
+        ("pure", "dpframe.accountants.pure:PureAccountant"),
+        ("approx", "dpframe.accountants.approx:ApproxAccountant"),
+        ("rdp", "dpframe.accountants.rdp:RDPAccountant"),
+        ("zcdp", "dpframe.accountants.zcdp:ZCDPAccountant"),
+        ("gdp", "dpframe.accountants.gdp:GDPAccountant"),
+        ("best", "dpframe.accountants.best:BestAccountant"),
     ):
-        register(accountant)
+        register(Lazy(name, target))
 
 
 @hookimpl
 def register_samplers(register: Any) -> None:
-    from dpframe.samplers import SecureSampler, SeededSampler
-
-    register(SecureSampler)
-    register(SeededSampler)
+    register(Lazy("secure", "dpframe.samplers:SecureSampler"))
+    register(Lazy("seeded", "dpframe.samplers:SeededSampler"))
 
 
 @hookimpl
 def register_loaders(register: Any) -> None:
-    from dpframe.loaders import DelimitedLoader, NumpyLoader
-
-    register(DelimitedLoader())
-    register(NumpyLoader())
+    register(Lazy("csv", "dpframe.loaders:DelimitedLoader"))
+    register(Lazy("numpy", "dpframe.loaders:NumpyLoader"))

@@ -41,8 +41,10 @@ from dpframe.dataset import Dataset
 from dpframe.domain import Classes, Domain, Target
 from dpframe.errors import (
     BudgetExceededError,
+    BudgetRefusedError,
     DomainError,
     DPFrameError,
+    LedgerError,
     ParameterError,
     UnsupportedEventError,
 )
@@ -426,6 +428,7 @@ class ChainPlan:
     stop: Stop | None
     costs: dict[str, dict[str, Any]]
     digest: str
+    data_check: str = ""
 
     @property
     def total(self) -> float:
@@ -455,6 +458,7 @@ class ChainPlan:
             "steps": [step.to_dict() for step in self.steps],
             "stop": self.stop.to_dict() if self.stop else None,
             "accountants": self.costs,
+            "data_check": self.data_check,
         }
 
     def describe(self) -> str:
@@ -469,8 +473,10 @@ class ChainPlan:
             f"records: {self.domain.records if self.domain.records is not None else 'not declared'}"
             f", relation {self.domain.relation.value}",
             "",
+            f"  {'':>2}  {'':<14} {'':<12} {'requested':^19}  {'charged':>9} {'total':>9} "
+            f"{'left':>9}",
             f"  {'#':>2}  {'step':<14} {'mechanism':<12} {'ε':>9} {'δ':>9}  "
-            f"{'cost':>9} {'total':>9} {'left':>9}  event",
+            f"{'ε':>9} {'ε':>9} {'ε':>9}  event",
         ]
         for i, step in enumerate(self.steps):
             share = f" (share {step.share:g})" if step.share is not None else ""
@@ -482,6 +488,10 @@ class ChainPlan:
             )
             for link in step.links:
                 lines.append(f"      {link.param} = @{link.name}.{link.array}")
+        lines.append(
+            f"(requested: the mechanism's own (ε, δ); charged: its cost alone, at the budget's "
+            f"δ={view.cap.delta:.3g} under {view.accountant_name}.)"
+        )
         lines.append("")
         if self.stop is not None:
             lines.append(
@@ -493,6 +503,8 @@ class ChainPlan:
                 f"Total ε={self.total:.6g} of {view.cap.epsilon:.6g} at δ={view.cap.delta:.3g} "
                 f"under {view.accountant_name}; remaining ε={view.remaining(self.total):.6g}."
             )
+        if self.data_check:
+            lines.append(f"Data: {self.data_check}")
         lines.append("Totals under each accountant (the same events, at the same δ):")
         for name, cost in self.costs.items():
             mark = " (the budget's)" if name == view.accountant_name else ""
@@ -510,9 +522,16 @@ def plan_chain(
     *,
     ledger: Ledger | None = None,
     accountants: list[str] | None = None,
+    fingerprint: str | None = None,
+    data_changed: bool = False,
+    distributed: bool = False,
 ) -> ChainPlan:
     """Plan every step of ``spec`` on ``domain`` (default: the spec's), after what the
-    budget already holds in ``ledger`` (none: a new budget). Reads no data."""
+    budget already holds in ``ledger`` (none: a new budget). Reads no data; given the
+    data's ``fingerprint`` (under the ledger's key), also refuses what a run would refuse
+    about the data's budget (:func:`data_check`). With ``distributed``, for data on a
+    cluster: the plan stops before a step whose mechanism reads records on this process
+    (it would be refused, nothing charged)."""
     domain = _planning_domain(spec, domain)
     view = budget_view(
         ledger,
@@ -521,12 +540,54 @@ def plan_chain(
         accountant=spec.budget.accountant,
         relation=domain.relation,
     )
-    planner = _Planner(spec, domain, view)
+    planner = _Planner(spec, domain, view, distributed)
     planned, stop = planner.plan()
     events = [s.event for s in planned if s.fits]
     costs = accountant_costs(view, events, accountants)
     digest = plan_digest(spec, domain, view, planned)
-    return ChainPlan(spec, domain, view, tuple(planned), stop, costs, digest)
+    checked = data_check(ledger, view, domain, fingerprint, data_changed)
+    return ChainPlan(spec, domain, view, tuple(planned), stop, costs, digest, checked)
+
+
+def data_check(
+    ledger: Ledger | None,
+    view: BudgetView,
+    domain: Domain,
+    fingerprint: str | None,
+    data_changed: bool = False,
+) -> str:
+    """Refuse, as a run would and before any charge, a budget whose relation is not the
+    domain's, and (given the data's fingerprint) data budgeted under another label or a
+    label whose budget belongs to other data. Returns what remains unknown without the
+    data, or what was checked (one sentence; empty when there is nothing to say)."""
+    budget = view.budget
+    if budget is not None and budget.relation is not domain.relation:
+        raise LedgerError(
+            f"{budget.describe()} accounts under {budget.relation.value}, but the domain uses "
+            f"{domain.relation.value}; a run would be refused (nothing would be charged)."
+        )
+    if ledger is None:
+        return ""
+    if fingerprint is not None:
+        conflict = ledger.label_conflict(view.label, fingerprint, data_changed=data_changed)
+        if conflict is not None:
+            raise BudgetRefusedError(conflict)
+        return f"checked: a run on these data charges budget {view.label!r}."
+    others = [label for label in ledger.bound_labels() if label != view.label]
+    if others or (budget is not None and budget.fingerprints):
+        return (
+            "whether these data are budgeted under another label, or budget "
+            f"{view.label!r} belongs to other data, cannot be known before reading them; "
+            "give --data to check (it reads the data only to fingerprint them)."
+        )
+    return ""
+
+
+def _needs_records(mechanism: str) -> str:
+    return (
+        f"{mechanism} with these parameters reads the records on this process, but data on "
+        "a cluster stay on its workers; it would be refused (nothing would be charged for it)."
+    )
 
 
 def _planning_domain(spec: ChainSpec, domain: Domain | None) -> Domain:
@@ -548,10 +609,13 @@ def _planning_domain(spec: ChainSpec, domain: Domain | None) -> Domain:
 class _Planner:
     """Plans the steps in order, making stand-in outputs for references on demand."""
 
-    def __init__(self, spec: ChainSpec, domain: Domain, view: BudgetView) -> None:
+    def __init__(
+        self, spec: ChainSpec, domain: Domain, view: BudgetView, distributed: bool = False
+    ) -> None:
         self.spec = spec
         self.domain = domain
         self.view = view
+        self.distributed = distributed
         self.params: dict[str, Any] = {}
         self.standins: dict[str, Release] = {}
 
@@ -584,6 +648,8 @@ class _Planner:
             except DPFrameError as exc:
                 raise type(exc)(f"step {index} {step.name!r} ({step.mechanism}): {exc}") from None
             planned.append(plan)
+            if self.distributed and not mechanism.reduces_only(params):
+                return planned, Stop(index, step.name, _needs_records(mechanism.name))
             if not plan.fits:
                 return planned, Stop(
                     index,
@@ -779,12 +845,13 @@ class ChainResult:
             f"{self.plan.digest[:12]}): {released} of {len(self.steps)} steps released",
         ]
         for s in self.steps:
-            cost = f"ε={s.plan.cost:.4g}" if s.plan else ""
+            charged = s.plan is not None and s.status in ("released", "failed")
+            cost = f"charged ε={s.plan.cost:.4g}" if charged else ""
             where = f" -> {s.out}" if s.out else ""
-            why = f": {s.reason}" if s.reason else ""
-            lines.append(
-                f"  {s.index:>2} {s.name:<14} {s.mechanism:<12} {s.status:<9} {cost}{where}{why}"
-            )
+            stopped = self.stop is not None and s.index == self.stop.index
+            why = f": {s.reason}" if s.reason and not stopped else ""  # the stop says why
+            row = f"  {s.index:>2} {s.name:<14} {s.mechanism:<12} {s.status:<9} {cost}{where}{why}"
+            lines.append(row.rstrip())
         if self.stop is not None:
             lines.append(
                 f"Stopped before step {self.stop.index} {self.stop.step!r}: {self.stop.reason}"
@@ -912,7 +979,7 @@ def _run_step(
     )
     if not current.fits:
         return refused(
-            f"it no longer fits budget {view.label!r}: spent ε={current.spent:.6g}, requested "
+            f"it no longer fits budget {view.label!r}: spent ε={current.spent:.6g}, this step "
             f"ε={current.cost:.6g}, total ε={current.total:.6g} above the cap "
             f"{view.cap.epsilon:.6g} (charged elsewhere since the plan; nothing was charged).",
             current,

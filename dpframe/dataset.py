@@ -5,6 +5,12 @@ it rejects NaN/inf, empty data, wrong shapes and labels outside the declared cla
 (one sentence naming the column or row), then clips every row to the domain. Mechanisms
 only ever see clipped data; the clip counts are kept for the curator in
 :attr:`Dataset.clip_report` and never enter a release.
+
+Construction reads the features once, chunk by chunk, and never writes the caller's
+array: a float64, C-contiguous array whose rows are all in the domain is wrapped as a
+read-only view (no copy); anything else is converted or copied once and clipped in place.
+A Dataset that wraps the caller's array re-checks the domain on every fingerprint (each
+release), so a change made to that array afterwards is refused rather than released.
 """
 
 from __future__ import annotations
@@ -82,8 +88,13 @@ class Dataset:
         Keyed on purpose: an unkeyed hash of the data in public metadata would let an
         adversary who knows all but one record test guesses of the last one. The ledger
         holds the key; fingerprints made with it are comparable within that ledger only.
+        A Dataset that wraps the caller's array (not a copy) checks, in the same pass,
+        that every record is still in the domain.
         """
-        return keyed_fingerprint(key, self.n_records, self.n_features, self.chunks(chunk_rows))
+        chunks = self.chunks(chunk_rows)
+        if _wraps_caller_array(self.features):
+            chunks = _checked(chunks, self.domain)
+        return keyed_fingerprint(key, self.n_records, self.n_features, chunks)
 
     def subset(self, rows: np.ndarray) -> Dataset:
         """The records at ``rows`` (already clipped), with the same domain."""
@@ -107,13 +118,17 @@ class Dataset:
         *,
         feature_names: Sequence[str] | None = None,
         source: str = "array",
-        copy: bool = True,
+        copy: bool = False,
     ) -> Dataset:
         """Validate, clip and wrap arrays. ``domain`` defaults to an unbounded replace-one
-        domain (mechanisms that need bounds then say so)."""
+        domain (mechanisms that need bounds then say so). The caller's array is never
+        written; it is copied only if it must be (see the module docstring), or always
+        with ``copy=True``."""
         domain = domain or Domain()
-        x = _as_feature_matrix(features, domain, feature_names, copy=copy)
+        x = _as_feature_matrix(features, domain, feature_names, copy=copy, check_finite=False)
         bound = domain.bind(x.shape[1], feature_names).with_records(x.shape[0])
+        owned = copy or not (isinstance(features, np.ndarray) and np.may_share_memory(x, features))
+        x, report = _validate_and_clip(x, bound, feature_names, owned=owned)
         y, labels_clipped = _validate_labels(labels, bound, x.shape[0])
         if (
             y is None
@@ -124,7 +139,6 @@ class Dataset:
             raise DataError(
                 f"the domain names label column {bound.labels.column!r} but no labels were given."
             )
-        x, report = bound.clip(x)
         report = attrs.evolve(report, labels_clipped=labels_clipped)
         x.setflags(write=False)
         if y is not None:
@@ -169,6 +183,28 @@ class Dataset:
         return cls.from_arrays(features, labels, domain, feature_names=names, source="dataframe")
 
 
+def is_dataframe(data: Any) -> bool:
+    """True for a pandas DataFrame (checked without importing pandas)."""
+    return type(data).__name__ == "DataFrame" and hasattr(data, "columns") and hasattr(data, "iloc")
+
+
+def as_dataset(
+    data: Any, domain: Domain | None = None, *, label: str | int | None = None
+) -> Dataset:
+    """``data`` as a Dataset: a Dataset as it is (``domain`` must then be omitted), a pandas
+    DataFrame with the domain's column names through :meth:`Dataset.from_dataframe`."""
+    if isinstance(data, Dataset) or hasattr(data, "chunks"):
+        if domain is not None:
+            raise DataError("give a domain with a DataFrame, not with a dataset (it has one).")
+        return data
+    if is_dataframe(data):
+        return Dataset.from_dataframe(data, domain, label=label)
+    raise DataError(
+        f"expected a dpframe Dataset or a pandas DataFrame, got {type(data).__name__}; for "
+        "arrays use Dataset.from_arrays(X, y, domain)."
+    )
+
+
 def keyed_fingerprint(
     key: bytes,
     n_records: int,
@@ -188,6 +224,50 @@ def keyed_fingerprint(
     mac.update(f"dpframe-dataset-v2:{n_records}x{n_features}:".encode())
     mac.update(features_mac.digest() + labels_mac.digest())
     return mac.hexdigest()
+
+
+def _validate_and_clip(
+    x: np.ndarray,
+    domain: Domain,
+    names: Sequence[str] | None,
+    *,
+    owned: bool,
+    rows: int = DEFAULT_CHUNK_ROWS,
+) -> tuple[np.ndarray, ClipReport]:
+    """One chunked pass over ``x``: reject NaN/inf and clip every row into ``domain``. An
+    array the caller still holds (``owned`` False) is only read; it is copied, once, when
+    a first value needs clipping, and otherwise returned as a view."""
+    n, d = x.shape
+    report = ClipReport(0, values_clipped_per_feature=(0,) * d)
+    for start in range(0, n, rows):
+        chunk = x[start : start + rows]
+        if domain.contains(chunk):
+            report += ClipReport(chunk.shape[0], values_clipped_per_feature=(0,) * d)
+            continue
+        _check_finite(chunk, domain, names, start)
+        if not owned:
+            x, owned = x.copy(), True
+            chunk = x[start : start + rows]
+        report += domain.clip(chunk)[1]  # in place: chunk is a view of x
+    return (x if owned else x.view()), report
+
+
+def _wraps_caller_array(features: np.ndarray) -> bool:
+    """Whether ``features`` is a view of an array the caller still holds (and may write)."""
+    return features.base is not None and features.base.flags.writeable
+
+
+def _checked(
+    chunks: Iterable[tuple[np.ndarray, np.ndarray | None]], domain: Domain
+) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
+    """The chunks, each checked to lie in ``domain`` (one sentence if one does not)."""
+    for features, labels in chunks:
+        if not domain.contains(features):
+            raise DataError(
+                "the array this Dataset wraps was changed after the Dataset was built and is "
+                "no longer inside its domain; build the Dataset again (or pass copy=True)."
+            )
+        yield features, labels
 
 
 def _domain_label_column(domain: Domain) -> str | int | None:
@@ -222,9 +302,10 @@ def _as_feature_matrix(
     *,
     copy: bool,
     first_row: int = 0,
+    check_finite: bool = True,
 ) -> np.ndarray:
-    """``features`` as a finite float64 matrix; ``first_row`` numbers the rows of a chunk
-    in error messages."""
+    """``features`` as a finite float64 matrix (finiteness checked unless told not to);
+    ``first_row`` numbers the rows of a chunk in error messages."""
     try:
         x = (np.array if copy else np.asarray)(features, dtype=np.float64, order="C")
     except (TypeError, ValueError):
@@ -237,6 +318,15 @@ def _as_feature_matrix(
         raise DataError("the data have no records.")
     if x.shape[1] == 0:
         raise DataError("the data have no feature columns.")
+    if check_finite:
+        _check_finite(x, domain, names, first_row)
+    return x
+
+
+def _check_finite(
+    x: np.ndarray, domain: Domain, names: Sequence[str] | None, first_row: int
+) -> None:
+    """One sentence naming the first NaN or infinite value of ``x``, if there is one."""
     finite = np.isfinite(x)
     if not finite.all():
         rows, cols = np.nonzero(~finite)
@@ -248,7 +338,6 @@ def _as_feature_matrix(
             f"column {name!r} has {kind} value at data row {first_row + i + 1}; remove or "
             "impute it before release."
         )
-    return x
 
 
 def _validate_labels(

@@ -293,9 +293,10 @@ def evaluate(
     from dpframe.evaluate import classify
 
     def score(
-        name: str, x: np.ndarray, y: np.ndarray, x_test: np.ndarray, epsilon: float | None
+        name: str, x: np.ndarray, y: np.ndarray, x_test: np.ndarray, charged: float | None
     ) -> dict[str, Any]:
-        return {"name": name, "epsilon": epsilon, **classify(x, y, x_test, test_y, "logistic")}
+        scores = classify(x, y, x_test, test_y, "logistic")
+        return {"name": name, "charged_epsilon": charged, **scores}
 
     rows = [score("real training data (NOT private)", train_x, train_y, test_x, None)]
     centre = np.full(test_x.shape[1], 0.5)  # the public centre of the domain [0, 1]^m
@@ -307,9 +308,9 @@ def evaluate(
         if "projection" in release.arrays:  # synthetic records lie in c + span(W): so do these
             w = release["projection"]
             x_test = centre + (test_x - centre) @ w @ np.linalg.pinv(w)
-        name = f"{step.name} synthetic (ε={step.plan.epsilon:.3g})"
+        name = f"{step.name} synthetic (charged ε={step.plan.cost:.4g})"
         labels = np.asarray(release["labels"], dtype=np.float64)
-        rows.append(score(name, release["synthetic"], labels, x_test, step.plan.epsilon))
+        rows.append(score(name, release["synthetic"], labels, x_test, step.plan.cost))
     values, counts = np.unique(train_y, return_counts=True)
     majority = values[np.argmax(counts)]
     constant = f"always {majority:g} (the majority class)"

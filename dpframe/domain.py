@@ -18,6 +18,7 @@ TOML form::
     lower = 0.0                     # a number for every feature, or one per feature
     upper = [100.0, 300.0]
     row_norm_bound = 1.0            # optional L2 bound on each row
+    integer = ["alkphos"]           # optional: integer-valued features (or true for all)
 
     [labels]
     column = "selector"             # name, or 0-based index
@@ -41,11 +42,6 @@ import numpy as np
 from dpframe.errors import DomainError
 from dpframe.relation import Relation
 
-if sys.version_info >= (3, 11):
-    import tomllib
-else:  # pragma: no cover
-    import tomli as tomllib
-
 Label = int | float | str
 
 
@@ -68,6 +64,20 @@ def _finite_tuple(value: Any) -> tuple[float, ...] | None:
         if not math.isfinite(v):
             raise DomainError(f"bounds must be finite numbers, got {v!r}.")
     return out
+
+
+def _integer_spec(value: Any) -> bool | tuple[str | int, ...]:
+    """``integer=``: True/False, one feature name, or a sequence of names or indices."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (str, int)):
+        return (value,)
+    try:
+        return tuple(value)
+    except TypeError:
+        raise DomainError(
+            f"integer must be true, false or a list of features, got {value!r}."
+        ) from None
 
 
 @attrs.frozen
@@ -133,6 +143,7 @@ class Domain:
     relation: Relation = attrs.field(default=Relation.REPLACE_ONE, converter=Relation.parse)
     records: int | None = None
     inferred: bool = False
+    integer: bool | tuple[str | int, ...] = attrs.field(default=(), converter=_integer_spec)
 
     def __attrs_post_init__(self) -> None:
         if (self.lower is None) != (self.upper is None):
@@ -225,7 +236,9 @@ class Domain:
                 str(n)
                 for n in (names if names is not None else (f"x{j}" for j in range(n_features)))
             )
-        return attrs.evolve(self, lower=lower, upper=upper, feature_names=feature_names)
+        bound = attrs.evolve(self, lower=lower, upper=upper, feature_names=feature_names)
+        bound.integer_mask()  # one sentence for an integer column that is not a feature
+        return bound
 
     def with_records(self, n: int) -> Domain:
         """Under replace-one, the (public) record count; checked against a declared one."""
@@ -234,6 +247,25 @@ class Domain:
         if self.records is not None and self.records != n:
             raise DomainError(f"the domain declares {self.records} records but the data have {n}.")
         return attrs.evolve(self, records=n)
+
+    def integer_mask(self) -> np.ndarray:
+        """Which features are declared integer-valued (a bool per feature)."""
+        m = self.n_features or 0
+        if isinstance(self.integer, bool):
+            return np.full(m, self.integer)
+        mask = np.zeros(m, dtype=bool)
+        names = list(self.feature_names or ())
+        for item in self.integer:
+            if isinstance(item, str) and item in names:
+                mask[names.index(item)] = True
+            elif isinstance(item, int) and -m <= item < m:
+                mask[item] = True
+            else:
+                raise DomainError(
+                    f"integer names feature {item!r}, which is not one of the features "
+                    f"{names or list(range(m))}."
+                )
+        return mask
 
     # -- public geometry ------------------------------------------------------------
 
@@ -359,6 +391,24 @@ class Domain:
         )
         return features, report
 
+    def contains(self, features: np.ndarray) -> bool:
+        """Whether every row of ``features`` is finite and already in the domain, so that
+        :meth:`clip` would change nothing. Reads the rows without writing them: the
+        extremes first (NaN and infinities show there), per feature only when the box's
+        bounds differ between features."""
+        low, high = float(features.min()), float(features.max())
+        if not (math.isfinite(low) and math.isfinite(high)):
+            return False
+        if self.lower is not None:
+            lo, hi = self.box()
+            if not (low >= lo.max() and high <= hi.min()) and (
+                np.any(features < lo) or np.any(features > hi)
+            ):
+                return False
+        if self.row_norm_bound is not None:
+            return not np.any(_row_norms(features) > self.row_norm_bound)
+        return True
+
     def _ball_anchor(self) -> np.ndarray:
         """The box point nearest the origin (the origin when there is no box)."""
         if self.lower is None:
@@ -376,6 +426,8 @@ class Domain:
                 "lower": list(self.lower) if self.lower is not None else None,
                 "upper": list(self.upper) if self.upper is not None else None,
                 "row_norm_bound": self.row_norm_bound,
+                "integer": (self.integer if isinstance(self.integer, bool) else list(self.integer))
+                or None,
             }
         )
         out: dict[str, Any] = {"relation": self.relation.value}
@@ -398,7 +450,19 @@ class Domain:
         features = data.get("features", {})
         if not isinstance(features, dict):
             raise DomainError(f"{source}: [features] must be a table.")
-        _check_keys(features, {"names", "lower", "upper", "row_norm_bound"}, f"{source} [features]")
+        _check_keys(
+            features,
+            {"names", "lower", "upper", "row_norm_bound", "integer"},
+            f"{source} [features]",
+        )
+        integer = features.get("integer", ())
+        if not isinstance(integer, bool) and not (
+            isinstance(integer, (list, tuple))
+            and all(isinstance(i, (str, int)) and not isinstance(i, bool) for i in integer)
+        ):
+            raise DomainError(
+                f"{source} [features]: integer must be true, false or a list of feature names."
+            )
         labels = data.get("labels")
         spec: LabelSpec | None = None
         if labels is not None:
@@ -439,17 +503,19 @@ class Domain:
             relation=data.get("relation", Relation.REPLACE_ONE),
             records=data.get("records"),
             inferred=bool(data.get("inferred", False)),
+            integer=integer,
         )
 
     @classmethod
     def from_toml(cls, path: str | Path) -> Domain:
         """Read a domain file."""
         path = Path(path)
+        toml = _tomllib()
         try:
-            data = tomllib.loads(path.read_text(encoding="utf-8"))
+            data = toml.loads(path.read_text(encoding="utf-8"))
         except FileNotFoundError:
             raise DomainError(f"domain file {str(path)!r} does not exist.") from None
-        except tomllib.TOMLDecodeError as exc:
+        except toml.TOMLDecodeError as exc:
             raise DomainError(f"domain file {str(path)!r} is not valid TOML: {exc}.") from None
         return cls.from_dict(data, source=f"domain file {str(path)!r}")
 
@@ -485,6 +551,18 @@ class ClipReport:
     rows_clipped_to_norm: int = 0
     values_clipped_per_feature: tuple[int, ...] = ()
     labels_clipped: int = 0
+
+    def __add__(self, other: ClipReport) -> ClipReport:
+        """The report of two consecutive parts of the data."""
+        mine = self.values_clipped_per_feature or (0,) * len(other.values_clipped_per_feature)
+        theirs = other.values_clipped_per_feature or (0,) * len(mine)
+        return ClipReport(
+            records=self.records + other.records,
+            rows_clipped_to_box=self.rows_clipped_to_box + other.rows_clipped_to_box,
+            rows_clipped_to_norm=self.rows_clipped_to_norm + other.rows_clipped_to_norm,
+            values_clipped_per_feature=tuple(int(x + y) for x, y in zip(mine, theirs, strict=True)),
+            labels_clipped=self.labels_clipped + other.labels_clipped,
+        )
 
     @property
     def total(self) -> int:
@@ -541,3 +619,12 @@ def _check_keys(data: dict, allowed: set[str], source: str) -> None:
 
 def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
+
+
+def _tomllib() -> Any:
+    """The TOML parser, imported on first use (start-up time)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    return tomllib

@@ -2,8 +2,9 @@
 
 Every error a user can cause is a :class:`DPFrameError` whose message is one sentence
 saying what is wrong and how to fix it. The CLI prints that sentence and exits with the
-class's ``exit_code``; with ``--json`` it prints ``{"error": {"code": ..., "message": ...}}``
-with the class's stable ``code``. It never shows a traceback unless ``--debug`` is given.
+class's ``exit_code``; with ``--json`` it prints ``{"error": {"code": ..., "exit_code": ...,
+"message": ...}}`` (:func:`error_object`) with the class's stable ``code`` on stdout. It
+never shows a traceback unless ``--debug`` is given.
 
 The exit codes (one table, also in ``docs/cli.md``):
 
@@ -33,11 +34,25 @@ EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
 
 
+def error_object(code: str, exit_code: int, message: str) -> dict[str, str | int]:
+    """The ``--json`` form of an error (the value of the ``"error"`` key)."""
+    return {"code": code, "exit_code": exit_code, "message": message}
+
+
 class DPFrameError(Exception):
     """Base class of every error dpframe raises for bad input or refused requests."""
 
     exit_code: int = EXIT_USAGE
     code: str = "usage"
+
+    @property
+    def sentence(self) -> str:
+        """The message on one line."""
+        return " ".join(str(self).split()) or type(self).__name__
+
+    def to_dict(self) -> dict[str, str | int]:
+        """The ``--json`` form of this error: :func:`error_object`."""
+        return error_object(self.code, self.exit_code, self.sentence)
 
 
 class ParameterError(DPFrameError, ValueError):

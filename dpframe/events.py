@@ -231,6 +231,44 @@ class GaussianEvent(PrivacyEvent):
         return f"Gaussian(σ/Δ₂={self.noise_multiplier:.6g})"
 
 
+@_register("discrete_laplace")
+@attrs.frozen
+class DiscreteLaplaceEvent(PrivacyEvent):
+    """Discrete Laplace noise ``P(z) ∝ exp(-|z|/t)`` on every coordinate of an
+    integer-valued query of integer L1 sensitivity ``D`` (for example a statistic rounded
+    to a grid, in grid units).
+
+    ``noise_multiplier = t / D``; the release is ``1 / noise_multiplier``-DP (pure): the
+    privacy loss of an integer shift ``s`` is at most ``||s||_1 / t`` at every output.
+    """
+
+    noise_multiplier: float = attrs.field(converter=_float, validator=_positive_finite)
+    relation: Relation = _relation_field
+
+    def describe(self) -> str:
+        return f"DiscreteLaplace(t/Δ₁={self.noise_multiplier:.6g})"
+
+
+@_register("discrete_gaussian")
+@attrs.frozen
+class DiscreteGaussianEvent(PrivacyEvent):
+    """Independent discrete Gaussian noise ``N_Z(0, s^2)`` on every coordinate of an
+    integer-valued query whose integer shifts have L2 norm at most ``D``.
+
+    ``noise_multiplier = s / D``. For every integer shift vector the Rényi divergence of
+    order ``alpha`` is at most ``alpha ||shift||_2^2 / (2 s^2)`` (Canonne, Kamath, Steinke
+    2020, Proposition 5 per coordinate, added over independent coordinates), so the release
+    is ``rho``-zCDP with ``rho = 1 / (2 noise_multiplier^2)`` and has that RDP curve. Its
+    ``(ε, δ)`` guarantee is the zCDP conversion; it is not claimed to be ``mu``-GDP.
+    """
+
+    noise_multiplier: float = attrs.field(converter=_float, validator=_positive_finite)
+    relation: Relation = _relation_field
+
+    def describe(self) -> str:
+        return f"DiscreteGaussian(σ/Δ₂={self.noise_multiplier:.6g})"
+
+
 @_register("epsilon_delta")
 @attrs.frozen
 class EpsilonDeltaEvent(PrivacyEvent):
@@ -254,6 +292,29 @@ class ZCDPEvent(PrivacyEvent):
 
     def describe(self) -> str:
         return f"zCDP(ρ={self.rho:.6g})"
+
+
+@_register("exponential_mechanism")
+@attrs.frozen
+class ExponentialMechanismEvent(PrivacyEvent):
+    """One selection by the exponential mechanism (McSherry and Talwar 2007).
+
+    Candidate ``r`` is chosen with probability proportional to
+    ``exp(epsilon * u(D, r) / (2 * D))``, where the score ``u`` has sensitivity ``D``
+    (``|u(D, r) - u(D', r)| <= D`` for every candidate ``r`` and neighbours ``D, D'``; a
+    ``Sensitivity`` of kind ``"score"``). Report-noisy-max with Gumbel noise of scale
+    ``2 D / epsilon`` is the same distribution. The selection is ``epsilon``-DP and
+    ``epsilon``-bounded-range: the log-ratio ``log P(r | D) / P(r | D')`` varies by at most
+    ``epsilon`` over ``r`` (Durfee and Rogers 2019), hence ``epsilon^2 / 8``-zCDP (Cesar and
+    Rogers 2021, Lemma 3.2) with the exact bounded-range RDP curve of
+    :func:`dpframe.accountants.renyi.bounded_range_rdp`.
+    """
+
+    epsilon: float = attrs.field(converter=_float, validator=_positive_finite)
+    relation: Relation = _relation_field
+
+    def describe(self) -> str:
+        return f"ExpMech(ε={self.epsilon:.6g})"
 
 
 # --- combinators ---------------------------------------------------------------------

@@ -2,7 +2,9 @@
 
 A plugin is a module listed under the ``dpframe`` entry-point group that implements some
 of these hooks with ``@dpframe.hookimpl``. dpframe's own methods are plugins registered
-the same way. Each hook receives a ``register`` callable; call it once per object.
+the same way. Each hook receives a ``register`` callable; call it once per object, with
+the object or with a :class:`dpframe.plugins.Lazy` (its name and import path), which keeps
+the implementation unimported until it is used.
 """
 
 from __future__ import annotations

@@ -15,7 +15,13 @@ from typing import Any, ClassVar
 
 import numpy as np
 
-from dpframe.dataset import Dataset, _domain_label_column, _is_number, _resolve_column
+from dpframe.dataset import (
+    Dataset,
+    _domain_label_column,
+    _is_number,
+    _resolve_column,
+    is_dataframe,
+)
 from dpframe.domain import Domain
 from dpframe.errors import DataError
 
@@ -135,15 +141,23 @@ class NumpyLoader(Loader):
 
 
 def load_dataset(
-    path: str | Path,
+    path: str | Path | Any,
     domain: Domain | None = None,
     *,
     label: str | int | None = None,
     header: bool | None = None,
 ) -> Dataset:
-    """Load a data file with the loader registered for its suffix."""
+    """Load a data file with the loader registered for its suffix, or a pandas DataFrame
+    whose columns carry the domain's feature (and label) names."""
     from dpframe.plugins import registry
 
+    if is_dataframe(path):
+        return Dataset.from_dataframe(path, domain, label=label)
+    if not isinstance(path, (str, Path)):
+        raise DataError(
+            f"load_dataset reads a file path or a pandas DataFrame, not {type(path).__name__}; "
+            "for arrays use Dataset.from_arrays(X, y, domain)."
+        )
     path = Path(path)
     if not path.exists():
         raise DataError(f"data file {str(path)!r} does not exist.")

@@ -18,7 +18,18 @@ Optional: ``data_passes(params) -> int | None``, how many passes ``run`` makes o
 ``dataset.chunks()`` (usually through :func:`dpframe.stats.reduce` or
 :func:`~dpframe.stats.moments`) without touching ``dataset.features``. Declare it, and
 streamed files and Dask clusters serve the mechanism (``docs/scaling.md``); the default,
-``None``, means the records must be in memory.
+``None``, means the records must be in memory. ``reduces_only(params) -> bool`` says
+whether those passes are all reductions (:func:`dpframe.stats.reduce`), which can run on
+the workers of a distributed source; it defaults to True when ``data_passes`` is declared.
+A mechanism that reads ``dataset.chunks()`` on this process returns False. Both are
+consulted by :func:`execute` (and the CLI, sessions and chain plans) before anything is
+charged.
+
+Optional: decorate the class with :func:`dpframe.units.data_coordinates` and declare
+``output_kinds(params)``: with a ``units = "rescaled"`` parameter every hook then works on
+the domain rescaled by its public bounds (the same utility whatever units the domain is
+declared in), and ``run``'s declared outputs come back in the data's units, clipped to the
+domain (``in_domain``).
 
 Testing hooks (optional for third parties, required for built-ins), used by
 :mod:`dpframe.testing`:
@@ -42,7 +53,7 @@ from __future__ import annotations
 
 import abc
 import datetime
-import uuid
+import math
 from collections.abc import Mapping
 from typing import Any, ClassVar, Literal, Protocol
 
@@ -56,17 +67,36 @@ from dpframe.events import NonPrivateEvent, PrivacyEvent, compose
 from dpframe.params import build, describe_fields, params_to_dict
 from dpframe.relation import Relation
 from dpframe.release import Release
-from dpframe.samplers import Sampler, make_sampler
+from dpframe.samplers import FLOAT_NOISE_UNSAFE, Sampler, make_sampler
+from dpframe.sources import check_passes
+
+SENSITIVITY_KINDS = {"l1": 1, "l2": 2, "score": math.inf}
+"""Each kind of declared sensitivity and the vector norm it bounds: ``l1`` for Laplace noise,
+``l2`` for Gaussian noise, ``score`` (the largest change of any candidate's score, the
+L-infinity norm of the score vector) for the exponential mechanism and report-noisy-max."""
+
+
+def _sensitivity_kind(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    if value not in SENSITIVITY_KINDS:
+        raise ParameterError(
+            f"a Sensitivity's norm must be one of {sorted(SENSITIVITY_KINDS)}, got {value!r}."
+        )
 
 
 @attrs.frozen
 class Sensitivity:
-    """A declared sensitivity: ``sup ||q(D) - q(D')||`` over neighbouring ``D, D'``."""
+    """A declared sensitivity: ``sup ||q(D) - q(D')||`` over neighbouring ``D, D'``, in the
+    norm its kind names (:data:`SENSITIVITY_KINDS`)."""
 
     value: float
-    norm: Literal["l1", "l2"]
+    norm: Literal["l1", "l2", "score"] = attrs.field(validator=_sensitivity_kind)
     relation: Relation = Relation.REPLACE_ONE
     note: str = ""
+
+    @property
+    def order(self) -> float:
+        """The order of the vector norm (1, 2 or ``inf``) that ``value`` bounds."""
+        return SENSITIVITY_KINDS[self.norm]
 
 
 class Mechanism(abc.ABC):
@@ -80,6 +110,10 @@ class Mechanism(abc.ABC):
     relations: ClassVar[tuple[Relation, ...]] = (Relation.REPLACE_ONE,)
     outputs: ClassVar[tuple[str, ...]] = ()
     Params: ClassVar[type]
+    float_noise: ClassVar[str] = ""
+    """Non-empty (the reason) for a mechanism whose data-protecting noise is still
+    ``value + float noise`` rather than exact noise on a grid (:mod:`dpframe.noise`): its
+    releases are recorded like the opt-in float path and flagged in the ledger."""
 
     def params(self, **values: Any) -> Any:
         """Validated parameters (one clear sentence for an unknown or bad value)."""
@@ -93,10 +127,29 @@ class Mechanism(abc.ABC):
     def run(self, dataset: Dataset, params: Any, sampler: Sampler) -> Release:
         """Run on ``dataset`` (already clipped to its domain), drawing from ``sampler``."""
 
+    def working_units(self, params: Any) -> str:
+        """``"rescaled"`` or ``"raw"``: the coordinates ``run`` works in when the class is
+        decorated with :func:`dpframe.units.data_coordinates` (default: the ``units``
+        parameter, raw when there is none)."""
+        return getattr(params, "units", None) or "raw"
+
+    def output_kinds(self, params: Any) -> dict[str, str]:
+        """Which released arrays are in data coordinates, by kind (``records``,
+        ``point``, ``covariance``, ``labels``): mapped back from rescaled units and put
+        inside the domain by :func:`dpframe.units.data_coordinates`. Default: none."""
+        return {}
+
     def data_passes(self, params: Any) -> int | None:
         """Passes ``run`` makes over the data's chunks; ``None``: it needs the records in
         memory (streamed and distributed sources are refused before any charge)."""
         return None
+
+    def reduces_only(self, params: Any) -> bool:
+        """Whether every pass of ``run`` is a reduction (:func:`dpframe.stats.reduce`,
+        :func:`~dpframe.stats.moments`), so it can run on the workers of a distributed
+        source; False: it reads records on this process (``dataset.chunks()``), and a
+        distributed source is refused before any charge."""
+        return self.data_passes(params) is not None
 
     def sensitivity(self, params: Any, domain: Domain) -> dict[str, Sensitivity]:
         """Declared sensitivity of each noisy stage (testing hook)."""
@@ -178,12 +231,14 @@ def execute(
 ) -> Release:
     """Plan, (reserve,) run, and stamp the metadata of one release.
 
-    The event is planned from public inputs first; with a ``ledger`` it is reserved
-    before any data are read (a refusal charges nothing), and a run that fails after
-    that stays charged.
+    The event is planned from public inputs first, and the mechanism's access to the
+    data checked against the dataset's source (:func:`dpframe.sources.check_passes`);
+    with a ``ledger`` it is reserved before the mechanism reads the data (a refusal
+    charges nothing), and a run that fails after that stays charged.
     """
     sampler = sampler or make_sampler()
     event = planned_event(mechanism, params, dataset.domain)
+    check_passes(mechanism, params, dataset)
     entry = _plugin_identity(type(mechanism))
     reservation = None
     fingerprint_key = ledger.fingerprint_key if ledger is not None else _ephemeral_key()
@@ -195,12 +250,13 @@ def execute(
         "version": entry["version"],
         "params": params_to_dict(params),
         "event": event,
-        "sampler": sampler.describe(),
+        "sampler": _described(sampler, mechanism),
         "domain": dataset.domain.to_dict(),
         "dataset_fingerprint": fingerprint,
     }
     if ledger is not None:
         reservation = ledger.reserve({**(request or {}), **base})
+    grids_before = len(sampler.grids)  # children share the log: keep this run's part
     try:
         release = mechanism.run(dataset, params, sampler)
         if not isinstance(release, Release):
@@ -211,6 +267,8 @@ def execute(
         if ledger is not None:
             ledger.fail(reservation, f"{type(exc).__name__}: {exc}")
         raise
+    import uuid
+
     from dpframe import __version__
 
     release.mechanism = mechanism.name
@@ -227,6 +285,8 @@ def execute(
     release.dpframe_version = __version__
     if dataset.domain.feature_names is not None:
         release.info.setdefault("feature_names", list(dataset.domain.feature_names))
+    if len(sampler.grids) > grids_before:
+        release.info.setdefault("noise_grids", sampler.grids[grids_before:])
     if ledger is not None:
         release.ledger_entry = ledger.commit(reservation, release)
     return release
@@ -247,6 +307,14 @@ def _numeric(array: Any) -> np.ndarray:
         return np.array([code(v) for v in arr.ravel()], dtype=np.float64).reshape(arr.shape)
 
 
+def _described(sampler: Sampler, mechanism: Mechanism) -> dict[str, Any]:
+    """The sampler's record, marked as float noise for a mechanism still on that path."""
+    info = sampler.describe()
+    if mechanism.float_noise:
+        info = {**info, "noise": FLOAT_NOISE_UNSAFE, "float_noise": mechanism.float_noise}
+    return info
+
+
 def _ephemeral_key() -> bytes:
     import os
 
@@ -256,11 +324,11 @@ def _ephemeral_key() -> bytes:
 def _plugin_identity(cls: type) -> dict[str, str]:
     from dpframe.plugins import registry
 
-    for entry in registry().entries("mechanism").values():
-        if entry.obj is cls:
-            return {
-                "plugin": entry.plugin.name,
-                "distribution": entry.plugin.distribution,
-                "version": entry.plugin.version,
-            }
+    entry = registry().entries("mechanism").get(getattr(cls, "name", None))
+    if entry is not None and entry.obj is cls:  # names are unique: import no other plugin
+        return {
+            "plugin": entry.plugin.name,
+            "distribution": entry.plugin.distribution,
+            "version": entry.plugin.version,
+        }
     return {"plugin": "(unregistered)", "distribution": cls.__module__.split(".")[0], "version": ""}

@@ -8,11 +8,17 @@ built-in methods through entry points, exactly as a third party's would be.
 entry-point names (``DPFRAME_PLUGINS=basic,rongauss``); set it empty to load none. A plugin
 that fails to import or to register is reported (name, distribution, error) and does not
 stop the others.
+
+A plugin may register an object lazily, by name and import path
+(``register(Lazy("gmm", "dpframe_gmm.mechanism:GMM"))``): the name is listed and looked up
+like any other, and the module is imported on first use of the object, so that listing
+plugins or starting the command line imports no plugin's implementation (scipy, ...).
 """
 
 from __future__ import annotations
 
 import difflib
+import importlib
 import importlib.metadata
 import os
 from collections.abc import Iterable
@@ -42,13 +48,58 @@ class PluginInfo:
 
 
 @attrs.frozen
+class Lazy:
+    """An object registered by ``name`` and the import path of its implementation,
+    ``"package.module:attribute"``; the module is imported when the object is first used.
+    (A lazily registered loader may name its class: it is instantiated once.)"""
+
+    name: str
+    target: str
+
+    def load(self) -> Any:
+        """Import the target."""
+        module, _, attribute = self.target.partition(":")
+        obj = importlib.import_module(module)
+        for part in attribute.split(".") if attribute else ():
+            obj = getattr(obj, part)
+        return obj
+
+
+@attrs.define(eq=False)
 class Entry:
-    """One registered object (a mechanism class, accountant class, ...) and its origin."""
+    """One registered object (a mechanism class, accountant class, ...) and its origin;
+    a :class:`Lazy` registration is imported on first access to :attr:`obj`."""
 
     kind: str
     name: str
-    obj: Any
+    _obj: Any = attrs.field(alias="obj")
     plugin: PluginInfo
+
+    @property
+    def loaded(self) -> bool:
+        """Whether the object is imported (always, unless registered as :class:`Lazy`)."""
+        return not isinstance(self._obj, Lazy)
+
+    @property
+    def obj(self) -> Any:
+        """The registered object, imported now if it was registered lazily."""
+        if isinstance(self._obj, Lazy):
+            try:
+                obj = self._obj.load()
+            except Exception as exc:
+                raise PluginError(
+                    f"plugin {self.plugin.name!r} registered {self.kind} {self.name!r} as "
+                    f"{self._obj.target!r}, which cannot be imported: {_oneline(exc)}."
+                ) from exc
+            if self.kind == "loader" and isinstance(obj, type):
+                obj = obj()
+            if getattr(obj, "name", None) != self.name:
+                raise PluginError(
+                    f"plugin {self.plugin.name!r} registered {self.kind} {self.name!r} as "
+                    f"{self._obj.target!r}, whose name is {getattr(obj, 'name', None)!r}."
+                )
+            self._obj = obj
+        return self._obj
 
 
 def _core_info() -> PluginInfo:
@@ -160,8 +211,13 @@ class Registry:
         return self.entry("mechanism", name).obj
 
     def accountant(self, name: str, **options: Any) -> Any:
-        """A new instance of the accountant called ``name``."""
-        return self.entry("accountant", name).obj(**options)
+        """A new instance of the accountant called ``name``, or of the spec ``name[args]``
+        an accountant recorded (see ``Accountant.spec``)."""
+        from dpframe.accountants.base import split_spec
+
+        base, arguments = split_spec(name)
+        cls = self.entry("accountant", base).obj
+        return cls(**options) if arguments is None else cls.from_spec(arguments, **options)
 
     def sampler(self, name: str) -> Any:
         """The sampler class called ``name``."""

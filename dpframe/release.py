@@ -143,6 +143,42 @@ class Release:
             dpframe_version=meta.get("dpframe_version", ""),
         )
 
+    def table(
+        self, array: str = "synthetic", labels: str | None = "labels"
+    ) -> dict[str, np.ndarray]:
+        """A 2-D array (default ``synthetic``) as named columns, in order: the data's
+        feature names when the array has one column per feature (``z0, z1, ...`` for
+        projected coordinates), declared integer features as integers, then the labels
+        under the domain's label column name (``label`` when it has none)."""
+        data = self[array]
+        if data.ndim != 2:
+            raise ParameterError(f"array {array!r} is not a table (shape {data.shape}).")
+        names = list(self.info.get("feature_names") or [])
+        integer = set(self.info.get("integer_features") or ())
+        if len(names) != data.shape[1]:
+            names, integer = [f"z{j}" for j in range(data.shape[1])], set()
+        columns: dict[str, np.ndarray] = {}
+        for j, name in enumerate(names):
+            column = data[:, j]
+            columns[name] = column.astype(np.int64) if name in integer else column
+        label_column = self.arrays.get(labels) if labels else None
+        if label_column is not None:
+            spec = self.domain.get("labels") or {}
+            column = spec.get("column")
+            key = column if isinstance(column, str) and column not in columns else "label"
+            columns[key] = np.asarray(label_column)
+        return columns
+
+    def to_pandas(self, array: str = "synthetic", labels: str | None = "labels") -> Any:
+        """:meth:`table` as a pandas DataFrame (pandas must be installed)."""
+        try:
+            import pandas as pd
+        except ImportError:  # pragma: no cover - pandas is in the eval and dev extras
+            raise ParameterError(
+                "to_pandas needs pandas; install it (pip install 'dpframe[eval]')."
+            ) from None
+        return pd.DataFrame(self.table(array, labels))
+
     def to_csv(
         self,
         path: str | Path,
@@ -150,25 +186,23 @@ class Release:
         labels: str | None = "labels",
         header: list[str] | None = None,
     ) -> Path:
-        """Write a 2-D array (default ``synthetic``) as CSV, with labels as the last
-        column when the release has them."""
-        data = self[array]
-        if data.ndim != 2:
-            raise ParameterError(f"array {array!r} is not a table (shape {data.shape}).")
-        label_column = self.arrays.get(labels) if labels else None
-        if header is None:
-            header = list(self.info.get("feature_names") or [])
-            if len(header) != data.shape[1]:
-                header = [f"x{j}" for j in range(data.shape[1])]
+        """Write :meth:`table` as CSV (``header`` replaces the column names)."""
+        columns = self.table(array, labels)
+        if header is not None:
+            names = list(columns)
+            if len(header) > len(names):
+                raise ParameterError(f"header has {len(header)} names for {len(names)} columns.")
+            names[: len(header)] = header
+            columns = dict(zip(names, columns.values(), strict=True))
         path = Path(path)
         with path.open("w", newline="") as handle:
             writer = csv.writer(handle)
-            writer.writerow(header + (["label"] if label_column is not None else []))
-            for i, row in enumerate(data):
-                values = [repr(float(v)) for v in row]
-                if label_column is not None:
-                    values.append(str(label_column[i]))
-                writer.writerow(values)
+            writer.writerow(list(columns))
+            cells = [
+                [repr(float(v)) for v in col] if col.dtype.kind == "f" else map(str, col.tolist())
+                for col in columns.values()
+            ]
+            writer.writerows(zip(*cells, strict=True))
         return path
 
 

@@ -13,21 +13,28 @@ Two families:
 
 Nothing here (or anywhere in dpframe) touches numpy's global RNG.
 
-Known limitation, shared with most DP libraries: draws are floating-point, so the
-floating-point attacks on textbook Laplace/Gaussian samplers (Mironov 2012) are not
-mitigated; see ``docs/privacy-promise.md``.
+Exact draws on the integers (:meth:`Sampler.bernoulli`, :meth:`Sampler.bernoulli_exp`,
+:meth:`Sampler.discrete_laplace`, :meth:`Sampler.discrete_gaussian`) take rational
+parameters and decide every outcome by integer comparisons of the same ChaCha20 stream
+(:mod:`dpframe.exact`, Canonne, Kamath and Steinke 2020): they are the noise that protects
+data. The floating-point draws (``laplace``, ``gaussian``, ...) remain for post-processing
+and for the documented unsafe float path; added to a data-dependent value they are open to
+the floating-point attacks of Mironov (2012), see ``docs/privacy-promise.md``.
 """
 
 from __future__ import annotations
 
 import abc
+import math
 import os
+from fractions import Fraction
 from typing import ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
 from randomgen import ChaCha
 
+from dpframe import exact
 from dpframe.errors import SamplerError
 
 Shape = int | tuple[int, ...] | None
@@ -41,8 +48,14 @@ class Sampler(abc.ABC):
     name: ClassVar[str]
     secure: ClassVar[bool]
 
-    def __init__(self) -> None:
+    def __init__(self, *, unsafe_float_noise: bool = False) -> None:
         self._generator = np.random.Generator(self._bit_generator())
+        # Opt-in to ``value + float noise`` in the noise helpers: not private on real
+        # floating-point hardware (Mironov 2012); recorded and flagged in the ledger.
+        self.unsafe_float_noise = bool(unsafe_float_noise)
+        # Grids of the exact releases drawn from this stream and its children
+        # (dpframe.noise.grid_release), for the release metadata.
+        self.grids: list[dict] = []
 
     @abc.abstractmethod
     def _bit_generator(self) -> np.random.BitGenerator:
@@ -54,7 +67,22 @@ class Sampler(abc.ABC):
 
     def describe(self) -> dict:
         """What the release metadata and the ledger record about this sampler."""
-        return {"kind": self.name, "secure": self.secure, "seed": None}
+        return self._with_noise({"kind": self.name, "secure": self.secure, "seed": None})
+
+    def _with_noise(self, info: dict) -> dict:
+        if self.unsafe_float_noise:
+            info["noise"] = FLOAT_NOISE_UNSAFE
+        return info
+
+    def _child(self, child: Sampler) -> Sampler:
+        child.unsafe_float_noise = self.unsafe_float_noise
+        child.grids = self.grids
+        return child
+
+    def record_grid(self, grid: dict) -> None:
+        """Log the grid of one exact release (consecutive repeats are logged once)."""
+        if not self.grids or self.grids[-1] != grid:
+            self.grids.append(grid)
 
     # -- draws ---------------------------------------------------------------------
 
@@ -67,6 +95,43 @@ class Sampler(abc.ABC):
         """Centred Gaussian noise of the given standard deviation."""
         scale = _nonnegative_scale(scale, "Gaussian")
         return self._generator.normal(0.0, scale, size)
+
+    # -- exact draws (integer arithmetic only) ------------------------------------
+
+    def bernoulli(self, probability: int | float | Fraction, size: Shape = None) -> np.ndarray:
+        """Exact ``Bernoulli(probability)`` draws (booleans) for a rational probability in
+        [0, 1]; a float converts exactly."""
+        p = exact.as_rational(probability, "Bernoulli probability", positive=False)
+        if p > 1:
+            raise SamplerError(f"a probability must lie in [0, 1], got {probability!r}.")
+        count, shape = _count(size)
+        return exact.bernoulli(p.numerator, p.denominator, count, self._generator).reshape(shape)
+
+    def bernoulli_exp(self, gamma: int | float | Fraction, size: Shape = None) -> np.ndarray:
+        """Exact ``Bernoulli(exp(-gamma))`` draws (booleans) for a rational ``gamma >= 0``
+        (Canonne, Kamath and Steinke 2020, Algorithm 1)."""
+        g = exact.as_rational(gamma, "exponent gamma", positive=False)
+        count, shape = _count(size)
+        return exact.bernoulli_exp(g, count, self._generator).reshape(shape)
+
+    def discrete_laplace(self, scale: int | float | Fraction, size: Shape = None) -> np.ndarray:
+        """Exact discrete Laplace draws (int64): ``P(z) ∝ exp(-|z| / scale)`` on the
+        integers, for a rational ``scale > 0`` (CKS Algorithm 2)."""
+        t = exact.as_rational(scale, "discrete Laplace scale", positive=True)
+        count, shape = _count(size)
+        return exact.discrete_laplace(t, count, self._generator).reshape(shape)
+
+    def discrete_gaussian(
+        self, sigma_squared: int | float | Fraction, size: Shape = None
+    ) -> np.ndarray:
+        """Exact discrete Gaussian draws (int64): ``P(z) ∝ exp(-z^2 / (2 sigma_squared))``
+        on the integers, for a rational ``sigma_squared > 0`` (CKS Algorithm 3). The
+        parameter is the variance parameter, not the standard deviation."""
+        s2 = exact.as_rational(sigma_squared, "discrete Gaussian sigma_squared", positive=True)
+        count, shape = _count(size)
+        return exact.discrete_gaussian(s2, count, self._generator).reshape(shape)
+
+    # -- floating-point draws ------------------------------------------------------
 
     def standard_normal(self, size: Shape = None) -> np.ndarray:
         """Standard normal draws, in float64."""
@@ -198,6 +263,21 @@ class Sampler(abc.ABC):
         """Uniform integers on ``[low, high)``."""
         return self._generator.integers(low, high, size)
 
+    def exponential_mechanism(
+        self, scores: ArrayLike, epsilon: float, sensitivity: float, size: int | None = None
+    ) -> int | np.ndarray:
+        """The index of a candidate drawn with probability ``∝ exp(epsilon * score /
+        (2 * sensitivity))`` (the exponential mechanism; report-noisy-max with Gumbel noise
+        of scale ``2 * sensitivity / epsilon`` has the same distribution), or ``size``
+        independent indices. Exact: no floating-point step decides the outcome
+        (:mod:`dpframe.selection`)."""
+        from dpframe.selection import ExactSelection
+
+        draws = ExactSelection(scores, epsilon, sensitivity).draw(
+            1 if size is None else size, self._generator
+        )
+        return int(draws[0]) if size is None else draws
+
 
 class SecureSampler(Sampler):
     """ChaCha20 keyed from the operating system's CSPRNG. The default for releases."""
@@ -210,7 +290,7 @@ class SecureSampler(Sampler):
         return ChaCha(key=key, counter=0, rounds=_CHACHA_ROUNDS)
 
     def spawn(self) -> SecureSampler:
-        return SecureSampler()
+        return self._child(SecureSampler())
 
 
 class SeededSampler(Sampler):
@@ -219,7 +299,9 @@ class SeededSampler(Sampler):
     name = "seeded"
     secure = False
 
-    def __init__(self, seed: int | np.random.SeedSequence) -> None:
+    def __init__(
+        self, seed: int | np.random.SeedSequence, *, unsafe_float_noise: bool = False
+    ) -> None:
         if isinstance(seed, np.random.SeedSequence):
             self._seed_sequence = seed
         else:
@@ -227,27 +309,44 @@ class SeededSampler(Sampler):
                 raise SamplerError(f"a seed must be an integer >= 0, got {seed!r}.")
             self._seed_sequence = np.random.SeedSequence(int(seed))
         self.seed = self._seed_sequence.entropy
-        super().__init__()
+        super().__init__(unsafe_float_noise=unsafe_float_noise)
 
     def _bit_generator(self) -> np.random.BitGenerator:
         return ChaCha(self._seed_sequence, rounds=_CHACHA_ROUNDS)
 
     def spawn(self) -> SeededSampler:
-        return SeededSampler(self._seed_sequence.spawn(1)[0])
+        return self._child(SeededSampler(self._seed_sequence.spawn(1)[0]))
 
     def describe(self) -> dict:
-        return {
-            "kind": self.name,
-            "secure": False,
-            "seed": int(self.seed) if isinstance(self.seed, (int, np.integer)) else None,
-            "spawn_key": list(self._seed_sequence.spawn_key),
-            "note": "reproducible-not-secure",
-        }
+        return self._with_noise(
+            {
+                "kind": self.name,
+                "secure": False,
+                "seed": int(self.seed) if isinstance(self.seed, (int, np.integer)) else None,
+                "spawn_key": list(self._seed_sequence.spawn_key),
+                "note": "reproducible-not-secure",
+            }
+        )
 
 
-def make_sampler(seed: int | None = None) -> Sampler:
-    """The secure sampler, or a seeded one when a seed is given."""
-    return SecureSampler() if seed is None else SeededSampler(seed)
+FLOAT_NOISE_UNSAFE = "float-unsafe"
+"""``describe()["noise"]`` of a sampler that opted in to float noise."""
+
+
+def make_sampler(seed: int | None = None, *, unsafe_float_noise: bool = False) -> Sampler:
+    """The secure sampler, or a seeded one when a seed is given; ``unsafe_float_noise``
+    opts in to the floating-point noise path (see :class:`Sampler`)."""
+    if seed is None:
+        return SecureSampler(unsafe_float_noise=unsafe_float_noise)
+    return SeededSampler(seed, unsafe_float_noise=unsafe_float_noise)
+
+
+def _count(size: Shape) -> tuple[int, tuple[int, ...]]:
+    shape = () if size is None else (size,) if isinstance(size, (int, np.integer)) else size
+    shape = tuple(int(n) for n in shape)
+    if any(n < 0 for n in shape):
+        raise SamplerError(f"a sample size must be >= 0, got {size!r}.")
+    return math.prod(shape), shape
 
 
 def _nonnegative_scale(scale: float | ArrayLike, family: str) -> float | np.ndarray:

@@ -11,7 +11,8 @@
             "pca_gauss", share=0.5, supervised=True, projection=pca["components"]
         )                                                         # linked to step 'pca'
 
-A Session binds a :class:`~dpframe.dataset.Dataset` (and so its public domain), a
+A Session binds a :class:`~dpframe.dataset.Dataset` or a streamed or distributed
+:class:`~dpframe.sources.SourceDataset` (and so its public domain), a
 :class:`~dpframe.ledger.Ledger` and a budget (label, cap, accountant). Each release is one
 *step*: it runs on its own child stream of the session's sampler (``sampler.spawn()``;
 secure unless a seed is given), is charged to the budget before it reads the data, and
@@ -46,19 +47,27 @@ from typing import Any
 import attrs
 import numpy as np
 
-from dpframe.accountants.base import Accountant
+from dpframe.accountants.base import Accountant, same_accountant
 from dpframe.budget import RTOL, Budget, within
 from dpframe.calibration import smallest_noise
-from dpframe.dataset import Dataset
+from dpframe.dataset import Dataset, as_dataset, is_dataframe
 from dpframe.domain import Domain
 from dpframe.errors import BudgetExceededError, LedgerError, ParameterError
 from dpframe.events import EpsilonDeltaEvent, NoOpEvent, PrivacyEvent
-from dpframe.ledger import DEFAULT_ACCOUNTANT, Charge, DatasetBudget, Ledger, NewBudget
+from dpframe.ledger import (
+    DEFAULT_ACCOUNTANT,
+    Balance,
+    Charge,
+    DatasetBudget,
+    Ledger,
+    NewBudget,
+)
 from dpframe.ledger.store import composition
 from dpframe.mechanism import Mechanism, execute, planned_event
 from dpframe.params import build
 from dpframe.release import Release
 from dpframe.samplers import Sampler, make_sampler
+from dpframe.sources import SourceDataset, check_passes
 
 RESERVED = ("step", "epsilon", "delta", "share")
 """Keywords of :meth:`Session.plan` / :meth:`Session.release` that are not mechanism
@@ -233,7 +242,7 @@ def budget_view(
             f"{found.describe()} already exists and its cap cannot be changed; drop the cap "
             "or choose another label."
         )
-    if accountant is not None and accountant != found.accountant:
+    if accountant is not None and not same_accountant(accountant, found.accountant):
         raise LedgerError(
             f"{found.describe()} already exists and accounts with {found.accountant!r}, not "
             f"{accountant!r}; drop the accountant or choose another label."
@@ -368,8 +377,8 @@ class StepPlan:
     def describe(self) -> str:
         verdict = "fits" if self.fits else "EXCEEDS the budget"
         return (
-            f"{self.name} ({self.mechanism}, ε={self.epsilon:.6g}, δ={self.delta:.3g}): "
-            f"{self.event.describe()}; costs ε={self.cost:.6g} alone, total ε={self.total:.6g} "
+            f"{self.name} ({self.mechanism}, requested ε={self.epsilon:.6g}, δ={self.delta:.3g}): "
+            f"{self.event.describe()}; charges ε={self.cost:.6g} alone, total ε={self.total:.6g} "
             f"of {self.cap.epsilon:.6g} at δ={self.cap.delta:.3g} under {self.accountant}, "
             f"remaining ε={self.remaining:.6g}: {verdict}"
         )
@@ -427,7 +436,11 @@ class Session:
     ``accountant`` create the budget on the first release if it does not exist, and must
     match it if it does. ``seed`` makes every step reproducible and NOT secure (recorded
     and flagged in the ledger); ``sampler`` supplies the root stream instead.
+    ``unsafe_float_noise`` opts in to the floating-point noise path, which is not private
+    on real hardware (recorded and flagged in the ledger; see ``docs/privacy-promise.md``).
     ``data_changed`` charges these data to a budget bound to other data of the same people.
+    ``dataset`` may be a pandas DataFrame with the columns the ``domain`` names (and the
+    label column, or ``label=``).
     """
 
     def __init__(
@@ -441,9 +454,19 @@ class Session:
         seed: int | None = None,
         sampler: Sampler | None = None,
         data_changed: bool = False,
+        unsafe_float_noise: bool = False,
+        domain: Domain | None = None,
+        label: str | int | None = None,
     ) -> None:
-        if not isinstance(dataset, Dataset):
-            raise ParameterError("a Session needs a dpframe Dataset (Dataset.from_arrays, ...).")
+        if is_dataframe(dataset):
+            dataset = as_dataset(dataset, domain, label=label)
+        elif domain is not None:
+            raise ParameterError("give domain= with a DataFrame only (a Dataset has its own).")
+        if not isinstance(dataset, (Dataset, SourceDataset)):
+            raise ParameterError(
+                "a Session needs a dpframe Dataset (Dataset.from_arrays, ...), a "
+                "SourceDataset (dpframe.sources) or a pandas DataFrame with domain=."
+            )
         if not isinstance(budget, str) or not budget.strip():
             raise ParameterError("a Session needs a budget label (a non-empty string).")
         if seed is not None and sampler is not None:
@@ -455,7 +478,11 @@ class Session:
         self.cap = as_budget(cap)
         self.accountant = accountant
         self.data_changed = data_changed
-        self.sampler = sampler if sampler is not None else make_sampler(seed)
+        if sampler is None:
+            sampler = make_sampler(seed, unsafe_float_noise=unsafe_float_noise)
+        elif unsafe_float_noise:
+            sampler.unsafe_float_noise = True
+        self.sampler = sampler
         self.chain_id = uuid.uuid4().hex
         self.steps: list[Step] = []
         self._warned = False
@@ -504,9 +531,24 @@ class Session:
             relation=self.domain.relation,
         )
 
-    def balance(self) -> Any:
-        """The budget's :class:`~dpframe.ledger.Balance` (after the first release)."""
-        return self.ledger.remaining(self.label)
+    def balance(self) -> Balance:
+        """The budget's :class:`~dpframe.ledger.Balance`. Before the first release creates
+        the budget from the Session's ``cap``, the balance of that budget as it will be
+        created: nothing spent (its ``budget_id`` and ``created`` are empty until then)."""
+        view = self.view()
+        if view.budget is not None:
+            return self.ledger.remaining(view.budget)
+        pending = DatasetBudget(
+            budget_id="",
+            label=view.label,
+            accountant=view.accountant_name,
+            relation=self.domain.relation,
+            cap=view.cap,
+            fingerprints=(),
+            created="",
+            seq=0,
+        )
+        return Balance(pending, spent=0.0, charges=0, committed=0, failed=0, pending=0)
 
     # -- planning and releasing -------------------------------------------------------
 
@@ -522,7 +564,9 @@ class Session:
         **params: Any,
     ) -> StepPlan:
         """The event and cost of releasing ``mechanism`` with ``params`` now, without
-        touching the data: the step alone, the budget's total after it and what remains."""
+        touching the data: the step alone, the budget's total after it and what remains.
+        A mechanism that cannot read the session's source (records needed on this process,
+        too many passes) is refused here (:func:`dpframe.sources.check_passes`)."""
         return self._plan(mechanism, step, epsilon, delta, share, params, self.view())
 
     def release(
@@ -551,7 +595,7 @@ class Session:
             raise BudgetExceededError(
                 f"step {plan.name!r} would exceed budget {plan.label!r}: spent "
                 f"ε={plan.spent:.6g}, remaining ε={_left(plan.cap, plan.spent):.6g}, "
-                f"requested ε={plan.cost:.6g} (total ε={plan.total:.6g} at "
+                f"this step ε={plan.cost:.6g} (total ε={plan.total:.6g} at "
                 f"δ={plan.cap.delta:.3g}); nothing was charged."
             )
         from dpframe.plugins import registry
@@ -611,6 +655,7 @@ class Session:
             share=share,
             extra=extra,
         )
+        check_passes(mechanism, params, self.dataset)
         return plan_step(step_name, mechanism.name, params, event, links, view, extra, share)
 
     def resolve(self, values: Mapping[str, Any]) -> tuple[dict[str, Any], tuple[Link, ...]]:

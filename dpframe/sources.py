@@ -32,17 +32,19 @@ from typing import Any, Protocol
 import attrs
 import numpy as np
 
+from dpframe.cluster import DEFAULT_TIMEOUT
 from dpframe.dataset import (
     DEFAULT_CHUNK_ROWS,
     _as_feature_matrix,
     _domain_label_column,
+    _is_number,
     _resolve_column,
     _validate_labels,
     keyed_fingerprint,
 )
 from dpframe.domain import ClipReport, Domain
-from dpframe.errors import DataError
-from dpframe.stats import ChunkMap, add, detach, sum_chunks
+from dpframe.errors import DataError, ParameterError
+from dpframe.stats import ChunkMap, add, blas_threads, detach, sum_chunks
 
 Batch = tuple[np.ndarray, "np.ndarray | None"]
 
@@ -276,7 +278,11 @@ class CSVSource(_ColumnSource):
 class DaskSource(Source):
     """A Dask array (rows x features, with an optional label array) or a Dask dataframe.
     Passes run as tasks on the cluster of the current ``dask.distributed`` client (or
-    Dask's default scheduler); only partial statistics are returned to the caller."""
+    Dask's default scheduler); only partial statistics are returned to the caller.
+
+    Each pass must finish within ``timeout`` seconds (None: no limit); a pass that fails
+    on the cluster raises one sentence (:mod:`dpframe.cluster`). ``name`` names the data
+    in those sentences."""
 
     distributed = True
 
@@ -287,9 +293,16 @@ class DaskSource(Source):
         *,
         features: Sequence[str] | None = None,
         label: str | None = None,
+        timeout: float | None = DEFAULT_TIMEOUT,
+        name: str = "the Dask data",
     ) -> None:
         _require("dask", "Dask sources")
-        self.name = "dask"
+        if timeout is not None and not timeout > 0:
+            raise ParameterError(
+                f"the timeout must be a positive number of seconds, got {timeout}."
+            )
+        self.name = name
+        self.timeout = timeout
         if hasattr(data, "columns"):  # a dataframe: partition lengths are one counting pass
             self.columns = [str(c) for c in data.columns]
             self.label = _resolve_column(label, self.columns, "label") if label else None
@@ -300,8 +313,9 @@ class DaskSource(Source):
             self.feature_names = tuple(names)
             self.has_labels = self.label is not None
             parts = data.to_delayed()
-            self._lengths = [int(n) for n in data.map_partitions(len).compute()]
             self._parts = [(p, None) for p in parts]
+            lengths = self._compute(data.map_partitions(len), "the counting pass")
+            self._lengths = [int(n) for n in lengths]
         else:
             if data.ndim != 2:
                 raise DataError(f"the Dask array must be 2-D, got {data.ndim} dimensions.")
@@ -324,23 +338,42 @@ class DaskSource(Source):
         """``sum over partitions of task(features, labels, first_row)`` (each a
         ``(statistic, count, clip report)``), as a tree of Dask tasks; only the sum is computed
         back to this process."""
-        import dask
         from dask import delayed
 
-        offsets = np.concatenate([[0], np.cumsum(self._lengths)[:-1]]).tolist()
         parts = [
             delayed(_partition, pure=False)(
                 task, block, labels, self.feature_names, self.label, first
             )
-            for (block, labels), first in zip(self._parts, offsets, strict=True)
+            for (block, labels), first in zip(self._parts, self._offsets(), strict=True)
         ]
         while len(parts) > 1:
             parts = [
                 delayed(_add_partials)(parts[i], parts[i + 1]) if i + 1 < len(parts) else parts[i]
                 for i in range(0, len(parts), 2)
             ]
-        (result,) = dask.compute(parts[0])
-        return result
+        return self._compute(parts[0], "a pass")
+
+    def local_partition(self, first_row: int) -> Batch:
+        """The raw records of the partition starting at data row ``first_row``, read by
+        this process (Dask's synchronous scheduler), to explain an invalid record here."""
+        import dask
+
+        index = self._offsets().index(first_row)
+        block, labels = self._parts[index]
+        block, labels = dask.compute(block, labels, scheduler="sync")
+        if hasattr(block, "columns"):
+            features = block.loc[:, list(self.feature_names)].to_numpy(dtype=object)
+            labels = None if self.label is None else block[self.label].to_numpy()
+            return features, labels
+        return np.asarray(block), labels
+
+    def _offsets(self) -> list[int]:
+        return np.concatenate([[0], np.cumsum(self._lengths)[:-1]]).astype(int).tolist()
+
+    def _compute(self, graph: Any, what: str) -> Any:
+        from dpframe.cluster import compute
+
+        return compute(graph, what=what, data=self.name, timeout=self.timeout)
 
 
 def _partition(
@@ -351,12 +384,27 @@ def _partition(
     label: str | None,
     first_row: int,
 ) -> Any:
-    """On a worker: one partition (array block or dataframe) to ``task``'s result."""
+    """On a worker: one partition (array block or dataframe) to ``task``'s result (a
+    feature that is not a number: an :class:`_Invalid` marker)."""
     if hasattr(block, "columns"):
-        features = block.loc[:, list(names)].to_numpy(dtype=np.float64, na_value=np.nan)
+        try:
+            features = block.loc[:, list(names)].to_numpy(dtype=np.float64, na_value=np.nan)
+        except (TypeError, ValueError):
+            return _Invalid(first_row), 0, ClipReport(0)
         labels = None if label is None else block[label].to_numpy()
         return task(features, labels, first_row)
     return task(block, labels, first_row)
+
+
+class _Invalid:
+    """The partition starting at data row ``first_row`` holds an invalid record. It is
+    returned, never raised: a raised error's sentence (which names the record and its
+    value) would show in the cluster's logs and exceptions pages. Only the partition's
+    first row crosses the cluster; this process reads the partition again to say which
+    record and why."""
+
+    def __init__(self, first_row: int) -> None:
+        self.first_row = first_row
 
 
 def _arrow_batch(batch: Any, names: Sequence[str], label: str | None, source: str) -> Batch:
@@ -391,9 +439,11 @@ def open_source(
     label: str | int | None = None,
     header: bool | None = None,
     engine: str = "local",
+    timeout: float | None = DEFAULT_TIMEOUT,
 ) -> Source:
     """A source for ``data``: a ``.csv``/``.parquet`` path (read on this process, or with
-    ``engine="dask"`` by the cluster's workers), a Dask collection, or an array."""
+    ``engine="dask"`` by the cluster's workers, each pass within ``timeout`` seconds), a
+    Dask collection, or an array."""
     domain = domain or Domain()
     label = label if label is not None else _domain_label_column(domain)
     names = domain.feature_names
@@ -404,43 +454,158 @@ def open_source(
         parquet = path.suffix.lower() in (".parquet", ".pq")
         if engine == "dask":
             dd = _require("dask.dataframe", "Dask sources")
-            if parquet:
-                frame = dd.read_parquet(str(path), split_row_groups=True)  # a partition each
+            if parquet:  # the column types come from the file's schema
+                try:
+                    frame = dd.read_parquet(str(path), split_row_groups=True)  # a partition each
+                except (OSError, ValueError) as exc:
+                    raise DataError(f"{path.name} is not a readable Parquet file: {exc}.") from None
             else:
-                # Dask infers dtypes from the first block; a column of integers there and
-                # decimals later fails, so features are read as floats from the start.
-                frame = dd.read_csv(
-                    str(path),
-                    header=0 if header is not False else None,
-                    dtype={name: "float64" for name in names or ()},
-                    assume_missing=True,
-                )
-            return DaskSource(frame, features=names, label=label)
+                frame = _dask_csv(path, features=names, label=label, header=header)
+            return DaskSource(frame, features=names, label=label, timeout=timeout, name=path.name)
         if parquet:
             return ParquetSource(path, features=names, label=label)
         if path.suffix.lower() in (".csv", ".tsv", ".txt"):
             return CSVSource(path, features=names, label=label, header=header)
         raise DataError(f"streaming reads .csv, .tsv, .txt or .parquet files, not {path.name!r}.")
     if hasattr(data, "dask"):
-        return DaskSource(data, features=names, label=label)  # type: ignore[arg-type]
+        return DaskSource(data, features=names, label=label, timeout=timeout)  # type: ignore[arg-type]
     return ArraySource(data, feature_names=names)
 
 
+DASK_CSV_BLOCK = 64 << 20
+"""Bytes of CSV text per partition of a Dask CSV source."""
+
+
+def _dask_csv(
+    path: Path, *, features: Sequence[str] | None, label: str | int | None, header: bool | None
+) -> Any:
+    """A Dask dataframe over a CSV file that the workers read in byte blocks, cut at line
+    ends. The column types come from the domain (features are numbers, the label is
+    text), not from a sample: this process reads only the first line (the column names,
+    or without a header its number of fields). Without ``header``, the first line is a
+    header unless its fields (but an indexed label's) are all numbers."""
+    import pandas as pd
+    from dask import delayed
+    from dask.bytes import read_bytes
+    from dask.dataframe import from_delayed
+
+    from dpframe.loaders import _sniff_delimiter
+
+    try:
+        with open(path, encoding="utf-8-sig") as handle:
+            first = handle.readline()
+    except (OSError, UnicodeDecodeError) as exc:
+        raise DataError(f"cannot read {path.name}: {exc}.") from None
+    if not first.strip():
+        raise DataError(f"{path.name} is empty or starts with an empty line.")
+    delimiter = _sniff_delimiter(first)
+    if delimiter == " ":
+        raise DataError(f"{path.name}: Dask reads comma, tab or semicolon separated text.")
+    fields = next(csv.reader([first], delimiter=delimiter))
+    has_header = header
+    if has_header is None:  # a header unless every field (but an indexed label) is a number
+        skip = label if isinstance(label, int) else None
+        has_header = not all(_is_number(f) for j, f in enumerate(fields) if j != skip)
+    columns = [f.strip() for f in fields] if has_header else [str(i) for i in range(len(fields))]
+    label_name = _resolve_column(label, columns, "label") if label is not None else None
+    names = list(features) if features else [c for c in columns if c != label_name]
+    for column in names:
+        if column not in columns:
+            raise DataError(f"feature column {column!r} is not in {path.name}.")
+    _, (blocks,) = read_bytes(str(path), delimiter=b"\n", blocksize=DASK_CSV_BLOCK, sample=False)
+    parts = [
+        delayed(_parse_csv_block)(
+            block, columns, delimiter, has_header and i == 0, names, label_name, path.name, i
+        )
+        for i, block in enumerate(blocks)
+    ]
+    meta = pd.DataFrame({name: pd.Series(dtype="float64") for name in names})
+    if label_name is not None:
+        meta[label_name] = pd.Series(dtype=object)
+    return from_delayed(parts, meta=meta, verify_meta=False)
+
+
+def _parse_csv_block(
+    block: bytes,
+    columns: list[str],
+    delimiter: str,
+    skip_header: bool,
+    features: list[str],
+    label: str | None,
+    source: str,
+    number: int,
+) -> Any:
+    """On a worker: one block of CSV lines to a dataframe of float features and text
+    labels. A value that is not a number is reported without the value (a raised error's
+    sentence shows in the cluster's logs and exceptions pages)."""
+    import pyarrow as pa
+    import pyarrow.csv as pcsv
+
+    types = {name: pa.float64() for name in features}
+    if label is not None:
+        types[label] = pa.string()
+    if not block.strip():
+        return pa.table({n: pa.array([], type=t) for n, t in types.items()}).to_pandas()
+    try:
+        table = pcsv.read_csv(
+            pa.py_buffer(block),
+            read_options=pcsv.ReadOptions(column_names=columns, skip_rows=int(skip_header)),
+            parse_options=pcsv.ParseOptions(delimiter=delimiter),
+            convert_options=pcsv.ConvertOptions(
+                column_types=types, include_columns=list(types), strings_can_be_null=False
+            ),
+        )
+    except pa.ArrowInvalid:
+        table = None
+    if table is None:
+        raise DataError(
+            f"{source}: a value in block {number + 1} of {DASK_CSV_BLOCK >> 20} MiB is not a "
+            "number, or a line there has the wrong number of fields (the workers report no "
+            "values; release with --engine local to see the row)."
+        )
+    return table.to_pandas()
+
+
 def check_passes(mechanism: Any, params: Any, dataset: Any) -> None:
-    """Before any data are read (and the ledger charged): refuse a mechanism that needs
-    the records in memory (``data_passes`` is None: the default of
-    :meth:`dpframe.mechanism.Mechanism.data_passes`), or more passes than a source-backed
-    ``dataset`` allows. In-memory Datasets pass unchecked."""
+    """Before any data are read (and the ledger charged): :func:`check_access` for the
+    source of a source-backed ``dataset``. In-memory Datasets pass unchecked."""
     source = getattr(dataset, "source_obj", None)
-    if source is None:
-        return
-    passes = mechanism.data_passes(params)
-    if passes is None:
+    if source is not None:
+        check_access(
+            mechanism,
+            params,
+            distributed=source.distributed,
+            passes=source.passes,
+            name=source.name,
+        )
+
+
+def check_access(
+    mechanism: Any,
+    params: Any,
+    *,
+    distributed: bool = False,
+    passes: int | None = None,
+    name: str = "the source",
+) -> None:
+    """Refuse a mechanism that cannot read a streamed source: one that needs the records
+    in memory (``data_passes`` is None: the default of
+    :meth:`dpframe.mechanism.Mechanism.data_passes`), one that reads records on this
+    process (``reduces_only`` is False) when the source is ``distributed``, or one that
+    needs more than the ``passes`` the source allows (None: any number)."""
+    needed = mechanism.data_passes(params)
+    if needed is None:
         raise RecordAccessError(f"{mechanism.name} with these parameters: {_RECORDS}")
-    if source.passes is not None and passes > source.passes:
+    if distributed and not mechanism.reduces_only(params):
+        raise RecordAccessError(
+            f"{mechanism.name} with these parameters reads the records on this process, but "
+            "a distributed source keeps them on the workers (only reduced statistics leave "
+            "them); nothing was charged; use a local source (--engine local)."
+        )
+    if passes is not None and needed > passes:
         raise PassLimitError(
-            f"{mechanism.name} needs {passes} passes over the data but {source.name} can be "
-            f"read only {source.passes} time(s); use a re-readable file or a mechanism that "
+            f"{mechanism.name} needs {needed} passes over the data but {name} can be "
+            f"read only {passes} time(s); use a re-readable file or a mechanism that "
             "needs fewer passes."
         )
 
@@ -595,27 +760,30 @@ class SourceDataset:
         """Validated, clipped ``(features, labels)`` chunks of ``rows`` records: one pass."""
         if self.source_obj.distributed:
             raise RecordAccessError(
-                "this mechanism reads records chunk by chunk on this process (DPRP's "
-                "projection has one output row per record), but a distributed source keeps "
-                "its records on the workers; use a local source (--engine local)."
+                "this mechanism reads records chunk by chunk on this process, but a "
+                "distributed source keeps its records on the workers; use a local source "
+                "(--engine local). (The mechanism should declare reduces_only(params) False, "
+                "so that this is refused before anything is charged.)"
             )
         rows = min(rows, self.chunk_rows or rows)
         number = self._begin_pass()
         bar = self._progress(number, self.n) if self._progress else None
         report = ClipReport(0)
-        for features, labels, first in self._raw(rows):
-            x, y, part = prepare_chunk(
-                self.domain,
-                self.n_features,
-                features,
-                labels,
-                first,
-                copy=not self.source_obj.fresh_batches or features.base is not None,
-            )
-            report = _sum_reports(report, part)
-            if bar is not None:
-                bar.update(x.shape[0])
-            yield x, y
+        # The reader decodes in its own threads: BLAS gets the other cores.
+        with blas_threads(others=1 if self.source_obj.fresh_batches else 0):
+            for features, labels, first in self._raw(rows):
+                x, y, part = prepare_chunk(
+                    self.domain,
+                    self.n_features,
+                    features,
+                    labels,
+                    first,
+                    copy=not self.source_obj.fresh_batches or features.base is not None,
+                )
+                report = _sum_reports(report, part)
+                if bar is not None:
+                    bar.update(x.shape[0])
+                yield x, y
         if bar is not None:
             bar.finish()
         self.clip_report = report
@@ -628,9 +796,37 @@ class SourceDataset:
         self._begin_pass()
         rows = min(chunk_rows, self.chunk_rows or chunk_rows)
         task = functools.partial(_partition_reduce, chunk_map, self.domain, rows)
-        result, counted, self.clip_report = source.reduce(task)  # type: ignore[attr-defined]
+        result, counted, report = source.reduce(task)  # type: ignore[attr-defined]
+        if isinstance(result, _Invalid):
+            self._explain(result.first_row)
+        self.clip_report = report
         self._check_count(int(counted))
         return result
+
+    def _explain(self, first_row: int) -> None:
+        """Raise the sentence for the invalid record the workers found in the partition
+        starting at data row ``first_row``, reading that partition on this process."""
+        source = self.source_obj
+        try:
+            features, labels = source.local_partition(first_row)  # type: ignore[attr-defined]
+        except Exception:  # the file may be readable on the workers only
+            features = None
+        if features is not None:
+            for start in range(0, len(features), DEFAULT_CHUNK_ROWS):
+                stop = start + DEFAULT_CHUNK_ROWS
+                prepare_chunk(
+                    self.domain,
+                    self.n_features,
+                    features[start:stop],
+                    None if labels is None else labels[start:stop],
+                    first_row + start,
+                )
+        raise DataError(
+            f"the Dask workers found a record that does not fit the domain in the partition "
+            f"starting at data row {first_row + 1} of {self.source} (a value that is not a "
+            "finite number, or an undeclared label); the workers report no values, so "
+            "check those rows or release with --engine local to see which."
+        )
 
     def fingerprint(self, key: bytes, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> str:
         """As :meth:`Dataset.fingerprint` (the same value for the same clipped records) for
@@ -709,25 +905,37 @@ def _partition_reduce(
     first_row: int,
 ) -> tuple[Any, int]:
     """On a worker: validate, clip and reduce one partition chunk by chunk; returns
-    ``(statistic or None, row count, clip report)``. No record leaves."""
+    ``(statistic or None, row count, clip report)``, or an :class:`_Invalid` marker for
+    an invalid record. No record leaves."""
     features = np.asarray(features)
     n_features = len(domain.feature_names or ())
     total, report = None, ClipReport(0)
-    for start in range(0, len(features), chunk_rows):
-        stop = start + chunk_rows
-        chunk_labels = None if labels is None else np.asarray(labels)[start:stop]
-        x, y, clipped = prepare_chunk(
-            domain, n_features, features[start:stop], chunk_labels, first_row + start
-        )
-        report = _sum_reports(report, clipped)
-        part = chunk_map(x, y)
-        total = detach(part) if total is None else add(total, part)
+    from threadpoolctl import threadpool_limits
+
+    with threadpool_limits(1, user_api="blas"):  # a worker runs one task per thread
+        for start in range(0, len(features), chunk_rows):
+            stop = start + chunk_rows
+            chunk_labels = None if labels is None else np.asarray(labels)[start:stop]
+            try:
+                x, y, clipped = prepare_chunk(
+                    domain, n_features, features[start:stop], chunk_labels, first_row + start
+                )
+            except DataError:
+                return _Invalid(first_row), 0, ClipReport(0)
+            report = _sum_reports(report, clipped)
+            part = chunk_map(x, y)
+            total = detach(part) if total is None else add(total, part)
     return total, len(features), report
 
 
 def _add_partials(a: tuple, b: tuple) -> tuple:
     """Sum two ``(statistic or None, count, clip report)`` partials (an empty partition's
-    statistic is None)."""
+    statistic is None; an :class:`_Invalid` marker, the first in row order, wins)."""
+    for partial in (a, b):
+        if isinstance(partial[0], _Invalid):
+            return partial
+    if a[1] == 0 or b[1] == 0:  # an empty partition adds nothing (not even a clip report)
+        return b if a[1] == 0 else a
     if a[0] is None or b[0] is None:
         statistic = b[0] if a[0] is None else a[0]
     else:
@@ -737,16 +945,7 @@ def _add_partials(a: tuple, b: tuple) -> tuple:
 
 def _sum_reports(a: ClipReport, b: ClipReport) -> ClipReport:
     """Clip reports of consecutive chunks added up (curator only)."""
-    per_feature = a.values_clipped_per_feature or (0,) * len(b.values_clipped_per_feature)
-    return ClipReport(
-        records=a.records + b.records,
-        rows_clipped_to_box=a.rows_clipped_to_box + b.rows_clipped_to_box,
-        rows_clipped_to_norm=a.rows_clipped_to_norm + b.rows_clipped_to_norm,
-        values_clipped_per_feature=tuple(
-            int(x + y) for x, y in zip(per_feature, b.values_clipped_per_feature, strict=True)
-        ),
-        labels_clipped=a.labels_clipped + b.labels_clipped,
-    )
+    return a + b
 
 
 def _take(pending: list[Batch], rows: int) -> tuple[Batch, list[Batch], int]:

@@ -57,19 +57,34 @@ def gaussian(mean: ArrayLike, covariance: ArrayLike, size: int, sampler: Sampler
     return sampler.multivariate_normal(mean, covariance, size)
 
 
-def allocate(size: int, weights: ArrayLike) -> np.ndarray:
+def allocate(size: int, weights: ArrayLike, floor: float = 0.0) -> np.ndarray:
     """Integer counts summing to ``size``, proportional to ``max(weights, 0)`` (largest
-    remainders); equal shares when no weight is positive."""
+    remainders); equal shares when no weight is positive. With ``floor`` (a share of
+    ``size``), an entry whose proportional count would fall below ``floor * size`` gets
+    that many instead, and the others share the rest in proportion (entries above the
+    floor keep their relative sizes)."""
     w = np.clip(np.asarray(weights, dtype=np.float64), 0.0, None)
     if w.ndim != 1 or w.size == 0 or not np.all(np.isfinite(w)):
         raise ParameterError("class weights must be a non-empty vector of finite numbers.")
     if w.sum() <= 0:
         w = np.ones_like(w)
-    exact = size * w / w.sum()
+    base = min(int(floor * size), size // w.size)
+    low = np.zeros(w.size, dtype=bool)
+    while True:
+        rest = size - base * np.count_nonzero(low)
+        share = np.where(low, 0.0, w)
+        exact = rest * share / share.sum() if share.sum() > 0 else np.zeros_like(w)
+        grown = low | (exact < base)
+        if np.array_equal(grown, low) or grown.all():
+            low = grown
+            break
+        low = grown
+    if low.all():
+        rest, exact = size - base * w.size, np.full(w.size, (size - base * w.size) / w.size)
     counts = np.floor(exact).astype(np.int64)
     order = np.argsort(-(exact - counts), kind="stable")
-    counts[order[: size - counts.sum()]] += 1
-    return counts
+    counts[order[: rest - counts.sum()]] += 1
+    return counts + np.where(low, base, 0)
 
 
 def class_conditional(
@@ -80,15 +95,17 @@ def class_conditional(
     sampler: Sampler,
     *,
     balanced: bool = False,
+    floor: float = 0.0,
 ) -> tuple[np.ndarray, np.ndarray]:
     """A labelled sample of ``size`` records from the mixture of ``N(means[k],
     covariances[k])``: class ``k`` gets a share proportional to ``weights[k]`` (for example
-    noisy class counts), or an equal share with ``balanced``. Returns ``(features,
+    noisy class counts), or an equal share with ``balanced``; each class gets at least
+    the share ``floor`` of ``size`` (:func:`allocate`). Returns ``(features,
     class indices)``, classes in blocks of increasing index."""
     means = np.asarray(means, dtype=np.float64)
     covariances = np.asarray(covariances, dtype=np.float64)
     k = means.shape[0]
-    counts = allocate(size, np.ones(k) if balanced else weights)
+    counts = allocate(size, np.ones(k) if balanced else weights, floor)
     features = np.empty((size, means.shape[1]))
     start = 0
     for c in range(k):

@@ -7,12 +7,18 @@ the parts enter:
 * Gaussian releases anywhere in the top-level sequential composition are merged exactly
   into one ``μ``-GDP part, ``μ² = Σ 1/z_i²`` (Dong, Roth, Su 2019), with the analytic
   Gaussian profile (``dpframe.calibration.gdp_epsilon``).
-* zCDP events are merged into one ``ρ = Σ ρ_i`` part, converted with
+* zCDP events and discrete Gaussians (``ρ = 1/(2 z²)``, CKS 2020) are merged into one
+  ``ρ = Σ ρ_i`` part, converted with
   :func:`dpframe.accountants.zcdp.zcdp_epsilon`.
-* Laplace (``ε = 1/b``, ``δ = 0``) and opaque ``(ε, δ)`` events are grouped by their
-  ``(ε, δ)``. A group of ``k`` is bounded by the best of basic composition, advanced
-  composition (Dwork-Rothblum-Vadhan) and the exact optimal homogeneous composition
-  (Kairouz-Oh-Viswanath); see :mod:`dpframe.accountants.composition`.
+* Laplace (``ε = 1/b``, ``δ = 0``), exponential-mechanism (ε-DP) and opaque ``(ε, δ)``
+  events are grouped by their ``(ε, δ)``. (For exponential mechanisms this ignores their
+  bounded range; the zCDP and RDP accountants use it, so ``best`` does.) Several groups are
+  composed by the exact optimal heterogeneous composition (Kairouz-Oh-Viswanath;
+  Murtagh-Vadhan) when their binomial windows are small enough; otherwise each group of
+  ``k`` is bounded by the best of basic composition, advanced composition
+  (Dwork-Rothblum-Vadhan) and the exact optimal homogeneous composition
+  (Kairouz-Oh-Viswanath), and the groups are composed basically; see
+  :mod:`dpframe.accountants.composition`.
 * Parallel composition: every child gets ``δ/k`` and the ``k`` largest child ε are added
   (a record touches at most ``k`` partitions; for any such set the basic composition is
   at most that). With ``k >= number of children`` the children are composed instead.
@@ -49,6 +55,7 @@ from dpframe.accountants.base import (
     unsupported,
 )
 from dpframe.accountants.composition import (
+    HeterogeneousComposition,
     advanced_composition_epsilon,
     amplify,
     optimal_composition_epsilon,
@@ -59,7 +66,10 @@ from dpframe.calibration import gdp_epsilon
 from dpframe.errors import UnsupportedEventError
 from dpframe.events import (
     ComposedEvent,
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
     EpsilonDeltaEvent,
+    ExponentialMechanismEvent,
     GaussianEvent,
     LaplaceEvent,
     NonPrivateEvent,
@@ -231,10 +241,14 @@ def _build(event: PrivacyEvent) -> Profile:
             mu_squared += count / unit.noise_multiplier**2
         elif isinstance(unit, ZCDPEvent):
             rho += count * unit.rho
-        elif isinstance(unit, LaplaceEvent):
+        elif isinstance(unit, DiscreteGaussianEvent):  # zCDP, converted (not μ-GDP)
+            rho += count / (2 * unit.noise_multiplier**2)
+        elif isinstance(unit, (LaplaceEvent, DiscreteLaplaceEvent)):
             groups[("pure", 1 / unit.noise_multiplier, 0.0)] += count
         elif isinstance(unit, EpsilonDeltaEvent):
             groups[("pure", unit.epsilon, unit.delta)] += count
+        elif isinstance(unit, ExponentialMechanismEvent):
+            groups[("pure", unit.epsilon, 0.0)] += count
         elif isinstance(unit, (ParallelEvent, PoissonSampledEvent, SampledWithoutReplacementEvent)):
             groups[unit] += count
         else:
@@ -247,12 +261,23 @@ def _build(event: PrivacyEvent) -> Profile:
         parts.append(Profile(0.0, False, lambda d: gdp_epsilon(mu, d)))
     if rho > 0:
         parts.append(Profile(0.0, False, lambda d: zcdp_epsilon(rho, d)))
+    pairs = [(key[1], key[2], count) for key, count in groups.items() if isinstance(key, tuple)]
+    if len(pairs) > 1 and HeterogeneousComposition.feasible(pairs):
+        parts.append(heterogeneous(pairs))
+        pairs = []
+    parts.extend(homogeneous(*pair) for pair in sorted(pairs))
     for key, count in sorted(groups.items(), key=lambda item: repr(item[0])):
-        if isinstance(key, tuple):
-            parts.append(homogeneous(key[1], key[2], count))
-        else:
+        if not isinstance(key, tuple):
             parts.append(repeated(profile_of(key), count))
     return composed(parts)
+
+
+def heterogeneous(pairs: list[tuple[float, float, int]]) -> Profile:
+    """The exact optimal composition of several distinct ``(ε, δ)`` pairs (KOV; MV)."""
+    exact = HeterogeneousComposition(pairs)
+    # The floor is set a hair low: at δ equal to the floor in binary, ``exact.epsilon``
+    # decides exactly (a profile's floor only steers the δ split, any split being valid).
+    return Profile(exact.floor * (1 - 1e-12), False, exact.epsilon)
 
 
 def _units(event: PrivacyEvent, count: int):
@@ -316,7 +341,17 @@ def _leaf_support(event: PrivacyEvent) -> Support:
         return find_unsupported(event.event, _leaf_support)
     if isinstance(
         event,
-        (NoOpEvent, NonPrivateEvent, GaussianEvent, LaplaceEvent, EpsilonDeltaEvent, ZCDPEvent),
+        (
+            NoOpEvent,
+            NonPrivateEvent,
+            GaussianEvent,
+            LaplaceEvent,
+            EpsilonDeltaEvent,
+            ZCDPEvent,
+            DiscreteGaussianEvent,
+            DiscreteLaplaceEvent,
+            ExponentialMechanismEvent,
+        ),
     ):
         return SUPPORTED
     return unsupported(event, f"the approx accountant has no bound for {type(event).__name__}.")

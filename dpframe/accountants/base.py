@@ -83,6 +83,10 @@ class Accountant(abc.ABC):
     best Rényi order, optimal composition, PLDs), which are proven for sequences fixed in
     advance only."""
 
+    exact_when_supported: ClassVar[bool] = False
+    """True when every answer is the exact (ε, δ) of the event, not just a bound (``gdp``):
+    then no other accountant can certify less, and ``best`` asks no other member."""
+
     def __init__(self, relation: Relation | str = Relation.REPLACE_ONE) -> None:
         self.relation = Relation.parse(relation)
 
@@ -112,6 +116,22 @@ class Accountant(abc.ABC):
             raise UnsupportedEventError(
                 f"the {self.name!r} accountant cannot account for {what}: {support.reason}"
             )
+
+    @property
+    def spec(self) -> str:
+        """The text that rebuilds this accountant through the registry (its ``name``; an
+        accountant with recorded arguments, like ``best[pure,rdp]``, adds them)."""
+        return self.name
+
+    @classmethod
+    def from_spec(cls, arguments: str, **options: Any) -> Accountant:
+        """The accountant of a spec ``name[arguments]``; only accountants that record
+        arguments in their :attr:`spec` override this."""
+        raise ParameterError(f"the {cls.name!r} accountant takes no arguments ({arguments!r}).")
+
+    def unavailable(self) -> str:
+        """Why this accountant, or a part of it, cannot compute here (``""``: it can)."""
+        return ""
 
     def running(self, state: dict[str, Any] | None = None) -> RunningTotal:
         """An empty running total, or the one saved by :meth:`RunningTotal.to_dict`."""
@@ -237,6 +257,22 @@ def _relation_conflict(event: PrivacyEvent, relation: Relation) -> Support:
             f"{relation.value}.",
         )
     return SUPPORTED
+
+
+def split_spec(spec: str) -> tuple[str, str | None]:
+    """``"best[pure,rdp]"`` -> ``("best", "pure,rdp")``; a plain name -> ``(name, None)``."""
+    name, bracket, rest = spec.partition("[")
+    if not bracket:
+        return spec, None
+    if not rest.endswith("]"):
+        raise ParameterError(f"accountant spec {spec!r} must end with ']'.")
+    return name, rest[:-1]
+
+
+def same_accountant(requested: str, recorded: str) -> bool:
+    """Whether a request for accountant ``requested`` names the recorded spec ``recorded``
+    (a bare name matches the spec it was recorded as, e.g. ``best`` and ``best[pure,rdp]``)."""
+    return requested == recorded or requested == split_spec(recorded)[0] != recorded
 
 
 def check_delta(delta: float) -> None:

@@ -12,6 +12,16 @@
   We sum the binomial terms in log space over the window ``mean ± 40 sd`` and add the
   binomial tail masses outside it, each term being at most its probability, so the result
   stays an upper bound for any ``k``.
+* Optimal heterogeneous composition (Kairouz, Oh, Viswanath 2015, Thm 3.5; Murtagh and
+  Vadhan 2016, Thm 1.5 and Lemma 3.2): every ``(ε_j, δ_j)``-DP mechanism is a
+  post-processing of the four-point pair of ``(ε_j, δ_j)`` randomised response, so the
+  adaptive composition of ``k_j`` runs of each is ``(ε, δ)``-DP if and only if
+  ``δ >= 1 - Π_j (1-δ_j)^{k_j} (1 - E[(1 - e^{ε - Σ_j (k_j - 2L_j) ε_j})_+])`` with independent
+  ``L_j ~ Binomial(k_j, 1/(1+e^{ε_j}))``. Computing it is #P-hard in general (Murtagh and
+  Vadhan), but with few distinct pairs it is a sum over the product of the binomial windows
+  (``mean ± 40 sd`` each, the excluded masses added as in the homogeneous case); we compute
+  it exactly when that product has at most ``2^16`` points (a sum over them takes about a
+  millisecond; beyond, the groups are composed basically).
 * Amplification by subsampling (Balle, Barthe, Gaboardi 2018, Thms 8 and 9): an
   ``(ε, δ)``-DP mechanism run on a Poisson sample with rate ``q`` (add/remove) or on a uniform
   sample of ``m`` out of ``n`` records without replacement (replace-one, ``q = m/n``) is
@@ -22,12 +32,16 @@ from __future__ import annotations
 
 import functools
 import math
+from collections.abc import Sequence
+from fractions import Fraction
 
 import numpy as np
 from scipy.optimize import brentq
 from scipy.special import bdtr, bdtrc, gammaln
 
 _WINDOW_SD = 40.0
+MAX_JOINT_POINTS = 2**16
+"""Largest product of binomial windows summed by :class:`HeterogeneousComposition`."""
 
 
 def amplify(epsilon: float, delta: float, q: float) -> tuple[float, float]:
@@ -131,3 +145,96 @@ def optimal_composition_epsilon(eps0: float, delta0: float, count: int, delta: f
     while root < hi and _excess_mass(eps0, count, root) > target:
         root, step = min(hi, root + step), 2 * step
     return root
+
+
+class HeterogeneousComposition:
+    """The exact optimal composition of ``count_j`` runs of ``(ε_j, δ_j)``-DP mechanisms
+    (Kairouz-Oh-Viswanath; Murtagh-Vadhan): ``pairs`` is a sequence of
+    ``(ε_j, δ_j, count_j)`` with finite ``ε_j``. Build it only when :meth:`feasible`."""
+
+    def __init__(self, pairs: Sequence[tuple[float, float, int]]) -> None:
+        self.pairs = sorted(pairs)
+        self.log_keep = math.fsum(k * math.log1p(-d) if d < 1 else -math.inf for _, d, k in pairs)
+        losses, log_pmf, tail = np.zeros(1), np.zeros(1), 0.0
+        for eps0, _, count in self.pairs:
+            if eps0 == 0:
+                continue
+            bad, log_p, below, above = _binomial_window(eps0, count)
+            losses = (losses[:, None] + (count - 2 * bad)[None, :] * eps0).ravel()
+            log_pmf = (log_pmf[:, None] + log_p[None, :]).ravel()
+            tail += below + above  # excluded joint mass, by the union bound
+        order = np.argsort(-losses, kind="stable")
+        self.losses, self.log_pmf, self.tail = losses[order], log_pmf[order], tail
+        self.top = math.fsum(k * e for e, _, k in self.pairs)  # the largest loss
+
+    @staticmethod
+    def feasible(pairs: Sequence[tuple[float, float, int]]) -> bool:
+        """Whether the joint window has at most :data:`MAX_JOINT_POINTS` points."""
+        points = 1
+        for eps0, _, count in pairs:
+            if eps0 > 0:
+                points *= len(_binomial_window(eps0, count)[0])
+            if points > MAX_JOINT_POINTS or math.isinf(eps0):
+                return False
+        return True
+
+    @property
+    def floor(self) -> float:
+        """``1 - Π (1-δ_j)^{k_j}``: the least δ with a finite ε (which is ``Σ k_j ε_j``)."""
+        return -math.expm1(self.log_keep)
+
+    def at_least_floor(self, delta: float) -> bool:
+        """Whether ``delta >= 1 - Π (1-δ_j)^{k_j}``; exactly (rational arithmetic on the
+        binary values) when the two are within rounding of each other and the counts are
+        small, else conservatively."""
+        if math.isinf(self.log_keep):
+            return False
+        gap = self.log_keep - math.log1p(-delta)
+        if abs(gap) > 1e-12 * max(1.0, abs(self.log_keep)):
+            return gap > 0
+        if sum(k for _, _, k in self.pairs) > 4096:
+            return False
+        keep = Fraction(1)
+        for _, d, k in self.pairs:
+            keep *= (1 - Fraction(d)) ** k
+        return 1 - Fraction(delta) <= keep
+
+    def excess(self, epsilon: float) -> float:
+        """``E[(1 - e^{ε - loss})_+]``, an upper bound (window tails and rounding added)."""
+        if epsilon >= self.top:
+            return 0.0
+        above = int(np.searchsorted(-self.losses, -epsilon, side="left"))  # losses > ε
+        total = self.tail
+        if above:
+            gap = self.losses[:above] - epsilon
+            log_terms = self.log_pmf[:above] + np.log(-np.expm1(-gap))
+            peak = float(log_terms.max())
+            part = math.exp(peak) * float(np.exp(log_terms - peak).sum())
+            total += part * (1 + 4 * above * 2.0**-53)
+        return min(1.0, total)
+
+    def delta(self, epsilon: float) -> float:
+        """The exact δ at ``epsilon`` (rounded up)."""
+        excess = self.excess(epsilon)
+        if excess >= 1 or math.isinf(self.log_keep):
+            return 1.0
+        value = -math.expm1(self.log_keep + math.log1p(-excess))
+        return min(1.0, math.nextafter(value * (1 + 8 * 2.0**-53), math.inf))
+
+    def epsilon(self, delta: float) -> float:
+        """The smallest ε at ``delta`` (``inf`` below the floor); the returned ε satisfies
+        the condition."""
+        if delta >= 1:
+            return 0.0
+        if not self.at_least_floor(delta):
+            return math.inf
+        if self.delta(0.0) <= delta:
+            return 0.0
+        hi = self.top  # valid at any δ >= floor: no loss exceeds it
+        if self.delta(hi) > delta:  # only the rounding allowance is left above δ
+            return hi
+        root = brentq(lambda e: self.delta(e) - delta, 0.0, hi, xtol=1e-14, rtol=1e-12)
+        step = max(1e-12 * root, 1e-15)
+        while root < hi and self.delta(root) > delta:
+            root, step = min(hi, root + step), 2 * step
+        return root

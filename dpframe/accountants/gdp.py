@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from typing import Any
 
 from dpframe.accountants.base import (
     SUPPORTED,
@@ -21,6 +22,7 @@ from dpframe.accountants.base import (
     find_unsupported,
     unsupported,
 )
+from dpframe.accountants.running import AdditiveTotal
 from dpframe.calibration import gdp_delta, gdp_epsilon
 from dpframe.errors import UnsupportedEventError
 from dpframe.events import (
@@ -39,6 +41,7 @@ class GDPAccountant(Accountant):
 
     name = "gdp"
     adaptive_filter = True  # Σ μ_i² <= μ² is a GDP filter (Smith, Thakurta 2022)
+    exact_when_supported = True  # Gaussian trees only, with their exact profile
     summary = "Gaussian DP: exact for compositions (and parallel compositions) of Gaussians"
 
     def supports(self, event: PrivacyEvent) -> Support:
@@ -62,6 +65,19 @@ class GDPAccountant(Accountant):
         if math.isinf(epsilon):
             return 0.0
         return gdp_delta(mu, epsilon)
+
+    def running(self, state: dict[str, Any] | None = None) -> AdditiveTotal:
+        """The exact sum of the charges' ``μ²``."""
+
+        def parts(event: PrivacyEvent) -> tuple[float]:
+            self.require(event)
+            return (_mu_squared(event),)
+
+        return AdditiveTotal.restore(self, parts, _convert, state)
+
+
+def _convert(sums: list[float], delta: float) -> float:
+    return gdp_epsilon(math.sqrt(sums[0]), delta)
 
 
 def _mu_squared(event: PrivacyEvent) -> float:

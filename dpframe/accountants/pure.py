@@ -1,6 +1,7 @@
 """Pure differential privacy: basic, self- and parallel composition, and subsampling.
 
-* Laplace with noise multiplier ``b/D1`` is ``D1/b``-DP (Dwork et al. 2006).
+* Laplace with noise multiplier ``b/D1`` is ``D1/b``-DP (Dwork et al. 2006); an
+  exponential-mechanism selection with parameter ε is ε-DP (McSherry and Talwar 2007).
 * Sequential composition adds epsilons (Dwork et al. 2006; Dwork and Roth 2014, Thm 3.14).
 * Parallel composition over disjoint partitions (McSherry 2009, Thm 4): a record touching
   at most ``k`` partitions costs the sum of the ``k`` largest partition epsilons.
@@ -13,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from typing import Any
 
 from dpframe.accountants.base import (
     SUPPORTED,
@@ -25,10 +27,13 @@ from dpframe.accountants.base import (
     unsupported,
 )
 from dpframe.accountants.composition import amplify
+from dpframe.accountants.running import AdditiveTotal
 from dpframe.errors import UnsupportedEventError
 from dpframe.events import (
     ComposedEvent,
+    DiscreteLaplaceEvent,
     EpsilonDeltaEvent,
+    ExponentialMechanismEvent,
     LaplaceEvent,
     NonPrivateEvent,
     NoOpEvent,
@@ -62,12 +67,23 @@ class PureAccountant(Accountant):
         check_epsilon(epsilon)
         return 0.0 if epsilon >= self.epsilon(event) else 1.0
 
+    def running(self, state: dict[str, Any] | None = None) -> AdditiveTotal:
+        """The exact sum of the charges' ε (basic composition)."""
+        return AdditiveTotal.restore(self, lambda e: (self.epsilon(e),), _first, state)
+
+
+def _first(sums: list[float], delta: float) -> float:
+    return sums[0]
+
 
 _CACHE: EventCache = EventCache()
 
 
 def _leaf_support(event: PrivacyEvent) -> Support:
-    if isinstance(event, (NoOpEvent, NonPrivateEvent, LaplaceEvent)):
+    if isinstance(
+        event,
+        (NoOpEvent, NonPrivateEvent, LaplaceEvent, DiscreteLaplaceEvent, ExponentialMechanismEvent),
+    ):
         return SUPPORTED
     if isinstance(event, EpsilonDeltaEvent):
         if event.delta == 0:
@@ -83,9 +99,9 @@ def _epsilon(event: PrivacyEvent) -> float:
         return 0.0
     if isinstance(event, NonPrivateEvent):
         return math.inf
-    if isinstance(event, LaplaceEvent):
+    if isinstance(event, (LaplaceEvent, DiscreteLaplaceEvent)):
         return 1.0 / event.noise_multiplier
-    if isinstance(event, EpsilonDeltaEvent):
+    if isinstance(event, (EpsilonDeltaEvent, ExponentialMechanismEvent)):
         return event.epsilon
     if isinstance(event, ComposedEvent):
         return math.fsum(_CACHE.get_or_compute(e, _epsilon) for e in event.events)

@@ -4,9 +4,12 @@ Every event becomes an :class:`RDPCurve`: an upper bound on its RDP at each orde
 max-divergence (the order ``α = ∞``, i.e. a pure-ε bound, ``inf`` when there is none), and
 the opaque ``(ε, δ)`` events inside it, composed basically.
 
-* Leaves: Gaussian, Laplace and pure-ε curves from :mod:`dpframe.accountants.renyi`; zCDP
-  ``ρ`` is the curve ``ρ α``; Poisson and without-replacement sampling of Gaussian noise from
-  :mod:`dpframe.accountants.subsampled`. Several Gaussian queries on the same sample are
+* Leaves: Gaussian, Laplace, exponential-mechanism (bounded range) and pure-ε curves from
+  :mod:`dpframe.accountants.renyi`; zCDP ``ρ`` is the curve ``ρ α``; Poisson and
+  without-replacement sampling of Gaussian noise from
+  :mod:`dpframe.accountants.subsampled`; Poisson sampling of a Laplace query by Zhu and
+  Wang's general bound (2019, Thm 6), capped by the unsampled Laplace curve and the pure
+  bound of the amplified ε. Several Gaussian queries on the same sample are
   one Gaussian query with ``z = (Σ z_i^-2)^-1/2`` (their concatenation).
 * Sequential composition adds curves order by order (Mironov 2017, Prop. 1);
   self-composition multiplies by the count.
@@ -28,6 +31,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Iterable
+from typing import Any
 
 import attrs
 import numpy as np
@@ -43,8 +47,10 @@ from dpframe.accountants.base import (
     find_unsupported,
     unsupported,
 )
+from dpframe.accountants.composition import amplify
 from dpframe.accountants.renyi import (
     DEFAULT_ORDERS,
+    bounded_range_rdp,
     check_orders,
     gaussian_rdp,
     laplace_rdp,
@@ -53,11 +59,15 @@ from dpframe.accountants.renyi import (
     rdp_epsilon,
     top_k_sum,
 )
-from dpframe.accountants.subsampled import SubsampledGaussian
+from dpframe.accountants.running import AdditiveTotal
+from dpframe.accountants.subsampled import SubsampledGaussian, poisson_general
 from dpframe.errors import UnsupportedEventError
 from dpframe.events import (
     ComposedEvent,
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
     EpsilonDeltaEvent,
+    ExponentialMechanismEvent,
     GaussianEvent,
     LaplaceEvent,
     NonPrivateEvent,
@@ -176,11 +186,27 @@ class RDPAccountant(Accountant):
         self.require(event)
         return self._curve(event)
 
+    def running(self, state: dict[str, Any] | None = None) -> AdditiveTotal:
+        """The exact per-order sums of the curves, with their max-divergence and opaque
+        ``(ε, δ)`` parts."""
+
+        def parts(event: PrivacyEvent) -> list[float]:
+            c = self.curve(event)
+            return [*c.rdp.tolist(), c.pure, c.opaque_epsilon, c.opaque_delta]
+
+        def convert(sums: list[float], delta: float) -> float:
+            curve = RDPCurve(np.asarray(sums[:-3]), *sums[-3:])
+            return self._curve_epsilon(curve, delta)[0]
+
+        return AdditiveTotal.restore(self, parts, convert, state)
+
     # -- internals ---------------------------------------------------------------------
 
     def _epsilon_and_order(self, event: PrivacyEvent, delta: float) -> tuple[float, float]:
         check_delta(delta)
-        curve = self.curve(event)
+        return self._curve_epsilon(self.curve(event), delta)
+
+    def _curve_epsilon(self, curve: RDPCurve, delta: float) -> tuple[float, float]:
         if delta < curve.opaque_delta:
             return math.inf, math.nan
         eps, order = rdp_epsilon(self.orders, curve.rdp, delta - curve.opaque_delta)
@@ -202,10 +228,16 @@ class RDPAccountant(Accountant):
             return RDPCurve(np.zeros_like(orders), 0.0)
         if isinstance(event, NonPrivateEvent):
             return RDPCurve(np.full_like(orders, np.inf))
-        if isinstance(event, GaussianEvent):
+        if isinstance(event, (GaussianEvent, DiscreteGaussianEvent)):
+            # the discrete Gaussian's curve for integer shifts is the same (CKS Prop. 5)
             return RDPCurve(gaussian_rdp(orders, event.noise_multiplier))
+        if isinstance(event, DiscreteLaplaceEvent):
+            eps = 1 / event.noise_multiplier
+            return RDPCurve(pure_rdp(orders, eps), eps)
         if isinstance(event, LaplaceEvent):
             return RDPCurve(laplace_rdp(orders, event.noise_multiplier), 1 / event.noise_multiplier)
+        if isinstance(event, ExponentialMechanismEvent):
+            return RDPCurve(bounded_range_rdp(orders, event.epsilon), event.epsilon)
         if isinstance(event, ZCDPEvent):
             return RDPCurve(event.rho * orders, 0.0 if event.rho == 0 else math.inf)
         if isinstance(event, EpsilonDeltaEvent):
@@ -238,6 +270,8 @@ class RDPAccountant(Accountant):
     def _sampled_curve(
         self, event: PoissonSampledEvent | SampledWithoutReplacementEvent
     ) -> RDPCurve:
+        if isinstance(event, PoissonSampledEvent) and isinstance(event.event, LaplaceEvent):
+            return self._poisson_laplace(event.sampling_probability, event.event.noise_multiplier)
         sigma = gaussian_noise_multiplier(event.event)
         assert isinstance(sigma, float)  # guaranteed by supports()
         if math.isinf(sigma):
@@ -247,6 +281,15 @@ class RDPAccountant(Accountant):
         q = event.sample_size / event.source_size
         return RDPCurve(self._sampled.without_replacement(q, sigma))
 
+    def _poisson_laplace(self, q: float, b: float) -> RDPCurve:
+        """Zhu-Wang's general bound on the Laplace RDP, capped by the unsampled Laplace and
+        by the pure bound of the amplified ε, which is also the curve's max-divergence."""
+        amplified = amplify(1 / b, 0.0, q)[0]
+        orders = self.orders
+        general = poisson_general(orders, q, lambda ls: laplace_rdp(ls, b))
+        curve = np.minimum(np.minimum(general, laplace_rdp(orders, b)), pure_rdp(orders, amplified))
+        return RDPCurve(curve, amplified)
+
 
 def _top_k(k: int, values: list[float]) -> float:
     return math.fsum(sorted(values, reverse=True)[:k])
@@ -255,16 +298,29 @@ def _top_k(k: int, values: list[float]) -> float:
 def _leaf_support(event: PrivacyEvent) -> Support:
     if isinstance(
         event,
-        (NoOpEvent, NonPrivateEvent, GaussianEvent, LaplaceEvent, ZCDPEvent, EpsilonDeltaEvent),
+        (
+            NoOpEvent,
+            NonPrivateEvent,
+            GaussianEvent,
+            LaplaceEvent,
+            ZCDPEvent,
+            EpsilonDeltaEvent,
+            DiscreteGaussianEvent,
+            DiscreteLaplaceEvent,
+            ExponentialMechanismEvent,
+        ),
     ):
         return SUPPORTED
+    if isinstance(event, PoissonSampledEvent) and isinstance(event.event, LaplaceEvent):
+        return SUPPORTED  # Zhu-Wang's general bound
     if isinstance(event, (PoissonSampledEvent, SampledWithoutReplacementEvent)):
         found = gaussian_noise_multiplier(event.event)
         if isinstance(found, PrivacyEvent):
             return unsupported(
                 found,
                 f"the RDP accountant bounds {type(event).__name__} only around Gaussian noise "
-                "(or compositions of Gaussian queries on the same sample).",
+                "(or compositions of Gaussian queries on the same sample) and Poisson "
+                "sampling of a Laplace query.",
             )
         return SUPPORTED
     return unsupported(event, f"the RDP accountant has no bound for {type(event).__name__}.")

@@ -35,6 +35,18 @@ interpolate the cumulant ``(α-1) r(α)``, which is convex in ``α``, between th
 integers (WBK Cor. 10; ``(α-1) r(α) = 0`` at ``α = 1``). Sampling a subset is never worse
 than the unsampled Gaussian (joint quasi-convexity of Rényi divergence, van Erven and
 Harremoës 2014, Thm 13), so we also cap at ``α c``.
+
+**Poisson sampling of other mechanisms, add/remove** (Zhu and Wang 2019, "Poisson
+subsampled Rényi differential privacy", Thm 6, the general upper bound): if the mechanism
+is ``(l, ε(l))``-RDP at every integer ``l`` (in both directions, as the Laplace mechanism
+is), its Poisson subsample at integer ``α >= 2`` has
+``A_α <= (1-q)^{α-1} (1 + (α-1) q) + C(α,2) q² (1-q)^{α-2} e^{ε(2)}
++ 3 Σ_{l=3}^{α} C(α,l) q^l (1-q)^{α-l} e^{(l-1) ε(l)}``. Since the binomial weights sum to
+one, ``A_α - 1 = Σ_{l>=2} C(α,l) q^l (1-q)^{α-l} (c_l e^{(l-1) ε(l)} - 1)`` with ``c_2 = 1``,
+``c_l = 3``: all terms positive, summed in log space with a rounding allowance. Fractional
+orders interpolate the cumulant between integers as above, and the curve is capped by the
+unsampled one (quasi-convexity) and by the pure-ε bound of the amplified ε (Balle, Barthe,
+Gaboardi 2018).
 """
 
 from __future__ import annotations
@@ -42,6 +54,7 @@ from __future__ import annotations
 import decimal
 import functools
 import math
+from collections.abc import Callable
 
 import numpy as np
 from scipy.special import gammaln, gammasgn, log_ndtr
@@ -82,13 +95,6 @@ class SubsampledGaussian:
         self._ints = ints
         self._int_lengths = ints - 1  # k = 2..α
         self._int_starts = np.concatenate([[0], np.cumsum(self._int_lengths)[:-1]]).astype(int)
-        self._int_alpha = np.repeat(ints, self._int_lengths).astype(float)
-        self._int_k = (
-            np.concatenate([np.arange(2, a + 1) for a in ints]).astype(float)
-            if len(ints)
-            else np.empty(0)
-        )
-        self._int_log_comb = log_comb(self._int_alpha, self._int_k)
         self._frac = self.orders[~self._is_int]
         self._frac_tables: dict[int, tuple[np.ndarray, np.ndarray]] = {}
 
@@ -107,14 +113,21 @@ class SubsampledGaussian:
             out[~self._is_int] = self._poisson_frac(q, sigma)
         return np.maximum(out, 0.0)
 
+    @functools.cached_property
+    def _int_tables(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """``k``, ``α`` and ``log C(α, k)`` for every term of the integer orders, built on
+        first use (a grid with a huge integer order costs nothing until a Poisson-sampled
+        Gaussian is accounted on it)."""
+        ints = self._ints
+        alpha = np.repeat(ints, self._int_lengths).astype(float)
+        k = np.concatenate([np.arange(2, a + 1) for a in ints]).astype(float)
+        return k, alpha, log_comb(alpha, k)
+
     def _poisson_int(self, q: float, sigma: float) -> np.ndarray:
         c = 1 / (2 * sigma**2)
-        k, a = self._int_k, self._int_alpha
+        k, a, log_comb_ka = self._int_tables
         terms = (
-            self._int_log_comb
-            + k * math.log(q)
-            + (a - k) * math.log1p(-q)
-            + log_expm1((k * k - k) * c)
+            log_comb_ka + k * math.log(q) + (a - k) * math.log1p(-q) + log_expm1((k * k - k) * c)
         )
         log_a_minus_1 = _segment_logsumexp(terms, self._int_starts, self._int_lengths)
         log_a_minus_1 += np.log1p(2 * (self._int_lengths + 1) * _ROUNDING)
@@ -261,3 +274,41 @@ def _decimal_log(value: decimal.Decimal, ctx: decimal.Context) -> float:
         return math.inf
     exponent = value.adjusted()
     return math.log(float(ctx.scaleb(value, -exponent))) + exponent * math.log(10)
+
+
+def poisson_general(orders: np.ndarray, q: float, rdp_at: Callable[[np.ndarray], np.ndarray]):
+    """Zhu-Wang's general upper bound on the RDP of a Poisson subsample (add/remove) at
+    ``orders``, for a mechanism whose RDP at integer orders is ``rdp_at(ls)`` (an upper
+    bound valid in both directions). Not capped: callers add their own caps."""
+    orders = np.asarray(orders, dtype=float)
+    if q == 0:
+        return np.zeros_like(orders)
+    needed = sorted(
+        {int(a) for a in orders if a == math.floor(a)}
+        | {f for a in orders if a != math.floor(a) for f in (math.floor(a), math.ceil(a))} - {1}
+    )
+    top = max(needed, default=2)
+    eps = rdp_at(np.arange(2, top + 1, dtype=float))  # ε(l) for l = 2..top
+    log_q, log_1mq = math.log(q), math.log1p(-q) if q < 1 else -math.inf
+    cumulant = {1: 0.0}
+    for alpha in needed:
+        ls = np.arange(2, alpha + 1, dtype=float)
+        x = (ls - 1) * eps[: alpha - 1]
+        # log(c_l e^x - 1): log(expm1(x)) for l = 2, x + log(3 - e^{-x}) for l >= 3
+        with np.errstate(divide="ignore"):
+            log_excess = np.where(ls == 2, x + np.log(-np.expm1(-x)), x + np.log(3 - np.exp(-x)))
+        with np.errstate(divide="ignore", invalid="ignore"):
+            weight = log_comb(float(alpha), ls) + ls * log_q + (alpha - ls) * log_1mq
+        weight = np.where(ls == alpha, alpha * log_q, weight)  # (1-q)^0 when q = 1
+        terms = weight + log_excess
+        peak = float(terms.max())
+        log_a_minus_1 = peak + math.log(float(np.exp(terms - peak).sum()))
+        log_a_minus_1 += math.log1p(2 * (alpha + 1) * _ROUNDING)
+        cumulant[alpha] = math.nextafter(float(np.logaddexp(0.0, log_a_minus_1)), math.inf)
+    out = np.empty_like(orders)
+    for index, a in enumerate(orders):
+        lo, hi = math.floor(a), math.ceil(a)
+        t = a - lo
+        value = cumulant[lo] if lo == hi else (1 - t) * cumulant[lo] + t * cumulant[hi]
+        out[index] = value / (a - 1)
+    return np.maximum(out, 0.0)

@@ -3,6 +3,8 @@
 ``ρ``-zCDP means ``D_α <= ρ α`` for every ``α > 1``.
 
 * Gaussian with noise multiplier ``z``: ``ρ = 1/(2 z²)`` (Prop. 1.6). zCDP events: ``ρ``.
+* An exponential-mechanism selection with parameter ε is ε-bounded-range, hence
+  ``ρ = ε²/8`` (Cesar and Rogers 2021, Lemma 3.2), and ε-DP (its max-divergence).
 * ε-DP (Laplace with ``ε = 1/b``, pure opaque events): ``ρ = ε²/2`` (Prop. 1.4). Such
   events also carry their max-divergence ``ε`` (the order ``α = ∞``), so a tree of pure
   events is never reported worse than by basic composition.
@@ -10,13 +12,16 @@
 * Opaque ``(ε_i, δ_i)`` events are composed basically after conversion, exactly as in the RDP
   accountant (δ-approximate zCDP, Sec. 8): ``ε = ε_ρ(δ - Σδ_i) + Σε_i``.
 * Conversion: the curve ``ρ α`` with the conversion of Canonne, Kamath, Steinke 2020
-  (Prop. 12), minimised over continuous ``α > 1``; this is never worse than Bun and Steinke's
-  ``ρ + 2 sqrt(ρ log(1/δ))`` (Prop. 1.3), which drops two non-positive terms.
+  (Prop. 12), minimised over continuous ``α > 1`` up to the optimum whatever ``ρ`` (``α``
+  beyond ``2^53`` for tiny ``ρ``), and evaluated at the chosen order with a rounding
+  allowance, so the result is never below the exact minimum; this is never worse than Bun
+  and Steinke's ``ρ + 2 sqrt(ρ log(1/δ))`` (Prop. 1.3), which drops two non-positive terms.
 """
 
 from __future__ import annotations
 
 import math
+from typing import Any
 
 import attrs
 import numpy as np
@@ -32,10 +37,15 @@ from dpframe.accountants.base import (
     find_unsupported,
     unsupported,
 )
+from dpframe.accountants.renyi import cks_epsilon, cks_log_delta, exp_up, log_tv_bound, tv_below
+from dpframe.accountants.running import AdditiveTotal
 from dpframe.errors import UnsupportedEventError
 from dpframe.events import (
     ComposedEvent,
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
     EpsilonDeltaEvent,
+    ExponentialMechanismEvent,
     GaussianEvent,
     LaplaceEvent,
     NonPrivateEvent,
@@ -46,55 +56,70 @@ from dpframe.events import (
     ZCDPEvent,
 )
 
-_LOG_GRID = np.linspace(-12.0, 25.0, 371)
-"""Grid of ``log(α - 1)`` scanned before a bounded refinement."""
+_GRID_STEP = 0.1
+"""Spacing of the scan over ``log(α - 1)`` before a bounded refinement."""
 
 
-def _minimise_over_orders(objective) -> float:
-    """Minimum of ``objective(log(α - 1))``: a vectorised grid scan, then a bounded refinement
-    around the best grid point (every α gives a valid bound, so the search affects only
-    tightness)."""
+def _best_order(objective, hi: float) -> float:
+    """The order ``α`` minimising ``objective(log(α - 1))`` over ``log(α - 1) ∈ [-12, hi]``:
+    a vectorised grid scan, then a bounded refinement around the best grid point. Every α
+    gives a valid bound, so the search affects only tightness; the caller re-evaluates the
+    bound at the returned order with a rounding allowance."""
+    grid = np.arange(-12.0, hi + _GRID_STEP, _GRID_STEP)
     with np.errstate(over="ignore", invalid="ignore"):
-        values = objective(_LOG_GRID)
+        values = objective(grid)
     values = np.where(np.isnan(values), np.inf, values)
     best = int(np.argmin(values))
-    lo, hi = _LOG_GRID[max(best - 1, 0)], _LOG_GRID[min(best + 1, len(_LOG_GRID) - 1)]
+    lo, up = grid[max(best - 1, 0)], grid[min(best + 1, len(grid) - 1)]
     refined = minimize_scalar(
-        objective, bounds=(lo, hi), method="bounded", options={"xatol": 1e-10}
+        objective, bounds=(lo, up), method="bounded", options={"xatol": 1e-10}
     )
-    return min(float(values[best]), float(refined.fun))
+    x = float(refined.x) if float(refined.fun) < float(values[best]) else float(grid[best])
+    return 1 + math.exp(x)
+
+
+def _largest_log_order(rho: float, scale: float) -> float:
+    """An upper end for the scan of ``log(α - 1)``, past the optimum: ``α* - 1`` is about
+    ``sqrt(log(1/δ)/ρ)`` for ε and ``(ε + ρ)/(2ρ)`` for δ, so ``log(scale/ρ) + 10`` (with
+    ``scale >= 1``) covers both; capped where ``α`` would overflow."""
+    return min(700.0, max(25.0, math.log(max(scale, 1.0)) - math.log(rho) + 10.0))
 
 
 def zcdp_epsilon(rho: float, delta: float) -> float:
-    """The smallest ε certified for ``ρ``-zCDP at ``δ`` (CKS conversion over all orders)."""
+    """The smallest ε certified for ``ρ``-zCDP at ``δ`` (CKS conversion over all orders),
+    rounded up."""
     if rho == 0 or delta >= 1:
         return 0.0
     if math.isinf(rho) or delta <= 0:
         return math.inf
-    if delta * delta >= -math.expm1(-rho):  # Bretagnolle-Huber with KL <= ρ
+    if tv_below(rho, delta):  # Bretagnolle-Huber with KL <= ρ
         return 0.0
     log_delta = math.log(delta)
 
     def objective(x):
         a = 1 + np.exp(x)
-        return rho * a + np.log1p(-1 / a) - (log_delta + np.log(a)) / (a - 1)
+        return rho * a + np.log1p(-1 / a) - (log_delta + np.log(a)) / np.exp(x)
 
-    return max(0.0, _minimise_over_orders(objective))
+    order = _best_order(objective, _largest_log_order(rho, -log_delta))
+    return max(0.0, cks_epsilon(order, rho * order, log_delta))
 
 
 def zcdp_delta(rho: float, epsilon: float) -> float:
-    """The smallest δ certified for ``ρ``-zCDP at ``ε``."""
+    """The smallest δ certified for ``ρ``-zCDP at ``ε``, rounded up."""
     if rho == 0:
         return 0.0
     if math.isinf(rho):
         return 1.0
+    if math.isinf(epsilon):
+        return 0.0
 
     def objective(x):
         a = 1 + np.exp(x)
-        return (a - 1) * (rho * a - epsilon + np.log1p(-1 / a)) - np.log(a)
+        return np.exp(x) * (rho * a - epsilon + np.log1p(-1 / a)) - np.log(a)
 
-    log_delta = min(_minimise_over_orders(objective), 0.5 * math.log(-math.expm1(-rho)))
-    return min(1.0, math.exp(log_delta))
+    order = _best_order(objective, _largest_log_order(rho, epsilon + rho))
+    log_delta = min(cks_log_delta(order, rho * order, epsilon), log_tv_bound(rho))
+    return min(1.0, exp_up(log_delta))
 
 
 @attrs.frozen
@@ -112,7 +137,10 @@ class ZCDPAccountant(Accountant):
 
     name = "zcdp"
     adaptive_filter = True  # Σ ρ_i <= ρ is a Rényi filter at every order (Feldman, Zrnic 2021)
-    summary = "zero-concentrated DP: Gaussian, pure ε and zCDP events; CKS conversion"
+    summary = (
+        "zero-concentrated DP: Gaussian, pure ε, exponential-mechanism (ε²/8) and zCDP events; "
+        "CKS conversion"
+    )
 
     def supports(self, event: PrivacyEvent) -> Support:
         conflict = self.relation_conflict(event)
@@ -127,10 +155,7 @@ class ZCDPAccountant(Accountant):
 
     def epsilon(self, event: PrivacyEvent, delta: float) -> float:
         check_delta(delta)
-        b = self.bound(event)
-        if delta < b.opaque_delta:
-            return math.inf
-        return min(zcdp_epsilon(b.rho, delta - b.opaque_delta), b.pure) + b.opaque_epsilon
+        return bound_epsilon(self.bound(event), delta)
 
     def delta(self, event: PrivacyEvent, epsilon: float) -> float:
         check_epsilon(epsilon)
@@ -141,6 +166,21 @@ class ZCDPAccountant(Accountant):
         own = 0.0 if rest >= b.pure else zcdp_delta(b.rho, rest)
         return min(1.0, own + b.opaque_delta)
 
+    def running(self, state: dict[str, Any] | None = None) -> AdditiveTotal:
+        """The exact sums of ``ρ``, the max-divergence and the opaque ``(ε, δ)``."""
+        return AdditiveTotal.restore(self, lambda e: attrs.astuple(self.bound(e)), _convert, state)
+
+
+def bound_epsilon(b: ZCDPBound, delta: float) -> float:
+    """The ε certified at ``delta`` by a zCDP bound."""
+    if delta < b.opaque_delta:
+        return math.inf
+    return min(zcdp_epsilon(b.rho, delta - b.opaque_delta), b.pure) + b.opaque_epsilon
+
+
+def _convert(sums: list[float], delta: float) -> float:
+    return bound_epsilon(ZCDPBound(*sums), delta)
+
 
 _CACHE: EventCache = EventCache()
 
@@ -150,11 +190,13 @@ def _bound(event: PrivacyEvent) -> ZCDPBound:
         return ZCDPBound(0.0, 0.0)
     if isinstance(event, NonPrivateEvent):
         return ZCDPBound(math.inf)
-    if isinstance(event, GaussianEvent):
+    if isinstance(event, (GaussianEvent, DiscreteGaussianEvent)):
         return ZCDPBound(1 / (2 * event.noise_multiplier**2))
-    if isinstance(event, LaplaceEvent):
+    if isinstance(event, (LaplaceEvent, DiscreteLaplaceEvent)):
         eps = 1 / event.noise_multiplier
         return ZCDPBound(eps * eps / 2, eps)
+    if isinstance(event, ExponentialMechanismEvent):
+        return ZCDPBound(event.epsilon**2 / 8, event.epsilon)
     if isinstance(event, EpsilonDeltaEvent):
         if event.delta == 0:
             return ZCDPBound(event.epsilon**2 / 2, event.epsilon)
@@ -182,7 +224,17 @@ _FIELDS = ("rho", "pure", "opaque_epsilon", "opaque_delta")
 def _leaf_support(event: PrivacyEvent) -> Support:
     if isinstance(
         event,
-        (NoOpEvent, NonPrivateEvent, GaussianEvent, LaplaceEvent, EpsilonDeltaEvent, ZCDPEvent),
+        (
+            NoOpEvent,
+            NonPrivateEvent,
+            GaussianEvent,
+            LaplaceEvent,
+            EpsilonDeltaEvent,
+            ZCDPEvent,
+            DiscreteGaussianEvent,
+            DiscreteLaplaceEvent,
+            ExponentialMechanismEvent,
+        ),
     ):
         return SUPPORTED
     return unsupported(

@@ -2,21 +2,41 @@
 
 from __future__ import annotations
 
+import json
 import sys
 import warnings
 from typing import Any
 
 import click
 
-from dpframe.errors import EXIT_INTERNAL, EXIT_INTERRUPTED, DPFrameError
+from dpframe.errors import (
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_USAGE,
+    DPFrameError,
+    error_object,
+)
+
+JSON_META = "dpframe.json"
+"""``ctx.meta`` key: whether the command line asked for ``--json``."""
 
 
 class UserError(click.ClickException):
-    """A DPFrameError shown as one sentence with its exit code."""
+    """An error shown as one sentence on stderr, or with ``--json`` as the object
+    ``{"error": {"code", "exit_code", "message"}}`` on stdout; exits with its code."""
 
-    def __init__(self, message: str, exit_code: int = 1) -> None:
+    def __init__(
+        self, message: str, exit_code: int, code: str = "usage", as_json: bool = False
+    ) -> None:
         super().__init__(message)
-        self.exit_code = exit_code
+        self.exit_code, self.code, self.as_json = exit_code, code, as_json
+
+    def show(self, file: Any = None) -> None:
+        if not self.as_json:
+            super().show(file)
+            return
+        doc = {"error": error_object(self.code, self.exit_code, self.message)}
+        click.echo(json.dumps(doc, indent=2, sort_keys=True))
 
 
 def _show_warning(message: Any, category: type, *args: Any, **kwargs: Any) -> None:
@@ -44,8 +64,19 @@ class DPFrameGroup(click.Group):
         self._load_plugin_commands()
         return super().get_command(ctx, cmd_name)
 
+    def parse_args(self, ctx: click.Context, args: list[str]) -> list[str]:
+        words = args[: args.index("--")] if "--" in args else args
+        ctx.meta[JSON_META] = "--json" in words
+        try:
+            return super().parse_args(ctx, args)
+        except click.UsageError as exc:  # the root's own options (dpframe --bogus ...)
+            if ctx.meta[JSON_META]:
+                raise UserError(_sentence_of(exc), EXIT_USAGE, "usage", True) from None
+            raise
+
     def invoke(self, ctx: click.Context) -> Any:
         debug = bool(ctx.params.get("debug"))
+        as_json = bool(ctx.meta.get(JSON_META))
         previous = warnings.showwarning
         if not debug:
             warnings.showwarning = _show_warning
@@ -54,11 +85,18 @@ class DPFrameGroup(click.Group):
         except DPFrameError as exc:
             if debug:
                 raise
-            raise UserError(_sentence(exc), exc.exit_code) from None
-        except (click.ClickException, click.exceptions.Exit, click.Abort):
+            raise UserError(exc.sentence, exc.exit_code, exc.code, as_json) from None
+        except UserError:
+            raise
+        except click.ClickException as exc:
+            exc.exit_code = EXIT_USAGE  # click's own errors are all usage errors here
+            if as_json:
+                raise UserError(_sentence_of(exc), exc.exit_code, "usage", True) from None
+            raise
+        except (click.exceptions.Exit, click.Abort):
             raise
         except KeyboardInterrupt:
-            raise UserError("interrupted.", EXIT_INTERRUPTED) from None
+            raise UserError("interrupted.", EXIT_INTERRUPTED, "interrupted", as_json) from None
         except Exception as exc:
             if debug:
                 raise
@@ -66,6 +104,8 @@ class DPFrameGroup(click.Group):
                 f"internal error: {type(exc).__name__}: {_sentence(exc)} (rerun with --debug "
                 "for the traceback, and please report it).",
                 EXIT_INTERNAL,
+                "internal",
+                as_json,
             ) from None
         finally:
             warnings.showwarning = previous
@@ -74,6 +114,15 @@ class DPFrameGroup(click.Group):
 def _sentence(exc: BaseException) -> str:
     text = " ".join(str(exc).split())
     return text or type(exc).__name__
+
+
+def _sentence_of(exc: click.ClickException) -> str:
+    """A click error as one sentence, naming the command whose usage it is about."""
+    text = " ".join(exc.format_message().split()).rstrip(".")
+    ctx = getattr(exc, "ctx", None)
+    if ctx is not None:
+        text += f" (see '{ctx.command_path} --help')"
+    return text + "."
 
 
 @click.group(cls=DPFrameGroup, context_settings={"help_option_names": ["-h", "--help"]})

@@ -3,29 +3,21 @@
 from __future__ import annotations
 
 import json
-import sys
 import threading
 import time
 from pathlib import Path
+from typing import TYPE_CHECKING
 
 import click
 
-from dpframe.chain import (
-    ChainResult,
-    Progress,
-    StepOutcome,
-    check_out_dir,
-    load_spec,
-    plan_chain,
-    run_chain,
-)
-from dpframe.cli.common import emit_json, json_option
+from dpframe.cli.common import emit_json, engine_option, json_option
 from dpframe.cli.ledger_cmd import ledger_option
-from dpframe.domain import Domain
-from dpframe.errors import BudgetExceededError, DPFrameError, ParameterError
-from dpframe.ledger import Ledger, ledger_path
-from dpframe.loaders import load_dataset
-from dpframe.session import Session, StepPlan
+from dpframe.errors import BudgetExceededError, ComputeError, DPFrameError, ParameterError
+
+if TYPE_CHECKING:
+    from dpframe.chain import ChainResult, StepOutcome
+    from dpframe.ledger import Ledger
+    from dpframe.session import StepPlan
 
 HEARTBEAT = (5.0, 15.0)
 """Seconds before the first "still running" line of a step, and between the next ones."""
@@ -61,26 +53,68 @@ def _accountants_option(f):  # type: ignore[no-untyped-def]
 @ledger_option
 @_domain_option
 @_accountants_option
+@click.option(
+    "--data",
+    "data_path",
+    type=click.Path(path_type=Path),
+    default=None,
+    help="Fingerprint these data (nothing else is read) to refuse, as a run would, data "
+    "budgeted under another label.",
+)
+@click.option(
+    "--data-changed", is_flag=True, help="As for `chain run`: the same people's changed data."
+)
+@engine_option(
+    "Where the data will be read: with dask, the plan stops before a step that needs the "
+    "records on this process."
+)
 @json_option
 def plan_cmd(
     spec_path: Path,
     ledger_file: Path | None,
     domain_path: Path | None,
     accountants: tuple[str, ...],
+    data_path: Path | None,
+    data_changed: bool,
+    engine: str,
     as_json: bool,
 ) -> None:
     """Show every step's parameters and cost, and the totals under each accountant.
 
     Reads no data: the costs come from the spec and its public domain (which must declare
     `records` when a mechanism's cost depends on n). With --ledger, what the budget has
-    already spent is included.
+    already spent is included, and everything a run would refuse without data is refused;
+    with --data as well, the data are fingerprinted (and nothing else) to refuse data
+    budgeted under another label.
     """
+    from dpframe.chain import load_spec, plan_chain
+    from dpframe.domain import Domain
+
     spec = load_spec(spec_path)
     domain = Domain.from_toml(domain_path) if domain_path is not None else None
     names = list(accountants) or None
     led = _existing_ledger(ledger_file)
     try:
-        plan = plan_chain(spec, domain, ledger=led, accountants=names)
+        fingerprint = None
+        if led is not None and data_path is not None:
+            from dpframe.loaders import load_dataset
+
+            dataset = load_dataset(
+                data_path,
+                domain or spec.domain,
+                label=spec.data.label,
+                header=spec.data.header,
+            )
+            fingerprint = dataset.fingerprint(led.fingerprint_key)
+        plan = plan_chain(
+            spec,
+            domain,
+            ledger=led,
+            accountants=names,
+            fingerprint=fingerprint,
+            data_changed=data_changed,
+            distributed=engine == "dask",
+        )
     finally:
         if led is not None:
             led.close()
@@ -94,6 +128,8 @@ def plan_cmd(
 
 def _existing_ledger(ledger_file: Path | None) -> Ledger | None:
     """The ledger to read existing charges from, if one is given and exists."""
+    from dpframe.ledger import Ledger, ledger_path
+
     if ledger_file is None:
         return None
     path = ledger_path(ledger_file)
@@ -150,6 +186,12 @@ def run_cmd(
     earlier steps stay). Writes each step's release to OUT/<step>/ and a summary to
     OUT/chain.json and OUT/chain.txt; exits 1 when the chain stopped early.
     """
+    from dpframe.chain import check_out_dir, load_spec, plan_chain, run_chain
+    from dpframe.domain import Domain
+    from dpframe.ledger import Ledger, ledger_path
+    from dpframe.loaders import load_dataset
+    from dpframe.session import Session
+
     spec = load_spec(spec_path)
     path = ledger_path(ledger_file)
     data_file = data_path or spec.data.path
@@ -188,23 +230,27 @@ def run_cmd(
         )
         result = run_chain(plan, session, out, progress=_StderrProgress())
     _write_summary(result, out)
+    error = None if result.completed else _stopped(result, out)
     if as_json:
-        emit_json(result.to_dict())
-    else:
-        click.echo(result.describe())
-        click.echo(f"Summary: {out / 'chain.json'} and {out / 'chain.txt'}")
-    if not result.completed:
-        stop = result.stop
-        released = sum(s.status == "released" for s in result.steps)
-        message = (
-            f"the chain stopped before step {stop.index} {stop.step!r} ({released} of "
-            f"{len(result.steps)} steps released; see {out / 'chain.json'})."
-        )
-        if as_json:
-            click.echo(f"Error: {message}", err=True)
-            sys.exit(1)
-        failed = any(s.status == "failed" for s in result.steps)
-        raise (DPFrameError if failed else BudgetExceededError)(message)
+        emit_json(result.to_dict(), error)
+        return
+    click.echo(result.describe())
+    click.echo(f"Summary: {out / 'chain.json'} and {out / 'chain.txt'}")
+    if error is not None:
+        raise error
+
+
+def _stopped(result: ChainResult, out: Path) -> DPFrameError:
+    """The error of a chain that stopped early: refused by the budget (exit 1), or a step
+    that failed while running (exit 5)."""
+    stop = result.stop
+    released = sum(s.status == "released" for s in result.steps)
+    message = (
+        f"the chain stopped before step {stop.index} {stop.step!r} ({released} of "
+        f"{len(result.steps)} steps released; see {out / 'chain.json'})."
+    )
+    failed = any(s.status == "failed" for s in result.steps)
+    return (ComputeError if failed else BudgetExceededError)(message)
 
 
 def _write_summary(result: ChainResult, out: Path) -> None:
@@ -212,8 +258,9 @@ def _write_summary(result: ChainResult, out: Path) -> None:
     (out / "chain.txt").write_text(result.describe() + "\n")
 
 
-class _StderrProgress(Progress):
-    """Step lines on stderr, with a "still running" line for long steps."""
+class _StderrProgress:
+    """Step lines on stderr, with a "still running" line for long steps (the callbacks of
+    :class:`dpframe.chain.Progress`)."""
 
     def __init__(self) -> None:
         self._stop = threading.Event()
@@ -222,7 +269,8 @@ class _StderrProgress(Progress):
     def start(self, index: int, total: int, plan: StepPlan) -> None:
         prefix = f"[{index + 1}/{total}] {plan.name}"
         click.echo(
-            f"{prefix} ({plan.mechanism}, ε={plan.epsilon:.4g}, δ={plan.delta:.3g}): running…",
+            f"{prefix} ({plan.mechanism}, requested ε={plan.epsilon:.4g}, δ={plan.delta:.3g}): "
+            "running…",
             err=True,
         )
         self._stop.clear()
@@ -248,9 +296,9 @@ class _StderrProgress(Progress):
         if outcome.status == "released":
             plan = outcome.plan
             click.echo(
-                f"{prefix}: released in {outcome.seconds:.1f} s (ε={plan.cost:.4g}, budget total "
-                f"ε={plan.total:.4g})",
+                f"{prefix}: released in {outcome.seconds:.1f} s (charged ε={plan.cost:.4g}, "
+                f"budget total ε={plan.total:.4g})",
                 err=True,
             )
-        else:
-            click.echo(f"{prefix}: {outcome.status}: {outcome.reason}", err=True)
+        else:  # the reason is in the chain's summary, printed once
+            click.echo(f"{prefix}: {outcome.status}", err=True)

@@ -5,18 +5,31 @@ from __future__ import annotations
 import json
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import attrs
 import click
 
-from dpframe.domain import Classes, Domain, Target
-from dpframe.errors import DomainError, ParameterError
+from dpframe.errors import DomainError, DPFrameError, ParameterError
+
+if TYPE_CHECKING:
+    from dpframe.domain import Domain
+
+# The command modules import dpframe's heavy modules (numpy, scipy, the ledger) inside the
+# commands, so that `dpframe --help` and `--version` start fast (tests/cli/test_startup.py);
+# the options therefore name these two ledger settings without importing the ledger.
+LEDGER_ENV_VAR = "DPFRAME_LEDGER"  # = dpframe.ledger.ENV_VAR
+DEFAULT_ACCOUNTANT = "best"  # = dpframe.ledger.DEFAULT_ACCOUNTANT
 
 
-def emit_json(data: Any) -> None:
-    """Print ``data`` as indented JSON on stdout."""
+def emit_json(data: Any, error: DPFrameError | None = None) -> None:
+    """Print ``data`` as indented JSON on stdout. With ``error``, the command's result is
+    complete but it failed: print ``data`` with the key ``"error"`` (``error.to_dict()``)
+    as one object, and exit with the error's code."""
+    if error is not None:
+        data = {**data, "error": error.to_dict()}
     click.echo(json.dumps(data, indent=2, sort_keys=True, default=str))
+    if error is not None:
+        raise click.exceptions.Exit(error.exit_code)
 
 
 def json_option(f: Callable) -> Callable:
@@ -83,9 +96,20 @@ def data_options(f: Callable) -> Callable:
     return f
 
 
+def engine_option(help: str) -> Callable:
+    """``--engine local|dask``: where the data are read."""
+    return click.option(
+        "--engine",
+        type=click.Choice(["local", "dask"]),
+        default="local",
+        show_default=True,
+        help=help,
+    )
+
+
 def scale_options(f: Callable) -> Callable:
     """Streaming and distributed reading: ``--chunk-rows``, ``--engine``, ``--scheduler``,
-    ``--progress``."""
+    ``--timeout``, ``--progress``."""
     options = [
         click.option(
             "--chunk-rows",
@@ -94,13 +118,9 @@ def scale_options(f: Callable) -> Callable:
             help="Stream the data file (CSV or Parquet) in chunks of this many records, in "
             "constant memory (Parquet files are always streamed).",
         ),
-        click.option(
-            "--engine",
-            type=click.Choice(["local", "dask"]),
-            default="local",
-            show_default=True,
-            help="Where streamed statistics are computed: this process, or Dask workers "
-            "(only reduced statistics leave them).",
+        engine_option(
+            "Where streamed statistics are computed: this process, or Dask workers (only "
+            "reduced statistics leave them)."
         ),
         click.option(
             "--scheduler",
@@ -108,6 +128,13 @@ def scale_options(f: Callable) -> Callable:
             metavar="ADDRESS",
             help="Dask scheduler address (tcp://host:8786) for --engine dask; default: an "
             "in-process local cluster.",
+        ),
+        click.option(
+            "--timeout",
+            type=click.FloatRange(min=0, min_open=True),
+            default=None,
+            metavar="SECONDS",
+            help="With --engine dask: fail a pass over the data that takes longer (default 3600).",
         ),
         click.option(
             "--progress/--no-progress",
@@ -148,6 +175,10 @@ def build_domain(
     label: str | None = None,
 ) -> Domain:
     """The domain from a file, with command-line flags taking precedence."""
+    import attrs
+
+    from dpframe.domain import Classes, Domain, Target
+
     domain = Domain.from_toml(domain_path) if domain_path is not None else Domain()
     changes: dict[str, Any] = {}
     if bounds is not None:

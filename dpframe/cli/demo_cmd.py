@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import sys
 from pathlib import Path
 
 import click
@@ -44,14 +43,15 @@ def demo(seed: int | None, ledger_file: Path | None, out: Path | None, as_json: 
     from dpframe.demo import run_demo
 
     result = run_demo(seed=seed, ledger=ledger_file, out=out, progress=_StderrProgress())
-    if as_json:
-        emit_json(result.to_dict())
-    else:
-        click.echo(result.describe())
     stop = result.run.stop
+    error = None
     if stop is not None:
-        message = f"the demo's chain stopped before step {stop.index} {stop.step!r}: {stop.reason}"
-        if as_json:
-            click.echo(f"Error: {message}", err=True)
-            sys.exit(1)
-        raise BudgetExceededError(message)
+        error = BudgetExceededError(
+            f"the demo's chain stopped before step {stop.index} {stop.step!r}."
+        )
+    if as_json:
+        emit_json(result.to_dict(), error)
+        return
+    click.echo(result.describe())
+    if error is not None:
+        raise error

@@ -4,14 +4,15 @@ held-out real test split; a table, ``--json``, or a PNG with ``--plot``."""
 from __future__ import annotations
 
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
-import numpy as np
 
 from dpframe.cli.common import build_domain, data_options, emit_json, json_option
-from dpframe.domain import Classes, Domain, Target
 from dpframe.errors import DataError, ParameterError
+
+if TYPE_CHECKING:
+    from dpframe.domain import Domain
 
 
 @click.command()
@@ -49,7 +50,9 @@ from dpframe.errors import DataError, ParameterError
 @click.option("--clusters", default="2,3,4", show_default=True, help="Numbers of clusters K.")
 @click.option("--pca-dimension", type=int, default=None, help="k for the PCA error (default m).")
 @click.option("--plot", "plot_path", type=click.Path(path_type=Path), help="Write a PNG here.")
-@click.option("--metric", default=None, help="Metric to plot (default: the first one).")
+@click.option(
+    "--metric", default=None, help="Plot only this metric (default: one panel per metric)."
+)
 @click.option(
     "--x",
     "axis",
@@ -114,8 +117,7 @@ def evaluate(
     if plot_path is not None:
         from dpframe.plots import report_plot
 
-        names = list(dict.fromkeys(k for row in report.rows for k in row.metrics))
-        report_plot(report.rows, plot_path, metric=metric or names[0], axis=axis)
+        report_plot(report.rows, plot_path, metric=metric, axis=axis)
     if as_json:
         out = report.to_dict()
         out["plot"] = str(plot_path) if plot_path is not None else None
@@ -136,6 +138,9 @@ def _real_data(
     header: bool | None,
 ) -> tuple[Any, Domain]:
     """The real data (train and held-out test) and the domain bound to them."""
+    import numpy as np
+
+    from dpframe.domain import Classes, Target
     from dpframe.evaluate import RealData, public_centre, split
     from dpframe.loaders import load_dataset
 

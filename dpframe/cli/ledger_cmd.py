@@ -5,23 +5,15 @@ from __future__ import annotations
 import sys
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
 import click
 
-from dpframe.cli.common import emit_json, json_option
-from dpframe.errors import EXIT_LEDGER, DPFrameError, LedgerError
-from dpframe.ledger import (
-    DEFAULT_ACCOUNTANT,
-    ENV_VAR,
-    Balance,
-    Charge,
-    DatasetBudget,
-    Ledger,
-    export_jsonl,
-    import_jsonl,
-)
-from dpframe.release import Release
+from dpframe.cli.common import DEFAULT_ACCOUNTANT, LEDGER_ENV_VAR, emit_json, json_option
+from dpframe.errors import DPFrameError, LedgerError
+
+if TYPE_CHECKING:
+    from dpframe.ledger import Balance, Charge, DatasetBudget, Ledger
 
 
 def ledger_option(f: Callable) -> Callable:
@@ -30,9 +22,9 @@ def ledger_option(f: Callable) -> Callable:
         "--ledger",
         "ledger_file",
         type=click.Path(path_type=Path, dir_okay=False),
-        envvar=ENV_VAR,
+        envvar=LEDGER_ENV_VAR,
         default=None,
-        help=f"The ledger file (default: ${ENV_VAR}).",
+        help=f"The ledger file (default: ${LEDGER_ENV_VAR}).",
     )(f)
 
 
@@ -45,15 +37,20 @@ def ledger() -> None:
 @ledger_option
 @json_option
 def init(ledger_file: Path | None, as_json: bool) -> None:
-    """Create a new, empty ledger (with a fresh fingerprint key)."""
+    """Create a new, empty ledger, with its key file and head anchor beside it."""
+    from dpframe.ledger import Ledger
+
     with Ledger.init(ledger_file) as led:
         info = _ledger_info(led)
+        key_file, anchor_file = led.key_file, led.anchor_file
     if as_json:
         emit_json(info)
         return
     click.echo(f"Created ledger {info['path']} (id {info['ledger_id']}).")
-    click.echo("Keep this file private and backed up: it holds the budgets and the key of the")
-    click.echo("dataset fingerprints.")
+    click.echo(f"Its key is {key_file} and its head anchor {anchor_file}: keep the key as private")
+    click.echo(
+        "as the data, and back up the three files together (see docs/ledger-threat-model.md)."
+    )
 
 
 @ledger.command()
@@ -65,6 +62,8 @@ def show(
     ledger_file: Path | None, budget_name: str | None, with_entries: bool, as_json: bool
 ) -> None:
     """Show the budgets, what each has spent, and every charge."""
+    from dpframe.ledger import Ledger
+
     with Ledger.open(ledger_file) as led:
         info = _ledger_info(led)
         budgets = [led.budget(budget_name)] if budget_name else led.budgets()
@@ -134,6 +133,7 @@ def budget_create(
 ) -> None:
     """Create the budget LABEL; the first release charged to it binds its data."""
     from dpframe.budget import Budget
+    from dpframe.ledger import Ledger
 
     with Ledger.open(ledger_file, create=True) as led:
         _announce(led)
@@ -151,6 +151,8 @@ def budget_create(
 @json_option
 def budget_list(ledger_file: Path | None, as_json: bool) -> None:
     """List the budgets with what each has spent and has left."""
+    from dpframe.ledger import Ledger
+
     with Ledger.open(ledger_file) as led:
         balances = [_balance(led, b) for b in led.budgets()]
     if as_json:
@@ -168,6 +170,8 @@ def budget_list(ledger_file: Path | None, as_json: bool) -> None:
 @json_option
 def budget_show(name: str, ledger_file: Path | None, as_json: bool) -> None:
     """Show one budget (label or id) and its charges."""
+    from dpframe.ledger import Ledger
+
     with Ledger.open(ledger_file) as led:
         found = led.budget(name)
         doc, line = _balance(led, found)
@@ -205,14 +209,21 @@ def verify(
     as_json: bool,
 ) -> None:
     """Check the hash chain; exit 4 and name each changed, deleted or reordered row."""
+    from dpframe.ledger import Ledger
+
     with Ledger.open(ledger_file) as led:
         report = led.verify(expect_head)
         releases = [_check_release(led, d) for d in release_dirs]
     failed = [r for r in releases if not r["ok"]]
+    where, error = _where(as_json), None
+    if not report.ok:
+        error = LedgerError(
+            f"the ledger failed verification: {len(report.problems)} problem(s), listed {where}."
+        )
+    elif failed:
+        error = LedgerError(f"{len(failed)} release(s) do not match the ledger, listed {where}.")
     if as_json:
-        emit_json({**report.to_dict(), "releases": releases})
-        if not report.ok or failed:
-            sys.exit(EXIT_LEDGER)
+        emit_json({**report.to_dict(), "releases": releases}, error)
         return
     for problem in report.problems:
         click.echo(f"  {problem}")
@@ -220,14 +231,59 @@ def verify(
         click.echo(
             f"  release {r['path']}: {'matches entry ' + r['entry'] if r['ok'] else r['error']}"
         )
-    if not report.ok:
-        raise LedgerError(
-            f"the ledger failed verification: {len(report.problems)} problem(s), listed above."
-        )
-    if failed:
-        raise LedgerError(f"{len(failed)} release(s) do not match the ledger, listed above.")
+    if error is not None:
+        raise error
+    keyed = "" if report.authenticated else " (MACs not checked: no ledger key)"
     click.echo(
-        f"OK: {report.entries} entries, chain intact; head {report.head_seq}:{report.head_hash}"
+        f"OK: {report.entries} entries, chain intact{keyed}; head "
+        f"{report.head_seq}:{report.head_hash}"
+    )
+
+
+@ledger.command("head")
+@ledger_option
+@click.option(
+    "--reanchor",
+    is_flag=True,
+    help="Write the anchor file from the database's head, after a full verification (for a "
+    "ledger restored or moved on purpose: compare with a published head first).",
+)
+@json_option
+def head_cmd(ledger_file: Path | None, reanchor: bool, as_json: bool) -> None:
+    """Print the head anchor (ledger id, last row, its hash and MAC) for publication
+    outside the ledger; later, `dpframe ledger verify --expect-head HASH` proves every row
+    up to it unchanged."""
+    from dpframe.ledger import Ledger
+
+    with Ledger.open(ledger_file) as led:
+        anchor = led.reanchor() if reanchor else led.anchor()
+        where = str(led.anchor_file)
+    if as_json:
+        emit_json({**anchor.to_dict(), "anchor_file": where, "reanchored": reanchor})
+        return
+    if reanchor:
+        click.echo(f"Re-anchored {where} at row {anchor.seq}.", err=True)
+    click.echo(anchor.line())
+
+
+@ledger.command("migrate")
+@click.argument("source", type=click.Path(path_type=Path, dir_okay=False, exists=True))
+@ledger_option
+@json_option
+def migrate_cmd(source: Path, ledger_file: Path | None, as_json: bool) -> None:
+    """Move a format-1 ledger SOURCE (made before the keyed chain) to a new keyed ledger
+    at --ledger, with a new key file; SOURCE is left unchanged and should then be retired."""
+    from dpframe.ledger import migrate_ledger
+
+    with migrate_ledger(source, ledger_file) as led:
+        info = {**_ledger_info(led), "migrated_from": str(source), "key_file": str(led.key_file)}
+    if as_json:
+        emit_json(info)
+        return
+    click.echo(
+        f"Migrated {source} into {info['path']} ({info['entries']} entries; key "
+        f"{info['key_file']}). Retire {source}: charges made to it from now on are not "
+        "counted in the new ledger."
     )
 
 
@@ -246,37 +302,37 @@ def audit_cmd(ledger_file: Path | None, accountants: tuple[str, ...], as_json: b
     chain, every charge re-derived from its recorded plugin, parameters and domain, and
     flags. Exits 4 when a problem is found (see docs/auditing.md)."""
     from dpframe.audit import audit
+    from dpframe.ledger import Ledger
 
     with Ledger.open(ledger_file) as led:
         report = audit(led, accountants=list(accountants) or None)
+    error = None
+    if not report.ok:
+        error = LedgerError(
+            f"the audit found {report.problems} problem(s), listed {_where(as_json)}."
+        )
     if as_json:
-        emit_json(report.to_dict())
-        if not report.ok:
-            sys.exit(EXIT_LEDGER)
+        emit_json(report.to_dict(), error)
         return
     click.echo(report.describe())
-    if not report.ok:
-        raise LedgerError(f"the audit found {report.problems} problem(s), listed above.")
+    if error is not None:
+        raise error
 
 
 @ledger.command("export")
 @click.argument("destination", type=click.Path(path_type=Path, dir_okay=False, allow_dash=True))
 @ledger_option
-@click.option(
-    "--without-key",
-    is_flag=True,
-    help="Omit the fingerprint key (for auditors: the import can be verified, not charged).",
-)
 @json_option
-def export_cmd(
-    destination: Path, ledger_file: Path | None, without_key: bool, as_json: bool
-) -> None:
-    """Write the ledger to DESTINATION as JSON Lines ('-' for stdout)."""
+def export_cmd(destination: Path, ledger_file: Path | None, as_json: bool) -> None:
+    """Write the ledger to DESTINATION as JSON Lines ('-' for stdout). Exports hold no
+    secret; the ledger key stays in its key file."""
+    from dpframe.ledger import Ledger, export_jsonl
+
     with Ledger.open(ledger_file) as led:
         if str(destination) == "-":
-            count = export_jsonl(led, sys.stdout, include_key=not without_key)
+            count = export_jsonl(led, sys.stdout)
             return
-        count = export_jsonl(led, destination, include_key=not without_key)
+        count = export_jsonl(led, destination)
         info = {**_ledger_info(led), "exported_to": str(destination), "exported": count}
     if as_json:
         emit_json(info)
@@ -290,17 +346,24 @@ def export_cmd(
 @json_option
 def import_cmd(source: Path, ledger_file: Path | None, as_json: bool) -> None:
     """Import a JSON Lines export into a new ledger (or catch up a copy of the same one)."""
+    from dpframe.ledger import import_jsonl
+
     stream: Any = sys.stdin if str(source) == "-" else source
     with import_jsonl(stream, ledger_file) as led:
         info = _ledger_info(led)
     if as_json:
         emit_json(info)
         return
-    key = "" if info["has_key"] else " (without its fingerprint key: audit only)"
+    key = "" if info["has_key"] else " (without its ledger key: audit only)"
     click.echo(f"Imported ledger {info['ledger_id']} into {info['path']}{key}; chain verified.")
 
 
 # -- helpers -------------------------------------------------------------------------------
+
+
+def _where(as_json: bool) -> str:
+    """Where a report's problems are listed: in the JSON document, or in the text above."""
+    return "in the report" if as_json else "above"
 
 
 def _announce(led: Ledger) -> None:
@@ -338,7 +401,7 @@ def _balance(led: Ledger, found: DatasetBudget) -> tuple[dict[str, Any], str]:
 
 def _charge_line(charge: Charge) -> str:
     epsilon = charge.accounting.get("epsilon_request")
-    cost = f"ε={float(epsilon):.6g}" if epsilon is not None else "ε=?"
+    cost = f"charged ε={float(epsilon):.6g}" if epsilon is not None else "charged ε=?"
     flags = f"  [{', '.join(charge.flags)}]" if charge.flags else ""
     origin = f"{charge.plugin} {charge.distribution} {charge.version}".strip()
     step = ""
@@ -351,6 +414,8 @@ def _charge_line(charge: Charge) -> str:
 
 
 def _check_release(led: Ledger, directory: Path) -> dict[str, Any]:
+    from dpframe.release import Release
+
     try:
         charge = led.check_release(Release.load(directory))
     except DPFrameError as exc:

@@ -5,11 +5,12 @@ from __future__ import annotations
 import click
 
 from dpframe.cli.common import emit_json, json_option
-from dpframe.plugins import KINDS, registry
 
 
 def plugin_rows() -> list[dict]:
     """One row per registered object, plus one per plugin that failed to load."""
+    from dpframe.plugins import KINDS, registry
+
     reg = registry()
     rows = []
     for kind in KINDS:
@@ -65,6 +66,8 @@ def plugins(as_json: bool) -> None:
 @json_option
 def describe(name: str, as_json: bool) -> None:
     """Show a mechanism's parameters, privacy model and reference (or an accountant's)."""
+    from dpframe.plugins import registry
+
     reg = registry()
     if name in reg.entries("mechanism"):
         entry = reg.entry("mechanism", name)

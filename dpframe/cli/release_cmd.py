@@ -4,16 +4,16 @@ written to a directory."""
 from __future__ import annotations
 
 import contextlib
+import logging
 import sys
 from collections.abc import Iterator
 from pathlib import Path
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-import attrs
 import click
 
-from dpframe.budget import Budget
 from dpframe.cli.common import (
+    DEFAULT_ACCOUNTANT,
     StderrProgress,
     build_domain,
     data_options,
@@ -23,16 +23,14 @@ from dpframe.cli.common import (
     scale_options,
 )
 from dpframe.cli.ledger_cmd import ledger_option
-from dpframe.dataset import Dataset
-from dpframe.domain import Domain
 from dpframe.errors import ParameterError
-from dpframe.events import PrivacyEvent
-from dpframe.ledger import DEFAULT_ACCOUNTANT, Ledger, NewBudget, ledger_path
-from dpframe.loaders import load_dataset
-from dpframe.mechanism import Mechanism, execute, planned_event
-from dpframe.params import build, coerce
-from dpframe.plugins import registry
-from dpframe.samplers import make_sampler
+
+if TYPE_CHECKING:
+    from dpframe.dataset import Dataset
+    from dpframe.domain import Domain
+    from dpframe.events import PrivacyEvent
+    from dpframe.ledger import Ledger, NewBudget
+    from dpframe.mechanism import Mechanism
 
 
 def load_cli_dataset(
@@ -45,6 +43,11 @@ def load_cli_dataset(
 ) -> Dataset:
     """Load the data under ``domain``; with ``infer_bounds``, take the box from the data
     (warned about, and recorded as non-private by :func:`dpframe.mechanism.execute`)."""
+    import attrs
+
+    from dpframe.domain import Domain
+    from dpframe.loaders import load_dataset
+
     if not infer_bounds:
         return load_dataset(data_path, domain, label=label, header=header)
     if domain.has_box:
@@ -80,44 +83,58 @@ def open_cli_source(
     chunk_rows: int | None,
     engine: str,
     progress: bool | None,
+    timeout: float | None = None,
 ) -> Any:
-    """A :class:`~dpframe.sources.SourceDataset` over the data file."""
+    """A :class:`~dpframe.sources.SourceDataset` over the data file (on a cluster, each
+    pass within ``timeout`` seconds; None: the default)."""
+    from dpframe.cluster import DEFAULT_TIMEOUT
     from dpframe.sources import SourceDataset, open_source
 
     if infer_bounds:
         raise ParameterError("--infer-bounds needs the data in memory; drop --chunk-rows/--engine.")
     show = sys.stderr.isatty() if progress is None else progress
-    source = open_source(data_path, domain, label=label, header=header, engine=engine)
+    source = open_source(
+        data_path,
+        domain,
+        label=label,
+        header=header,
+        engine=engine,
+        timeout=DEFAULT_TIMEOUT if timeout is None else timeout,
+    )
     return SourceDataset(
         source, domain, chunk_rows=chunk_rows, progress=StderrProgress if show else None
     )
 
 
 @contextlib.contextmanager
-def dask_client(engine: str, scheduler: str | None) -> Iterator[None]:
-    """A dask.distributed client for ``--engine dask`` (an in-process LocalCluster unless
-    ``--scheduler`` names one); nothing for the local engine."""
+def dask_client(engine: str, scheduler: str | None, timeout: float | None = None) -> Iterator[None]:
+    """A dask.distributed client for ``--engine dask``: dpframe's private in-process
+    cluster unless ``--scheduler`` names one (:mod:`dpframe.cluster`); nothing for the
+    local engine."""
     if engine != "dask":
-        if scheduler is not None:
-            raise ParameterError("--scheduler needs --engine dask.")
+        for flag, value in (("--scheduler", scheduler), ("--timeout", timeout)):
+            if value is not None:
+                raise ParameterError(f"{flag} needs --engine dask.")
         yield
         return
+    from dpframe.cluster import connect, private_cluster
+
     try:
-        from dask.distributed import Client, LocalCluster
+        import distributed  # noqa: F401
     except ImportError:
         raise ParameterError(
             "--engine dask needs the 'scale' extra; install it with pip install 'dpframe[scale]'."
         ) from None
-    if scheduler is not None:
-        try:
-            client = Client(scheduler, timeout=30)
-        except OSError as exc:
-            raise ParameterError(f"cannot reach the Dask scheduler {scheduler!r}: {exc}.") from None
-        with client:
+    # Dask logs its own lines (reconnect attempts, worker restarts) to stderr; the
+    # command reports the outcome in one sentence instead.
+    logger = logging.getLogger("distributed")
+    level = logger.level
+    logger.setLevel(logging.CRITICAL)
+    try:
+        with connect(scheduler) if scheduler is not None else private_cluster():
             yield
-        return
-    with LocalCluster(processes=False, dashboard_address=None) as cluster, Client(cluster):
-        yield
+    finally:
+        logger.setLevel(level)
 
 
 def check_output_dir(out: Path) -> None:
@@ -157,6 +174,12 @@ class EpsilonType(click.ParamType):
     type=int,
     default=None,
     help="Seed a reproducible (NOT secure) sampler; default: secure randomness.",
+)
+@click.option(
+    "--unsafe-float-noise",
+    is_flag=True,
+    help="UNSAFE: add floating-point noise instead of exact noise on a grid; not private on "
+    "real hardware (Mironov 2012). Recorded and flagged in the ledger.",
 )
 @click.option(
     "--param",
@@ -217,11 +240,13 @@ def release(
     epsilon: float | str,
     delta: float,
     seed: int | None,
+    unsafe_float_noise: bool,
     param_items: tuple[str, ...],
     out: Path,
     chunk_rows: int | None,
     engine: str,
     scheduler: str | None,
+    timeout: float | None,
     progress: bool | None,
     ledger_file: Path | None,
     budget_label: str | None,
@@ -236,6 +261,12 @@ def release(
     Nothing is charged for a request refused before the mechanism runs (bad parameters,
     no budget, budget exceeded); a run that fails after reading the data stays charged.
     """
+    from dpframe.ledger import Ledger, ledger_path
+    from dpframe.mechanism import execute
+    from dpframe.params import build, coerce
+    from dpframe.plugins import registry
+    from dpframe.samplers import make_sampler
+
     path = ledger_path(ledger_file)
     create = _budget_spec(budget_epsilon, budget_delta, accountant)
     mechanism = registry().mechanism(name)()
@@ -249,7 +280,11 @@ def release(
         domain_path, bounds, row_norm_bound, classes, target_range, relation, label
     )
     check_output_dir(out)
-    with dask_client(engine, scheduler), Ledger.open(path, create=True) as led:
+    if streams(data_path, chunk_rows, engine):  # before connecting, opening or counting
+        from dpframe.sources import check_access
+
+        check_access(mechanism, params, distributed=engine == "dask")
+    with dask_client(engine, scheduler, timeout), Ledger.open(path, create=True) as led:
         if led.is_new:
             click.echo(f"Created a new ledger at {led.path}.", err=True)
         if streams(data_path, chunk_rows, engine):
@@ -264,6 +299,7 @@ def release(
                 chunk_rows=chunk_rows,
                 engine=engine,
                 progress=progress,
+                timeout=timeout,
             )
             check_passes(mechanism, params, dataset)
         else:
@@ -277,7 +313,7 @@ def release(
         }
         if epsilon == "rest":
             params = _rest_params(led, mechanism, values, dataset, request)
-        sampler = make_sampler(seed)
+        sampler = make_sampler(seed, unsafe_float_noise=unsafe_float_noise)
         result = execute(mechanism, dataset, params, sampler, ledger=led, request=request)
         charge = led.charge(result.ledger_entry)
         balance = led.remaining(charge.budget_id)
@@ -287,6 +323,12 @@ def release(
     if seed is not None:
         click.echo(
             "Warning: seeded sampler: this release is reproducible and NOT secure.", err=True
+        )
+    if unsafe_float_noise:
+        click.echo(
+            "Warning: --unsafe-float-noise: floating-point noise is NOT private on real "
+            "hardware; the ledger flags this release.",
+            err=True,
         )
     click.echo(
         f"Clipping (curator only, not in the release): {dataset.clip_report.summary()}", err=True
@@ -304,16 +346,16 @@ def release(
         return
     click.echo(f"Released {mechanism.name} to {out}/")
     click.echo(f"  event:   {result.event.describe()}")
-    if epsilon == "rest":
-        click.echo(f"  epsilon: {params.epsilon:.6g} (the rest of the budget)")
+    rest = " (the rest of the budget)" if epsilon == "rest" else ""
+    click.echo(f"  requested: ε={params.epsilon:.6g}, δ={params.delta:.3g}{rest}")
     click.echo(
         f"  sampler: {result.sampler['kind']}"
         + (" (reproducible, NOT secure)" if seed is not None else "")
     )
     click.echo(f"  arrays:  {', '.join(f'{k} {v.shape}' for k, v in result.arrays.items())}")
     click.echo(
-        f"  charged: ε={cost:.6g} at δ={balance.delta:.3g} to budget {charge.budget_label!r} "
-        f"({balance.budget.accountant}), entry {charge.entry_id}"
+        f"  charged: ε={cost:.6g} at the budget's δ={balance.delta:.3g} to budget "
+        f"{charge.budget_label!r} ({balance.budget.accountant}), entry {charge.entry_id}"
     )
     click.echo(f"  budget:  {balance.describe()}")
 
@@ -322,6 +364,9 @@ def _budget_spec(
     epsilon: float | None, delta: float | None, accountant: str | None
 ) -> NewBudget | None:
     """The budget to create on first use, from the --budget-* options."""
+    from dpframe.budget import Budget
+    from dpframe.ledger import NewBudget
+
     if epsilon is None:
         if delta is not None or accountant is not None:
             raise ParameterError("--budget-delta and --accountant need --budget-epsilon.")
@@ -334,6 +379,9 @@ def _rest_params(
 ) -> object:
     """Parameters at the largest ε whose event still fits the budget (``--epsilon rest``):
     the smallest noise ``x = 1/ε`` found by :meth:`Ledger.spend_rest`."""
+    from dpframe.mechanism import planned_event
+    from dpframe.params import build
+
     budget = led.resolve(
         request["budget_label"],
         dataset.fingerprint(led.fingerprint_key),

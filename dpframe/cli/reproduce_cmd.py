@@ -1,5 +1,5 @@
 """``dpframe reproduce [NAME]``: list the paper reproductions, or run one and write its
-report under ``docs/reproductions``."""
+report into a new directory (``--update-docs``: regenerate ``docs/reproductions``)."""
 
 from __future__ import annotations
 
@@ -18,10 +18,15 @@ from dpframe.errors import ParameterError
 @click.option(
     "--out",
     "out_dir",
-    type=click.Path(path_type=Path),
-    default=Path("docs/reproductions"),
-    show_default=True,
-    help="Folder for the report (markdown and PNG figures).",
+    type=click.Path(path_type=Path, file_okay=False),
+    default=None,
+    help="Folder for the report (markdown and PNG figures); default: a new folder "
+    "reproduction-NAME-TIME here.",
+)
+@click.option(
+    "--update-docs",
+    is_flag=True,
+    help="Regenerate the committed report in docs/reproductions (run from a clone's root).",
 )
 @click.option(
     "--datasets",
@@ -34,7 +39,8 @@ from dpframe.errors import ParameterError
 def reproduce(
     name: str | None,
     trials: int | None,
-    out_dir: Path,
+    out_dir: Path | None,
+    update_docs: bool,
     datasets_dir: Path | None,
     as_json: bool,
 ) -> None:
@@ -60,9 +66,10 @@ def reproduce(
     datasets = datasets_dir if datasets_dir is not None else suite.default_datasets()
     if not Path(datasets).is_dir():
         raise ParameterError(f"--datasets {str(datasets)!r} is not a folder.")
+    out = suite.output_dir(name, out_dir, update_docs)
     count = trials if trials is not None else module.DEFAULT_TRIALS
     started = time.perf_counter()
-    path = module.run(count, Path(out_dir), Path(datasets))
+    path = module.run(count, out, Path(datasets))
     seconds = time.perf_counter() - started
     if as_json:
         emit_json({"name": name, "trials": count, "report": str(path), "seconds": seconds})

@@ -16,8 +16,9 @@ See ``docs/ledger.md`` for the concepts, the schema, the guarantees and the form
 
 from __future__ import annotations
 
-from dpframe.ledger.chain import Problem, canonical_json, verify_rows
+from dpframe.ledger.chain import Problem, canonical_json
 from dpframe.ledger.records import (
+    FLAG_FLOAT_NOISE,
     FLAG_INFERRED,
     FLAG_SEEDED,
     Balance,
@@ -32,6 +33,7 @@ from dpframe.ledger.records import (
     release_digest,
 )
 from dpframe.ledger.schema import SCHEMA_VERSION
+from dpframe.ledger.state import verify_rows
 from dpframe.ledger.store import (
     DEFAULT_ACCOUNTANT,
     DEFAULT_TIMEOUT,
@@ -40,12 +42,13 @@ from dpframe.ledger.store import (
     key_digest,
     ledger_path,
 )
-from dpframe.ledger.transfer import export_jsonl, import_jsonl
+from dpframe.ledger.transfer import export_jsonl, import_jsonl, migrate_ledger
 
 __all__ = [
     "DEFAULT_ACCOUNTANT",
     "DEFAULT_TIMEOUT",
     "ENV_VAR",
+    "FLAG_FLOAT_NOISE",
     "FLAG_INFERRED",
     "FLAG_SEEDED",
     "SCHEMA_VERSION",
@@ -65,6 +68,7 @@ __all__ = [
     "import_jsonl",
     "key_digest",
     "ledger_path",
+    "migrate_ledger",
     "release_digest",
     "verify_rows",
 ]

@@ -21,9 +21,11 @@ from dpframe.events import PrivacyEvent, event_from_dict
 from dpframe.ledger.chain import canonical_json
 from dpframe.relation import Relation
 from dpframe.release import Release, _savable
+from dpframe.samplers import FLOAT_NOISE_UNSAFE
 
 FLAG_SEEDED = "seeded_sampler"
 FLAG_INFERRED = "bounds_inferred"
+FLAG_FLOAT_NOISE = "unsafe_float_noise"
 
 
 def encode_number(value: float) -> float | str:
@@ -64,6 +66,8 @@ class Entry:
     body: dict[str, Any]
     prev_hash: str
     hash: str
+    mac: str | None = None
+    """HMAC of ``seq`` and ``hash`` under the ledger key (``None`` in format-1 ledgers)."""
 
     def to_dict(self) -> dict[str, Any]:
         """The JSON Lines form used by export and import."""
@@ -175,6 +179,8 @@ class ChargeRequest:
         domain = dict(request.get("domain") or {})
         if not sampler.get("secure", True):
             flags.append(FLAG_SEEDED)
+        if sampler.get("noise") == FLOAT_NOISE_UNSAFE:
+            flags.append(FLAG_FLOAT_NOISE)
         if domain.get("inferred"):
             flags.append(FLAG_INFERRED)
         return cls(
@@ -366,6 +372,10 @@ class VerifyReport:
     head_seq: int
     head_hash: str
     problems: tuple[Any, ...]
+    authenticated: bool = True
+    """False when the MACs could not be checked (no ledger key, or a format-1 ledger):
+    hashes, links and structure were checked, which someone who can write the file can
+    forge; compare the head with one published elsewhere."""
 
     @property
     def ok(self) -> bool:
@@ -378,6 +388,7 @@ class VerifyReport:
             "ok": self.ok,
             "entries": self.entries,
             "head": {"seq": self.head_seq, "hash": self.head_hash},
+            "authenticated": self.authenticated,
             "problems": [p.to_dict() for p in self.problems],
         }
 

@@ -1,13 +1,14 @@
 """The SQLite schema, its version, and migrations.
 
-The database holds three tables:
+The database holds four tables:
 
 * ``schema_version(version, applied)``: one row per migration applied;
-* ``meta(key, value)``: ``ledger_id``, ``created``, ``fingerprint_key`` (hex; absent in a
-  ledger imported from a key-less export), ``head_seq`` and ``head_hash`` (the last row,
-  kept to detect deleted trailing rows);
-* ``entries``: the hash chain, append-only (triggers refuse UPDATE and DELETE). Budgets
-  and the data bound to them are entries too, so a changed cap breaks the chain.
+* ``meta(key, value)``: ``ledger_id`` and ``created`` (format-1 ledgers also kept their
+  ``fingerprint_key`` and ``head_seq``/``head_hash`` here; format 2 stores no secret);
+* ``entries``: the keyed chain, append-only (triggers refuse UPDATE and DELETE). Budgets
+  and the data bound to them are entries too, so a changed cap breaks the chain;
+* ``checkpoints(seq, state, prev_mac, mac)`` (version 2): the verified state after row
+  ``seq``, authenticated and chained (:mod:`dpframe.ledger.state`).
 
 A migration is a list of SQL statements or callables ``f(connection)``, applied in one
 transaction together with its ``schema_version`` row, in order, once. To add version 2,
@@ -25,7 +26,7 @@ from collections.abc import Callable
 
 from dpframe.errors import LedgerError
 
-SCHEMA_VERSION = 1
+SCHEMA_VERSION = 2
 
 Migration = tuple[str | Callable[[sqlite3.Connection], None], ...]
 
@@ -51,19 +52,30 @@ MIGRATIONS: dict[int, Migration] = {
         """CREATE TRIGGER entries_no_delete BEFORE DELETE ON entries
            BEGIN SELECT RAISE(ABORT, 'ledger entries are append-only'); END""",
     ),
+    2: (
+        """CREATE TABLE checkpoints (
+            seq INTEGER PRIMARY KEY,
+            state TEXT NOT NULL,
+            prev_mac TEXT NOT NULL,
+            mac TEXT NOT NULL
+        )""",
+        "ALTER TABLE entries ADD COLUMN mac TEXT",
+    ),
 }
 
 
 def connect(path: str, timeout: float) -> sqlite3.Connection:
     """A connection in autocommit mode (transactions are explicit), WAL journal, full
-    sync (a committed entry survives a crash or power loss) and a busy timeout."""
+    sync (a committed entry survives a crash or power loss) and a busy timeout. It may be
+    used from several threads; :class:`~dpframe.ledger.Ledger` serialises them."""
+    conn = sqlite3.connect(path, timeout=timeout, isolation_level=None, check_same_thread=False)
     try:
-        conn = sqlite3.connect(path, timeout=timeout, isolation_level=None)
         conn.execute(f"PRAGMA busy_timeout = {int(timeout * 1000)}")
         mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
         conn.execute("PRAGMA synchronous = FULL")
-    except sqlite3.DatabaseError as exc:
-        raise LedgerError(f"{path!r} is not a readable ledger: {exc}.") from None
+    except BaseException:
+        conn.close()
+        raise
     if str(mode).lower() != "wal":
         conn.close()
         raise LedgerError(
@@ -90,8 +102,11 @@ def migrate(conn: sqlite3.Connection) -> int:
     """Bring the schema to :data:`SCHEMA_VERSION`, one transaction per version.
 
     Safe when several processes open a new ledger at once: each version is checked and
-    applied under ``BEGIN IMMEDIATE``.
+    applied under ``BEGIN IMMEDIATE``. A ledger already at the current version is only
+    read (opening it never waits for a writer).
     """
+    if current_version(conn) == SCHEMA_VERSION:
+        return SCHEMA_VERSION
     while True:
         conn.execute("BEGIN IMMEDIATE")
         try:

@@ -1,11 +1,17 @@
-"""The SQLite ledger: budgets, atomic reservations, commits and failures, on a hash chain.
+"""The SQLite ledger: budgets, atomic reservations, commits and failures, on a keyed chain.
 
-Every change is one appended entry (:mod:`dpframe.ledger.chain`); nothing is updated or
-deleted. Writes run under ``BEGIN IMMEDIATE``, so reading the budget's charges, composing
-them with a request under the budget's accountant, and appending the reservation happen
-as one step that no other process can interleave with: several processes charging one
-ledger can never overspend it. Every row a decision reads is checked against its hash
-first, so a changed cap or a lowered past charge is refused rather than believed.
+Every change is one appended entry (:mod:`dpframe.ledger.chain`), authenticated under the
+ledger key (:mod:`dpframe.ledger.keys`); nothing is updated or deleted. Writes run under
+``BEGIN IMMEDIATE``, so reading the ledger's state, composing the budget's charges with a
+request under the budget's accountant, and appending the reservation happen as one step
+that no other process can interleave with: several processes charging one ledger can
+never overspend it.
+
+Every decision reads a :class:`~dpframe.ledger.state.Fold` continued from the last
+authenticated checkpoint over every later row, each checked (MAC, link, number,
+structure) before it counts; a row that fails refuses the write, naming the row. Every
+write also checks the head anchor kept outside the database, so an older copy of the
+file cannot be put back undetected.
 
 A reservation is charged from the moment it is written: a run that fails afterwards
 records a ``fail`` entry and stays charged; a process killed before it commits leaves a
@@ -20,14 +26,15 @@ import json
 import math
 import os
 import sqlite3
+import threading
 import uuid
-from collections.abc import Callable, Iterable, Iterator
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import Any
 
 import attrs
 
-from dpframe.accountants.base import Accountant, group_identical
+from dpframe.accountants.base import Accountant, RunningTotal, group_identical, same_accountant
 from dpframe.budget import RTOL, Budget, within
 from dpframe.calibration import smallest_noise
 from dpframe.errors import (
@@ -39,8 +46,17 @@ from dpframe.errors import (
     UnsupportedEventError,
 )
 from dpframe.events import PrivacyEvent
-from dpframe.ledger import schema
-from dpframe.ledger.chain import GENESIS, TERMINAL, Row, entry_hash, row_hash, verify_rows
+from dpframe.ledger import keys, schema
+from dpframe.ledger.chain import (
+    GENESIS,
+    Problem,
+    Row,
+    canonical_json,
+    entry_hash,
+    entry_mac,
+    row_hash,
+)
+from dpframe.ledger.keys import Anchor, LedgerKey
 from dpframe.ledger.records import (
     Balance,
     Charge,
@@ -52,12 +68,12 @@ from dpframe.ledger.records import (
     RestCalibration,
     VerifyReport,
     body_json,
-    cap_from_dict,
     cap_to_dict,
     encode_number,
     event_of,
     release_digest,
 )
+from dpframe.ledger.state import CHECKPOINT_EVERY, Fold, StaleTotal, verify_rows
 from dpframe.relation import Relation
 from dpframe.release import Release
 
@@ -68,7 +84,7 @@ and gdp, never looser than any of them for a sequence fixed in advance (docs/cha
 DEFAULT_TIMEOUT = 60.0
 """Seconds a writer waits for another process's transaction before giving up."""
 
-_ROW_COLUMNS = "seq, entry_id, kind, ref, budget_id, created, body, prev_hash, hash"
+_ROW_COLUMNS = "seq, entry_id, kind, ref, budget_id, created, body, prev_hash, hash, mac"
 
 
 def ledger_path(path: str | os.PathLike[str] | None = None) -> Path:
@@ -81,43 +97,124 @@ def ledger_path(path: str | os.PathLike[str] | None = None) -> Path:
 
 
 def key_digest(key: bytes) -> str:
-    """The digest of the fingerprint key recorded in the chain (not the key itself)."""
+    """The digest of a format-1 ledger's fingerprint key recorded in its init entry."""
     return hashlib.sha256(b"dpframe-fingerprint-key-v1\n" + key).hexdigest()
+
+
+FORMAT = 2
+"""The ledger format written by this dpframe: 2, the keyed chain with checkpoints and an
+anchor (format 1: unkeyed SHA-256 chain, fingerprint key inside the database)."""
+
+_CHECKPOINT_TAG = b"dpframe-ledger-checkpoint-v1\n"
 
 
 @contextlib.contextmanager
 def _sqlite_errors(path: Path) -> Iterator[None]:
+    """Turn SQLite and OS errors into one sentence naming the cause."""
+    where = repr(str(path))
     try:
         yield
+    except sqlite3.ProgrammingError as exc:
+        if "thread" in str(exc):
+            raise LedgerError(f"the ledger {where} was used from two threads: {exc}.") from None
+        raise LedgerError(f"the ledger {where} cannot be used: {exc}.") from None
     except sqlite3.OperationalError as exc:
-        if "locked" in str(exc) or "busy" in str(exc):
+        text = str(exc)
+        if "locked" in text or "busy" in text:
             raise LedgerError(
-                f"the ledger {str(path)!r} stayed locked by another process; try again."
+                f"the ledger {where} stayed locked by another process; try again."
             ) from None
-        raise LedgerError(f"the ledger {str(path)!r} cannot be used: {exc}.") from None
+        if "full" in text:
+            cause = "the disk holding it is full; free space and try again"
+        elif "readonly" in text or "read-only" in text:
+            cause = "it (or its directory) is read-only"
+        elif "unable to open" in text:
+            cause = _open_failure(path)
+        elif "disk I/O" in text:
+            cause = "the disk reported an I/O error"
+        else:
+            cause = text
+        raise LedgerError(
+            f"the ledger {where} cannot be used: {cause} (nothing was charged)."
+        ) from None
     except sqlite3.DatabaseError as exc:
-        raise LedgerError(f"the ledger {str(path)!r} is damaged or not a ledger: {exc}.") from None
+        raise LedgerError(f"the ledger {where} is damaged or not a ledger: {exc}.") from None
+    except OSError as exc:
+        raise LedgerError(f"the ledger {where} cannot be used: {keys.os_reason(exc)}.") from None
+
+
+def _open_failure(path: Path) -> str:
+    """Why SQLite could not open ``path`` (or its WAL and shared-memory files)."""
+    try:
+        if os.statvfs(path.parent).f_flag & os.ST_RDONLY:
+            return "it is on a read-only file system"
+    except OSError:
+        return "its directory cannot be read"
+    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
+        return "permission denied (the ledger and its directory must be writable)"
+    return "it cannot be opened (permission denied, or its directory is missing)"
 
 
 class Ledger:
     """A privacy ledger in one SQLite file. Open with :meth:`open` or :meth:`init`.
 
     Implements :class:`dpframe.mechanism.Charger`, so ``execute(..., ledger=ledger,
-    request={"budget_label": ...})`` charges it.
+    request={"budget_label": ...})`` charges it. One Ledger may be shared by threads (its
+    operations take turns); processes open their own.
     """
 
     def __init__(
-        self, conn: sqlite3.Connection, path: Path, registry: Any = None, *, is_new: bool = False
+        self,
+        conn: sqlite3.Connection,
+        path: Path,
+        registry: Any = None,
+        *,
+        is_new: bool = False,
+        key_file: Path | None = None,
+        anchor_file: Path | None = None,
     ) -> None:
         self._conn = conn
         self.path = path
         self._registry = registry
         self.is_new = is_new
         """True when this :meth:`open` created the ledger."""
+        self._lock = threading.RLock()
+        self._fold: Fold | None = None
+        self._cached: Fold | None = None  # the last state this object verified
+        self.key_file = key_file or keys.key_path(path)
+        self.anchor_file = anchor_file or keys.anchor_path(path)
         meta = self._meta()
+        if "ledger_id" not in meta:
+            raise LedgerError(f"{str(path)!r} is an empty ledger file; it was never initialised.")
         self.ledger_id: str = meta["ledger_id"]
         self.created: str = meta["created"]
-        self._key = bytes.fromhex(meta["fingerprint_key"]) if "fingerprint_key" in meta else None
+        init = self._conn.execute("SELECT body FROM entries WHERE seq = 1").fetchone()
+        try:
+            self._init = _json(init[0]) if init else {}
+        except ValueError:
+            self._init = {}
+        self.format = int(self._init.get("format", 1)) if isinstance(self._init, dict) else 1
+        self._key: LedgerKey | None = None
+        self._legacy_key: bytes | None = None
+        if self.format == 1:
+            if keys.read_anchor(self.anchor_file) is not None:
+                # Format-1 ledgers never had an anchor: a keyed ledger whose init row was
+                # edited to escape its MACs.
+                raise LedgerError(
+                    f"{str(path)!r} claims the old unkeyed format but has a head anchor "
+                    f"({str(self.anchor_file)!r}): its init row was changed; run `dpframe "
+                    "ledger verify` with the anchor moved aside to see the rows."
+                )
+            legacy = meta.get("fingerprint_key")
+            self._legacy_key = bytes.fromhex(legacy) if legacy else None
+        else:
+            self._key = keys.read_key(self.key_file)
+            if self._key is not None and self._key.digest != self._init.get("key_digest"):
+                raise LedgerError(
+                    f"the key file {str(self.key_file)!r} is not the key of the ledger "
+                    f"{str(path)!r} (its init entry records another key); name the ledger's "
+                    f"own key file with {keys.KEY_FILE_ENV}."
+                )
 
     # -- opening ---------------------------------------------------------------------
 
@@ -129,13 +226,19 @@ class Ledger:
         create: bool = False,
         timeout: float = DEFAULT_TIMEOUT,
         registry: Any = None,
+        key_file: str | os.PathLike[str] | None = None,
+        anchor_file: str | os.PathLike[str] | None = None,
     ) -> Ledger:
         """Open the ledger at ``path`` (or ``$DPFRAME_LEDGER``); with ``create``, make it
         if it does not exist (check :attr:`is_new`). ``registry`` supplies accountants
-        (default: the process-wide plugin registry)."""
+        (default: the process-wide plugin registry). The key file and the head anchor
+        default to ``PATH.key`` and ``PATH.anchor`` (or ``$DPFRAME_LEDGER_KEY_FILE`` and
+        ``$DPFRAME_LEDGER_ANCHOR``)."""
         target = ledger_path(path)
+        key_at, anchor_at = keys.key_path(target, key_file), keys.anchor_path(target, anchor_file)
         if target.is_dir():
             raise LedgerError(f"the ledger path {str(target)!r} is a directory.")
+        is_new = False
         if not target.exists():
             if not create:
                 raise LedgerError(
@@ -146,15 +249,23 @@ class Ledger:
                     f"cannot create a ledger at {str(target)!r}: directory "
                     f"{str(target.parent)!r} does not exist."
                 )
+            is_new = _create(target, key_at, anchor_at, timeout)
+        elif target.stat().st_size == 0:
+            raise LedgerError(
+                f"{str(target)!r} is an empty file, not a ledger; remove it or choose another "
+                "path (dpframe never initialises an existing file)."
+            )
         with _sqlite_errors(target):
             conn = schema.connect(str(target), timeout)
             try:
                 schema.migrate(conn)
-                is_new = _initialise(conn, target, create)
+                ledger = cls(
+                    conn, target, registry, is_new=is_new, key_file=key_at, anchor_file=anchor_at
+                )
             except BaseException:
                 conn.close()
                 raise
-        return cls(conn, target, registry, is_new=is_new)
+        return ledger
 
     @classmethod
     def init(cls, path: str | os.PathLike[str] | None = None, **options: Any) -> Ledger:
@@ -165,7 +276,8 @@ class Ledger:
         return cls.open(target, create=True, **options)
 
     def close(self) -> None:
-        self._conn.close()
+        with self._lock:
+            self._conn.close()
 
     def __enter__(self) -> Ledger:
         return self
@@ -180,59 +292,70 @@ class Ledger:
 
     @property
     def fingerprint_key(self) -> bytes:
-        """The 32-byte key of the keyed dataset fingerprints (HMAC-SHA256)."""
-        return self._require_key()
-
-    def _require_key(self) -> bytes:
-        if self._key is None:
-            raise LedgerError(
-                f"the ledger {str(self.path)!r} was imported without its fingerprint key, so it "
-                "can be audited but not charged."
-            )
-        return self._key
+        """The 32-byte key of the keyed dataset fingerprints (HMAC-SHA256), derived from
+        the ledger key."""
+        if self._key is not None:
+            return self._key.fingerprint_key
+        if self._legacy_key is not None:
+            return self._legacy_key
+        raise LedgerError(self._keyless_reason())
 
     @property
     def has_key(self) -> bool:
+        """Whether this ledger can authenticate its entries and be charged."""
         return self._key is not None
 
     @property
     def schema_version(self) -> int:
-        with _sqlite_errors(self.path):
+        with self._lock, _sqlite_errors(self.path):
             return schema.current_version(self._conn)
 
     def head(self) -> tuple[int, str]:
         """``(seq, hash)`` of the last entry."""
-        with _sqlite_errors(self.path):
+        with self._lock, _sqlite_errors(self.path):
             row = self._conn.execute(
                 "SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1"
             ).fetchone()
         return (int(row[0]), str(row[1])) if row else (0, GENESIS)
 
+    def anchor(self) -> Anchor:
+        """The head anchor of the last entry (``seq``, hash and MAC under the key), for
+        publication outside the ledger (``dpframe ledger head``)."""
+        seq, head_hash = self.head()
+        return Anchor.make(self._require_key(), self.ledger_id, seq, head_hash)
+
+    def reanchor(self) -> Anchor:
+        """Write the anchor file from the database's current head, after checking the
+        whole ledger. For a ledger moved without its anchor, or restored from a backup on
+        purpose: this accepts the database as it is, so compare the head with one
+        published earlier first."""
+        report = self.verify(check_anchor=False)
+        if not report.ok:
+            raise LedgerError(
+                f"the ledger does not verify, so it is not re-anchored: {report.problems[0]}"
+            )
+        anchor = self.anchor()
+        keys.write_anchor(self.anchor_file, anchor, force=True)
+        return anchor
+
     # -- budgets ---------------------------------------------------------------------
 
     def budgets(self) -> list[DatasetBudget]:
         """All budgets, oldest first."""
-        with self._reading():
-            return list(self._load_budgets().values())
+        with self._reading() as fold:
+            return list(fold.all_budgets().values())
 
     def budget(self, name: str | DatasetBudget) -> DatasetBudget:
         """The budget with this label or id; one sentence if there is none."""
-        if isinstance(name, DatasetBudget):
-            name = name.budget_id
-        with self._reading():
-            budgets = self._load_budgets()
-        for budget in budgets.values():
-            if name in (budget.label, budget.budget_id):
-                return budget
-        known = ", ".join(repr(b.label) for b in budgets.values()) or "none"
-        raise LedgerError(f"the ledger has no budget {name!r}; budgets: {known}.")
+        with self._reading() as fold:
+            return _lookup(fold.all_budgets(), name)
 
     def find_budget(
         self, *, label: str | None = None, fingerprint: str | None = None
     ) -> DatasetBudget | None:
         """The budget with this label, or bound to this dataset fingerprint, if any."""
-        with self._reading():
-            return _find(self._load_budgets(), label, fingerprint)
+        with self._reading() as fold:
+            return _find(fold, label, fingerprint)
 
     def create_budget(
         self,
@@ -270,21 +393,34 @@ class Ledger:
                 label.strip(), fingerprint, Relation.parse(relation), create, data_changed
             )
 
+    def label_conflict(
+        self, label: str, fingerprint: str, *, data_changed: bool = False
+    ) -> str | None:
+        """The sentence with which :meth:`reserve` would refuse to charge the data
+        ``fingerprint`` under ``label`` (the data bound to another budget, or the label's
+        budget to other data), or None. Reads only; ``dpframe chain plan`` uses it."""
+        with self._reading() as fold:
+            return _label_conflict(fold, label.strip(), fingerprint, data_changed)
+
+    def bound_labels(self) -> list[str]:
+        """The labels of the budgets already bound to some data's fingerprint."""
+        with self._reading() as fold:
+            return sorted(b.label for b in fold.all_budgets().values() if b.fingerprints)
+
     # -- charging (the Charger protocol) ----------------------------------------------
 
     def reserve(self, request: Any) -> Reservation:
         """Charge a planned release against its dataset's budget, or refuse.
 
         Composes the events of every earlier reservation of the budget (committed, failed
-        or pending) with the request's under the budget's accountant, and appends the
-        reservation only if the epsilon at the budget's delta stays within the cap
-        (:func:`dpframe.budget.within`). Refusals raise :class:`BudgetExceededError`,
-        :class:`UnsupportedEventError` or :class:`LedgerError` and charge nothing.
+        or pending) with the request's under the budget's accountant (its running total),
+        and appends the reservation only if the epsilon at the budget's delta stays within
+        the cap (:func:`dpframe.budget.within`). Refusals raise
+        :class:`BudgetExceededError`, :class:`UnsupportedEventError` or
+        :class:`LedgerError` and charge nothing.
         """
         req = request if isinstance(request, ChargeRequest) else ChargeRequest.from_mapping(request)
-        self._require_key()
         with self._writing():
-            self._check_continuity()
             budget = self._resolve(
                 req.budget_label,
                 req.dataset_fingerprint,
@@ -305,12 +441,12 @@ class Ledger:
                     f"{budget.describe()} cannot take this release: its accountant cannot "
                     f"account for {what} ({support.reason.rstrip('.')}); nothing was charged."
                 )
-            prior = [event_of(entry.body) for entry in self._reserves(budget.budget_id)]
+            total = self._total(budget)
             delta = accounting_delta(budget)
             alone = accountant.epsilon(req.event, delta)
-            after = accountant.epsilon(composition(accountant, [*prior, req.event]), delta)
+            after = total.add(req.event).epsilon(delta)
             if not within(after, budget.cap.epsilon):
-                spent = accountant.epsilon(composition(accountant, prior), delta) if prior else 0.0
+                spent = total.epsilon(delta)
                 raise BudgetExceededError(
                     f"{budget.describe()} would be exceeded: spent ε={spent:.6g}, remaining "
                     f"ε={max(0.0, budget.cap.epsilon - spent):.6g}, requested ε={alone:.6g} "
@@ -368,17 +504,16 @@ class Ledger:
         whose total exceeds the cap. Another process may charge the budget before this
         one reserves; the reservation then refuses as usual.
         """
-        balance, prior = self._balance(budget)
+        balance, total = self._balance(budget)
         found = balance.budget
         if math.isinf(found.cap.epsilon):
             raise LedgerError(f"{found.describe()} has no finite cap; choose the noise yourself.")
         if balance.remaining == 0:
             raise BudgetExceededError(f"{found.describe()} has no room left: {balance.describe()}.")
-        accountant = self._accountant(found)
         delta = found.cap.delta  # exact: the calibrated rest never exceeds the cap
 
         def cost(noise: float) -> float:
-            return accountant.epsilon(composition(accountant, [*prior, factory(noise)]), delta)
+            return total.add(factory(noise)).epsilon(delta)
 
         try:
             noise = smallest_noise(cost, found.cap.epsilon, lower=lower, upper=upper, rtol=1e-12)
@@ -388,29 +523,22 @@ class Ledger:
             ) from None
         return RestCalibration(noise, factory(noise), cost(noise), balance)
 
-    def _balance(self, budget: str | DatasetBudget) -> tuple[Balance, list[PrivacyEvent]]:
-        with self._reading():
-            found = _lookup(self._load_budgets(), budget)
-            reserves = self._reserves(found.budget_id)
-            closed = self._closing_kinds(found.budget_id)
-        events = [event_of(entry.body) for entry in reserves]
-        accountant = self._accountant(found)
-        spent = (
-            accountant.epsilon(composition(accountant, events), accounting_delta(found))
-            if events
-            else 0.0
-        )
-        committed = sum(1 for e in reserves if closed.get(e.entry_id) == "commit")
-        failed = sum(1 for e in reserves if closed.get(e.entry_id) == "fail")
-        pending = len(reserves) - committed - failed
-        return Balance(found, spent, len(reserves), committed, failed, pending), events
+    def _balance(self, budget: str | DatasetBudget) -> tuple[Balance, RunningTotal]:
+        with self._reading() as fold:
+            found = _lookup(fold.all_budgets(), budget)
+            data = fold.budgets[found.budget_id]
+            total = self._total(found)
+        charges, committed, failed = data["charges"], data["committed"], data["failed"]
+        spent = total.epsilon(accounting_delta(found)) if charges else 0.0
+        pending = charges - committed - failed
+        return Balance(found, spent, charges, committed, failed, pending), total
 
     def charges(
         self, budget: str | DatasetBudget | None = None, *, chain_id: str | None = None
     ) -> list[Charge]:
         """Every reservation (of ``budget``, or of chain ``chain_id``) with its outcome."""
-        with self._reading():
-            budgets = self._load_budgets()
+        with self._reading() as fold:
+            budgets = fold.all_budgets()
             budget_id = _lookup(budgets, budget).budget_id if budget is not None else None
             where = "kind = 'reserve'" + (" AND budget_id = ?" if budget_id else "")
             args = (budget_id,) if budget_id else ()
@@ -425,18 +553,19 @@ class Ledger:
 
     def charge(self, entry_id: str) -> Charge:
         """The charge (reservation) with this entry id."""
-        with self._reading():
-            budgets = self._load_budgets()
+        with self._reading() as fold:
+            budgets = fold.all_budgets()
             rows = self._rows("entry_id = ? AND kind = 'reserve'", (entry_id,))
             if not rows:
                 raise LedgerError(f"the ledger has no charge {entry_id!r}.")
             entry = self._checked(rows[0])
             closing = self._rows("ref = ? AND kind IN ('commit', 'fail')", (entry_id,))
-        return _charge(entry, budgets, self._checked(closing[0]) if closing else None)
+            closed = self._checked(closing[0]) if closing else None
+        return _charge(entry, budgets, closed)
 
     def entries(self) -> list[Entry]:
         """Every entry in chain order, bodies decoded (not verified: see :meth:`verify`)."""
-        with self._reading():
+        with self._lock, _sqlite_errors(self.path):
             rows = self._rows("1", ())
         try:
             return [_entry(row, _json(row.body)) for row in rows]
@@ -445,31 +574,54 @@ class Ledger:
                 "a ledger entry is not valid JSON; run `dpframe ledger verify`."
             ) from None
 
-    def verify(self, expect_head: str | None = None) -> VerifyReport:
-        """Check the whole chain (see :func:`dpframe.ledger.chain.verify_rows`); with
-        ``expect_head`` (a head hash kept elsewhere), also check that this entry is still
-        in the chain, which proves every row up to it unchanged even against a writer who
-        recomputed the hashes."""
-        with self._reading():
-            rows = self._rows("1", ())
-            meta = self._meta()
-        head = (int(meta.get("head_seq", 0)), meta.get("head_hash", GENESIS))
-        problems = verify_rows(
+    def verify(self, expect_head: str | None = None, *, check_anchor: bool = True) -> VerifyReport:
+        """Check the whole chain from row 1: every MAC, link and number, the structure,
+        every checkpoint (its MAC, its link to the one before, and its state against the
+        state re-derived from the rows), and the head anchor. With ``expect_head`` (a head
+        hash kept elsewhere), also check that this entry is still in the chain."""
+        with self._lock, _sqlite_errors(self.path):
+            self._conn.execute("BEGIN")
+            try:
+                rows = self._rows("1", ())
+                checkpoints = self._conn.execute(
+                    "SELECT seq, state, prev_mac, mac FROM checkpoints ORDER BY seq"
+                ).fetchall()
+            finally:
+                self._conn.execute("COMMIT")
+        problems: list[Problem] = []
+        states: dict[int, dict[str, Any]] = {}
+        if self.format >= 2 and self._key is not None:
+            prev = GENESIS
+            for seq, state, prev_mac, mac in checkpoints:
+                if prev_mac != prev or mac != self._checkpoint_mac(seq, state, prev_mac):
+                    problems.append(
+                        Problem(
+                            f"the checkpoint at row {seq} was changed, or a checkpoint before "
+                            "it was removed (its MAC or link does not match).",
+                            seq,
+                        )
+                    )
+                else:
+                    states[int(seq)] = json.loads(state)
+                prev = mac
+        problems += verify_rows(
             rows,
-            head=head,
             ledger_id=self.ledger_id,
-            key_digest=key_digest(self._key) if self._key is not None else None,
+            key_digest=self._init_digest(),
+            key=self._mac_key(),
+            accountants=self._accountant,
+            checkpoints=states,
         )
+        last = rows[-1] if rows else None
+        if check_anchor and self.format >= 2 and self._key is not None:
+            problems += self._anchor_problems(last.seq if last else 0)
         if expect_head is not None and not any(r.hash == expect_head for r in rows):
-            from dpframe.ledger.chain import Problem
-
             problems.append(
                 Problem(
                     f"the expected head {expect_head[:16]}… is not in the chain: rows up to it "
                     "were changed or deleted."
                 )
             )
-        last = rows[-1] if rows else None
         return VerifyReport(
             str(self.path),
             self.ledger_id,
@@ -477,6 +629,7 @@ class Ledger:
             last.seq if last else 0,
             last.hash if last else GENESIS,
             tuple(problems),
+            authenticated=self._key is not None,
         )
 
     def check_release(self, release: Release) -> Charge:
@@ -493,36 +646,264 @@ class Ledger:
             )
         return charge
 
-    # -- internals -------------------------------------------------------------------
+    def recorded(self) -> tuple[list[DatasetBudget], list[Charge]]:
+        """Every budget and charge *as recorded*, without refusing rows whose hash does
+        not match: what an audit reads, reporting integrity separately (:meth:`verify`).
+
+        Rows that cannot be read at all (a body that is not a JSON object, a missing
+        field, an undecodable event) are left out; :meth:`verify` names them. Never base a
+        charging decision on this: :meth:`charges` and :meth:`reserve` refuse changed rows.
+        """
+        with self._lock, _sqlite_errors(self.path):
+            rows = self._rows("1", ())
+        fold = Fold()
+        entries = []
+        for row in rows:
+            try:
+                body = _json(row.body)
+            except ValueError:
+                continue
+            fold.apply(row, body)
+            entries.append(_entry(row, body))
+        budgets = fold.all_budgets()
+        closing = {e.ref: e for e in entries if e.kind in ("commit", "fail")}
+        charges = []
+        for entry in (e for e in entries if e.kind == "reserve"):
+            try:
+                charges.append(_charge(entry, budgets, closing.get(entry.entry_id)))
+            except (KeyError, TypeError, ValueError, AttributeError, DPFrameError):
+                continue
+        return list(budgets.values()), charges
+
+    # -- internals: keys -------------------------------------------------------------
+
+    def _mac_key(self) -> bytes | None:
+        return self._key.mac_key if self._key is not None else None
+
+    def _init_digest(self) -> str | None:
+        if self.format == 1:
+            return key_digest(self._legacy_key) if self._legacy_key is not None else None
+        return self._key.digest if self._key is not None else None
+
+    def _keyless_reason(self) -> str:
+        if self.format == 1:
+            return (
+                f"the ledger {str(self.path)!r} has no fingerprint key (it was imported without "
+                "it), so it can be audited but not charged."
+            )
+        return (
+            f"the ledger key {str(self.key_file)!r} is missing, so {str(self.path)!r} can be "
+            f"read and audited but not charged; name the key file with {keys.KEY_FILE_ENV}."
+        )
+
+    def _require_key(self) -> LedgerKey:
+        if self.format == 1:
+            raise LedgerError(
+                f"the ledger {str(self.path)!r} was made by an older dpframe (format 1: an "
+                "unkeyed chain with its fingerprint key stored inside it) and is read-only; "
+                "run `dpframe ledger migrate` to move it to a keyed ledger."
+            )
+        if self._key is None:
+            raise LedgerError(self._keyless_reason())
+        return self._key
+
+    def _checkpoint_mac(self, seq: int, state: str, prev_mac: str) -> str:
+        key = self._require_key().mac_key
+        text = canonical_json({"seq": int(seq), "state": state, "prev_mac": prev_mac})
+        return keys.mac_text(key, _CHECKPOINT_TAG, text)
+
+    # -- internals: transactions and state ----------------------------------------------
 
     @contextlib.contextmanager
-    def _writing(self) -> Iterator[None]:
-        """One write transaction: ``BEGIN IMMEDIATE`` takes the write lock first, so
-        what it reads cannot change before it commits."""
-        with _sqlite_errors(self.path):
-            self._conn.execute("BEGIN IMMEDIATE")
-            try:
-                yield
-                self._conn.execute("COMMIT")
-            except BaseException:
-                self._conn.execute("ROLLBACK")
-                raise
+    def _writing(self) -> Iterator[Fold]:
+        """One write transaction on verified state: ``BEGIN IMMEDIATE`` takes the write
+        lock first, so what it reads cannot change before it commits; the state is
+        continued from the last checkpoint over every later row (each checked), and the
+        head anchor is checked. After the commit the anchor moves to the new head."""
+        key = self._require_key()
+        with self._lock:
+            with _sqlite_errors(self.path):
+                self._conn.execute("BEGIN IMMEDIATE")
+                try:
+                    fold = self._fold = self._state()
+                    start = fold.seq
+                    problems = self._anchor_problems(fold.seq)
+                    if problems:
+                        raise LedgerError(f"{problems[0]} Nothing was charged.")
+                    yield fold
+                    if fold.seq != start and fold.seq - fold.checkpoint_seq >= CHECKPOINT_EVERY:
+                        self._write_checkpoint(fold)
+                    self._conn.execute("COMMIT")
+                    self._cached = fold
+                except BaseException:
+                    self._cached = None
+                    if self._conn.in_transaction:
+                        self._conn.execute("ROLLBACK")
+                    raise
+                finally:
+                    self._fold = None
+            if fold.seq != start:
+                try:
+                    keys.write_anchor(
+                        self.anchor_file, Anchor.make(key, self.ledger_id, fold.seq, fold.hash)
+                    )
+                except LedgerError as exc:
+                    raise LedgerError(
+                        f"the ledger recorded row {fold.seq} (it stays charged), but {exc}"
+                    ) from None
 
     @contextlib.contextmanager
-    def _reading(self) -> Iterator[None]:
-        """One consistent snapshot for several reads."""
-        if self._conn.in_transaction:
-            yield
-            return
-        with _sqlite_errors(self.path):
-            self._conn.execute("BEGIN")
-            try:
-                yield
-            finally:
-                self._conn.execute("COMMIT")
+    def _reading(self) -> Iterator[Fold]:
+        """One consistent snapshot (a read transaction: never the write lock) and the
+        verified state."""
+        with self._lock:
+            if self._fold is not None:
+                yield self._fold
+                return
+            with _sqlite_errors(self.path):
+                self._conn.execute("BEGIN")
+                try:
+                    self._fold = self._state()
+                    self._cached = self._fold
+                    yield self._fold
+                finally:
+                    self._fold = None
+                    if self._conn.in_transaction:
+                        self._conn.execute("COMMIT")
+
+    def _new_fold(self) -> Fold:
+        fold = Fold(
+            key=self._mac_key(),
+            ledger_id=self.ledger_id,
+            key_digest=self._init_digest(),
+            accountants=self._accountant,
+        )
+        fold.checkpoint_seq, fold.checkpoint_mac = 0, GENESIS
+        return fold
+
+    def _state(self) -> Fold:
+        """The verified state: the last checkpoint (its MAC checked) continued over every
+        later row, each checked before it counts. A problem refuses, naming the row."""
+        fold = self._new_fold()
+        found = None
+        if self._key is not None:
+            found = self._conn.execute(
+                "SELECT seq, state, prev_mac, mac FROM checkpoints ORDER BY seq DESC LIMIT 1"
+            ).fetchone()
+        if found is not None:
+            seq, state, prev_mac, mac = found
+            if mac != self._checkpoint_mac(seq, state, prev_mac):
+                raise LedgerError(
+                    f"the ledger's checkpoint at row {seq} was changed (its MAC does not "
+                    "match); run `dpframe ledger verify` (nothing was charged)."
+                )
+        cached = self._cached
+        if cached is not None and self._hash_at(cached.seq) == cached.hash:
+            # This process verified every row up to cached.seq: continue from there.
+            fold = cached.copy()
+            if found is not None:
+                fold.checkpoint_seq, fold.checkpoint_mac = int(found[0]), str(found[3])
+        elif found is not None:
+            seq, state, prev_mac, mac = found
+            fold.restore(json.loads(state))
+            fold.checkpoint_seq, fold.checkpoint_mac = int(seq), str(mac)
+            if self._hash_at(seq) != fold.hash:
+                raise LedgerError(
+                    f"ledger row {seq} was changed or deleted after it was checkpointed; "
+                    "run `dpframe ledger verify` (nothing was charged)."
+                )
+        for row in self._rows("seq > ?", (fold.seq,)):
+            body, problems = fold.check(row)
+            problems += fold.apply(row, body)
+            if problems:
+                text = problems[0].message.rstrip(".")
+                raise LedgerError(
+                    f"ledger {text}; run `dpframe ledger verify` (nothing was charged)."
+                )
+        if fold.seq == 0:
+            raise LedgerError(
+                f"the ledger {str(self.path)!r} has no rows (its init row was deleted)."
+            )
+        return fold
+
+    def _hash_at(self, seq: int) -> str | None:
+        row = self._conn.execute("SELECT hash FROM entries WHERE seq = ?", (seq,)).fetchone()
+        return None if row is None else str(row[0])
+
+    def _write_checkpoint(self, fold: Fold) -> None:
+        state = canonical_json(fold.to_dict())
+        mac = self._checkpoint_mac(fold.seq, state, fold.checkpoint_mac)
+        self._conn.execute(
+            "INSERT INTO checkpoints (seq, state, prev_mac, mac) VALUES (?, ?, ?, ?)",
+            (fold.seq, state, fold.checkpoint_mac, mac),
+        )
+        fold.checkpoint_seq, fold.checkpoint_mac = fold.seq, mac
+
+    def _anchor_problems(self, last_seq: int) -> list[Problem]:
+        """What is wrong with the head anchor against a chain ending at ``last_seq``."""
+        key = self._require_key()
+        anchor = keys.read_anchor(self.anchor_file)
+        fix = (
+            "if the ledger was deliberately restored or moved, check it and run `dpframe "
+            "ledger head --reanchor`."
+        )
+        if anchor is None:
+            return [
+                Problem(
+                    f"the head anchor {str(self.anchor_file)!r} is missing, so a rollback of the "
+                    f"database could not be detected; {fix}"
+                )
+            ]
+        if anchor.ledger_id != self.ledger_id or not anchor.valid(key):
+            return [
+                Problem(
+                    f"the head anchor {str(self.anchor_file)!r} does not belong to this ledger "
+                    f"or was changed (its MAC does not match); {fix}"
+                )
+            ]
+        if anchor.seq > last_seq:
+            return [
+                Problem(
+                    f"the ledger ends at row {last_seq}, but its head anchor records row "
+                    f"{anchor.seq}: rows were removed or an older copy of the database was put "
+                    f"back (a rollback, or a lost write); {fix}",
+                    last_seq + 1,
+                )
+            ]
+        row = self._conn.execute("SELECT hash FROM entries WHERE seq = ?", (anchor.seq,)).fetchone()
+        if row is None or row[0] != anchor.hash:
+            return [
+                Problem(
+                    f"row {anchor.seq} is not the row the head anchor records: the database was "
+                    f"replaced or rewritten; {fix}",
+                    anchor.seq,
+                )
+            ]
+        return []
+
+    def _total(self, budget: DatasetBudget) -> RunningTotal:
+        """The budget's running total; re-derived from its reserve rows (each checked)
+        when the checkpoint could not keep it (its accountant was missing)."""
+        fold = self._fold
+        assert fold is not None
+        try:
+            return fold.total(budget.budget_id)
+        except StaleTotal:
+            pass
+        rows = self._rows("budget_id = ? AND kind = 'reserve'", (budget.budget_id,))
+        if len(rows) != fold.budgets[budget.budget_id]["charges"]:
+            raise LedgerError(
+                f"{budget.describe()} has lost reservation rows; run `dpframe ledger verify` "
+                "(nothing was charged)."
+            )
+        total = self._accountant(budget).running()
+        for row in rows:
+            total = total.add(event_of(self._checked(row).body))
+        fold.set_total(budget.budget_id, total)
+        return total
 
     def _meta(self) -> dict[str, str]:
-        with _sqlite_errors(self.path):
+        with self._lock, _sqlite_errors(self.path):
             return dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
 
     def _rows(self, where: str, args: tuple) -> list[Row]:
@@ -530,10 +911,13 @@ class Ledger:
         return [Row(*r) for r in self._conn.execute(query, args).fetchall()]
 
     def _checked(self, row: Row) -> Entry:
-        """The row as an Entry, after checking its hash (a changed row is refused)."""
+        """The row as an Entry, after checking its MAC (a changed row is refused)."""
         try:
             body = _json(row.body)
-            intact = row_hash(row) == row.hash
+            key = self._mac_key()
+            intact = row_hash(row) == row.hash and (
+                key is None or row.mac == entry_mac(key, row.seq, row.hash)
+            )
         except ValueError:
             intact = False
         if not intact:
@@ -551,61 +935,27 @@ class Ledger:
         *,
         ref: str | None = None,
     ) -> Entry:
-        """Append one entry; call inside :meth:`_writing`."""
+        """Append one entry and fold it into the state; call inside :meth:`_writing`."""
+        fold = self._fold
+        assert fold is not None
         budget_id = budget.budget_id if isinstance(budget, DatasetBudget) else budget
-        return _append(self._conn, kind, body, budget_id, ref)
+        entry = _append(self._conn, fold, self._require_key().mac_key, kind, body, budget_id, ref)
+        return entry
 
-    def _check_continuity(self) -> None:
-        """Refuse to charge a ledger that has lost rows (a deleted charge would free
-        budget): the rows must be numbered 1..N without gaps and end at the recorded head.
-        A cheap check; :meth:`verify` checks everything."""
-        count, last = self._conn.execute("SELECT COUNT(*), MAX(seq) FROM entries").fetchone()
-        head = self._meta().get("head_seq")
-        if count != (last or 0) or str(last) != head:
-            raise LedgerError(
-                f"the ledger has lost rows ({count} rows, last row {last}, recorded last row "
-                f"{head}); run `dpframe ledger verify` (nothing was charged)."
-            )
-
-    def _load_budgets(self) -> dict[str, DatasetBudget]:
-        rows = self._rows("kind IN ('budget', 'fingerprint')", ())
-        return _fold_budgets(map(self._checked, rows), strict=True)
-
-    def recorded(self) -> tuple[list[DatasetBudget], list[Charge]]:
-        """Every budget and charge *as recorded*, without refusing rows whose hash does
-        not match: what an audit reads, reporting integrity separately (:meth:`verify`).
-
-        Rows that cannot be read at all (a body that is not a JSON object, a missing
-        field, an undecodable event) are left out; :meth:`verify` names them. Never base a
-        charging decision on this: :meth:`charges` and :meth:`reserve` refuse changed rows.
-        """
-        with self._reading():
-            rows = self._rows("1", ())
-        entries = []
+    def _append_rows(self, rows: list[Row]) -> None:
+        """Append rows made elsewhere (an import catching up), each checked against the
+        state first; call inside :meth:`_writing`."""
+        fold = self._fold
+        assert fold is not None
         for row in rows:
-            try:
-                entries.append(_entry(row, _json(row.body)))
-            except ValueError:
-                continue
-        budgets = _fold_budgets(
-            (e for e in entries if e.kind in ("budget", "fingerprint")), strict=False
-        )
-        closing = {e.ref: e for e in entries if e.kind in ("commit", "fail")}
-        charges = []
-        for entry in (e for e in entries if e.kind == "reserve"):
-            try:
-                charges.append(_charge(entry, budgets, closing.get(entry.entry_id)))
-            except (KeyError, TypeError, ValueError, AttributeError, DPFrameError):
-                continue
-        return list(budgets.values()), charges
-
-    def _reserves(self, budget_id: str) -> list[Entry]:
-        rows = self._rows("budget_id = ? AND kind = 'reserve'", (budget_id,))
-        return [self._checked(row) for row in rows]
-
-    def _closing_kinds(self, budget_id: str) -> dict[str, str]:
-        query = "SELECT ref, kind FROM entries WHERE budget_id = ? AND kind IN ('commit', 'fail')"
-        return dict(self._conn.execute(query, (budget_id,)).fetchall())
+            body, problems = fold.check(row)
+            problems += fold.apply(row, body)
+            if problems:
+                raise LedgerError(f"the rows cannot be appended: {problems[0]}")
+            self._conn.execute(
+                f"INSERT INTO entries ({_ROW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+                tuple(getattr(row, name) for name in _ROW_COLUMNS.split(", ")),
+            )
 
     def _accountant(self, budget: DatasetBudget) -> Accountant:
         from dpframe.plugins import registry
@@ -625,16 +975,18 @@ class Ledger:
         if not isinstance(label, str) or not label.strip():
             raise LedgerError("a budget needs a label (a non-empty name for the dataset).")
         label = label.strip()
-        budgets = self._load_budgets()
-        if _find(budgets, label, None) is not None:
+        fold = self._fold
+        assert fold is not None
+        if label in fold.labels:
             raise LedgerError(f"a budget labelled {label!r} already exists in this ledger.")
-        if fingerprint is not None:
-            owner = _find(budgets, None, fingerprint)
-            if owner is not None:
-                raise LedgerError(f"these data already have a budget, labelled {owner.label!r}.")
-        # Fail now, with one sentence, on an unknown accountant or unsupported relation.
+        if fingerprint is not None and fingerprint in fold.fingerprints:
+            owner = fold.budget(fold.fingerprints[fingerprint])
+            raise LedgerError(f"these data already have a budget, labelled {owner.label!r}.")
+        # Fail now, with one sentence, on an unknown accountant or unsupported relation; record
+        # its spec (for 'best': the members it was created with, so every audit rebuilds them).
         probe = DatasetBudget("", label, accountant, relation, cap, (), "", 0)
-        self._accountant(probe)
+        accountant = self._accountant(probe).spec
+        probe = attrs.evolve(probe, accountant=accountant)
         body = {
             "label": label,
             "accountant": accountant,
@@ -662,28 +1014,18 @@ class Ledger:
         data_changed: bool,
     ) -> DatasetBudget:
         """The budget a charge goes to, creating or binding it as the caller allows."""
-        budgets = self._load_budgets()
-        by_data = _find(budgets, None, fingerprint)
-        by_label = _find(budgets, label, None)
+        fold = self._fold
+        assert fold is not None
+        conflict = _label_conflict(fold, label, fingerprint, data_changed)
+        if conflict is not None:
+            raise BudgetRefusedError(conflict)
+        by_data = _find(fold, None, fingerprint)
+        by_label = _find(fold, label, None)
         if by_data is not None:
-            if by_label is None or by_label.budget_id != by_data.budget_id:
-                raise BudgetRefusedError(
-                    f"these data are budgeted under the label {by_data.label!r}, not "
-                    f"{label!r}; charge them with that label (nothing was charged)."
-                )
             budget = by_data
         elif by_label is not None:
-            if not by_label.fingerprints:
-                budget = self._bind(by_label, fingerprint, "first charge")
-            elif data_changed:
-                budget = self._bind(by_label, fingerprint, "data changed")
-            else:
-                raise BudgetRefusedError(
-                    f"{by_label.describe()} belongs to other data (the records, or their "
-                    "clipping to the domain, differ); if these are the same people's records, "
-                    "charge them to it with --data-changed, else choose another budget label "
-                    "(nothing was charged)."
-                )
+            reason = "data changed" if by_label.fingerprints else "first charge"
+            budget = self._bind(by_label, fingerprint, reason)
         elif create is not None:
             return self._create_budget(
                 label,
@@ -699,7 +1041,10 @@ class Ledger:
                 "`dpframe ledger budget create` or give --budget-epsilon (nothing was charged)."
             )
         if create is not None and (
-            create.cap != budget.cap or create.accountant not in (None, budget.accountant)
+            create.cap != budget.cap
+            or not (
+                create.accountant is None or same_accountant(create.accountant, budget.accountant)
+            )
         ):
             raise LedgerError(
                 f"{budget.describe()} already exists and its cap and accountant cannot be "
@@ -714,18 +1059,15 @@ class Ledger:
     def _close_reservation(
         self, reservation: Reservation, kind: str, body: dict[str, Any]
     ) -> Entry:
-        rows = self._rows("entry_id = ? AND kind = 'reserve'", (reservation.entry_id,))
-        if not rows:
-            raise LedgerError(f"the ledger has no reservation {reservation.entry_id}.")
-        placeholders = ", ".join("?" for _ in TERMINAL)
-        done = self._conn.execute(
-            f"SELECT kind FROM entries WHERE ref = ? AND kind IN ({placeholders})",
-            (reservation.entry_id, *TERMINAL),
-        ).fetchone()
-        if done is not None:
+        fold = self._fold
+        assert fold is not None
+        if reservation.entry_id not in fold.open:
+            found = self._rows("entry_id = ? AND kind = 'reserve'", (reservation.entry_id,))
+            if not found:
+                raise LedgerError(f"the ledger has no reservation {reservation.entry_id}.")
             raise LedgerError(
-                f"reservation {reservation.entry_id} is already closed ({done[0]}); a "
-                "reservation is committed or failed once."
+                f"reservation {reservation.entry_id} is already closed; a reservation is "
+                "committed or failed once."
             )
         return self._append(kind, body, reservation.budget, ref=reservation.entry_id)
 
@@ -764,21 +1106,25 @@ def _entry(row: Row, body: dict[str, Any]) -> Entry:
         body,
         row.prev_hash,
         row.hash,
+        row.mac,
     )
 
 
 def _append(
     conn: sqlite3.Connection,
+    fold: Fold,
+    mac_key: bytes,
     kind: str,
     body: dict[str, Any],
     budget_id: str | None,
     ref: str | None,
     *,
-    entry_id: str | None = None,
     created: str | None = None,
+    entry_id: str | None = None,
 ) -> Entry:
-    head = conn.execute("SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1").fetchone()
-    seq, prev_hash = (int(head[0]) + 1, str(head[1])) if head else (1, GENESIS)
+    """Append one entry after the fold's head, authenticated under ``mac_key``, and fold
+    it in."""
+    seq, prev_hash = fold.seq + 1, fold.hash
     text = body_json(body)
     stored = _json(text)  # exactly what a reader will see
     entry_id = entry_id or uuid.uuid4().hex
@@ -793,95 +1139,108 @@ def _append(
         body=stored,
         prev_hash=prev_hash,
     )
+    mac = entry_mac(mac_key, seq, digest)
+    row = Row(seq, entry_id, kind, ref, budget_id, created, text, prev_hash, digest, mac)
+    problems = fold.apply(row, stored)
+    if problems:  # pragma: no cover - the store checks before it appends
+        raise LedgerError(f"internal error: the entry would be invalid: {problems[0]}")
     conn.execute(
-        f"INSERT INTO entries ({_ROW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?)",
-        (seq, entry_id, kind, ref, budget_id, created, text, prev_hash, digest),
+        f"INSERT INTO entries ({_ROW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
+        (seq, entry_id, kind, ref, budget_id, created, text, prev_hash, digest, mac),
     )
-    conn.executemany(
-        "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-        (("head_seq", str(seq)), ("head_hash", digest)),
-    )
-    return Entry(seq, entry_id, kind, ref, budget_id, created, stored, prev_hash, digest)
+    return _entry(row, stored)
 
 
-def _initialise(conn: sqlite3.Connection, path: Path, create: bool) -> bool:
-    """Write the ledger's identity, key and init entry if it has none yet."""
-    conn.execute("BEGIN IMMEDIATE")
-    try:
-        meta = dict(conn.execute("SELECT key, value FROM meta").fetchall())
-        if "ledger_id" in meta:
-            conn.execute("COMMIT")
-            return False
-        if not create:
-            raise LedgerError(
-                f"{str(path)!r} is an empty ledger file; create the ledger with `dpframe ledger "
-                "init`."
-            )
-        from dpframe import __version__
+def _create(target: Path, key_file: Path, anchor_file: Path, timeout: float) -> bool:
+    """Create a new ledger at ``target`` with its key file (kept if it exists) and
+    anchor; False if another process created one there first (then that one is used)."""
+    from dpframe import __version__
 
-        key = os.urandom(32)
-        ledger_id = uuid.uuid4().hex
-        created = schema.now()
+    key = keys.read_key(key_file) or keys.create_key(key_file)
+
+    def populate(conn: sqlite3.Connection) -> Row:
+        ledger_id, created = uuid.uuid4().hex, schema.now()
         conn.executemany(
             "INSERT INTO meta (key, value) VALUES (?, ?)",
-            (("ledger_id", ledger_id), ("created", created), ("fingerprint_key", key.hex())),
+            (("ledger_id", ledger_id), ("created", created)),
         )
         body = {
             "ledger_id": ledger_id,
-            "key_digest": key_digest(key),
-            "format": 1,
+            "key_digest": key.digest,
+            "format": FORMAT,
             "dpframe_version": __version__,
         }
-        _append(conn, "init", body, None, None, created=created)
-        conn.execute("COMMIT")
-        return True
-    except BaseException:
-        conn.execute("ROLLBACK")
-        raise
+        entry = _append(conn, Fold(key=key.mac_key), key.mac_key, "init", body, None, None)
+        return Row(**{**entry.to_dict(), "body": body_json(entry.body)})
+
+    last = create_file(target, populate, timeout)
+    if last is None:
+        return False
+    seq, head_hash = last.seq, last.hash
+    keys.write_anchor(
+        anchor_file, Anchor.make(key, json.loads(last.body)["ledger_id"], seq, head_hash)
+    )
+    return True
 
 
-def _fold_budgets(entries: Iterable[Entry], *, strict: bool) -> dict[str, DatasetBudget]:
-    """The budgets defined by ``budget`` and ``fingerprint`` entries, in chain order.
-    ``strict``: one sentence for a row that cannot be read; otherwise such rows are skipped
-    (for :meth:`Ledger.recorded`)."""
-    budgets: dict[str, DatasetBudget] = {}
-    for entry in entries:
-        try:
-            if entry.kind == "budget":
-                budgets[str(entry.budget_id)] = DatasetBudget(
-                    budget_id=str(entry.budget_id),
-                    label=entry.body["label"],
-                    accountant=entry.body["accountant"],
-                    relation=Relation.parse(entry.body["relation"]),
-                    cap=cap_from_dict(entry.body["cap"]),
-                    fingerprints=(),
-                    created=entry.created,
-                    seq=entry.seq,
-                )
-                continue
-            owner = budgets.get(str(entry.budget_id))
-            if owner is None:
-                raise LedgerError(
-                    f"ledger row {entry.seq} binds data to an unknown budget; run "
-                    "`dpframe ledger verify`."
-                )
-            budgets[owner.budget_id] = attrs.evolve(
-                owner, fingerprints=(*owner.fingerprints, entry.body["fingerprint"])
-            )
-        except (KeyError, TypeError, ValueError, DPFrameError):
-            if strict:
-                raise
-    return budgets
+def create_file(
+    target: Path, populate: Callable[[sqlite3.Connection], Row], timeout: float
+) -> Row | None:
+    """Build a ledger database under a temporary name (0600), fill it in one transaction
+    with ``populate`` (which returns the last row), and link it into place: no reader
+    ever sees a half-made ledger, and an existing file is never overwritten. ``None`` if
+    a file appeared at ``target`` meanwhile."""
+    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.new")
+    try:
+        with _sqlite_errors(target):
+            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
+            os.fchmod(fd, 0o600)
+            os.close(fd)
+            conn = schema.connect(str(tmp), timeout)
+            try:
+                schema.migrate(conn)
+                conn.execute("BEGIN IMMEDIATE")
+                last = populate(conn)
+                conn.execute("COMMIT")
+                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
+            finally:
+                conn.close()
+            try:
+                os.link(tmp, target)
+            except FileExistsError:
+                return None
+            keys.sync_directory(target.parent)
+        return last
+    finally:
+        for suffix in ("", "-wal", "-shm"):
+            with contextlib.suppress(OSError):
+                os.unlink(f"{tmp}{suffix}")
 
 
-def _find(
-    budgets: dict[str, DatasetBudget], label: str | None, fingerprint: str | None
-) -> DatasetBudget | None:
-    for budget in budgets.values():
-        if label is not None and budget.label == label:
-            return budget
-        if fingerprint is not None and fingerprint in budget.fingerprints:
-            return budget
+def _label_conflict(fold: Fold, label: str, fingerprint: str, data_changed: bool) -> str | None:
+    """The sentence refusing a charge of the data ``fingerprint`` under ``label`` because
+    the data are bound to another budget or the label's budget to other data, or None."""
+    by_data = _find(fold, None, fingerprint)
+    by_label = _find(fold, label, None)
+    if by_data is not None and (by_label is None or by_label.budget_id != by_data.budget_id):
+        return (
+            f"these data are budgeted under the label {by_data.label!r}, not {label!r}; "
+            "charge them with that label (nothing was charged)."
+        )
+    if by_data is None and by_label is not None and by_label.fingerprints and not data_changed:
+        return (
+            f"{by_label.describe()} belongs to other data (the records, or their clipping to "
+            "the domain, differ); if these are the same people's records, charge them to it "
+            "with --data-changed, else choose another budget label (nothing was charged)."
+        )
+    return None
+
+
+def _find(fold: Fold, label: str | None, fingerprint: str | None) -> DatasetBudget | None:
+    if label is not None and label in fold.labels:
+        return fold.budget(fold.labels[label])
+    if fingerprint is not None and fingerprint in fold.fingerprints:
+        return fold.budget(fold.fingerprints[fingerprint])
     return None
 
 

@@ -3,21 +3,22 @@
 The file is a header line followed by one line per entry, in chain order, each the
 canonical JSON (:func:`dpframe.ledger.chain.canonical_json`) of::
 
-    {"format": "dpframe-ledger", "version": 1, "schema_version": 1, "ledger_id": ...,
-     "created": ..., "exported": ..., "fingerprint_key": HEX or null,
-     "entries": N, "head": {"seq": N, "hash": ...}}
+    {"format": "dpframe-ledger", "version": 2, "ledger_format": 2, "schema_version": 2,
+     "ledger_id": ..., "created": ..., "exported": ..., "entries": N,
+     "head": {"seq": N, "hash": ...}}
     {"seq": 1, "entry_id": ..., "kind": "init", "ref": null, "budget_id": null,
      "created": ..., "body": {...}, "prev_hash": ..., "hash": ...}
     ...
 
-Import checks the whole chain before writing anything, then either creates a new ledger
-file holding exactly these entries (same ids, hashes and fingerprint key), or appends
-to an existing ledger *of the same chain* the entries it does not have yet (a backup
-catching up). It refuses to merge different ledgers, or a ledger that has diverged from
-the export: their budgets, keys and hash chains cannot be combined soundly.
-
-An export made with ``include_key=False`` omits the fingerprint key: it can be imported,
-listed, verified and audited, but not charged (new fingerprints need the key).
+An export holds no secret: the entries are authenticated under the ledger key, which
+stays in its key file. Import checks the whole chain before writing anything (the MACs
+too when the key is at hand: ``PATH.key``, ``$DPFRAME_LEDGER_KEY_FILE`` or ``key_file``),
+then either creates a new ledger file holding exactly these entries (same ids and
+hashes), or appends to an existing ledger *of the same chain* the entries it does not
+have yet (a backup catching up). It refuses to merge different ledgers, or a ledger
+that has diverged from the export: their budgets, keys and chains cannot be combined
+soundly. Imported without its key, a ledger can be listed, verified (links and
+structure, not MACs) and audited, but not charged.
 """
 
 from __future__ import annotations
@@ -30,12 +31,15 @@ from pathlib import Path
 from typing import IO, Any
 
 from dpframe.errors import LedgerError
-from dpframe.ledger import schema
-from dpframe.ledger.chain import Row, canonical_json, verify_rows
-from dpframe.ledger.store import Ledger, _sqlite_errors, key_digest, ledger_path
+from dpframe.ledger import keys, schema
+from dpframe.ledger.chain import Row, canonical_json
+from dpframe.ledger.keys import Anchor, LedgerKey
+from dpframe.ledger.state import Fold, verify_rows
+from dpframe.ledger.store import FORMAT as LEDGER_FORMAT
+from dpframe.ledger.store import Ledger, _append, create_file, ledger_path
 
 FORMAT = "dpframe-ledger"
-FORMAT_VERSION = 1
+FORMAT_VERSION = 2
 
 _ENTRY_FIELDS = (
     "seq",
@@ -47,25 +51,24 @@ _ENTRY_FIELDS = (
     "body",
     "prev_hash",
     "hash",
+    "mac",
 )
 
 
-def export_jsonl(
-    ledger: Ledger, destination: str | os.PathLike[str] | IO[str], *, include_key: bool = True
-) -> int:
-    """Write the ledger to ``destination`` (a path or a text file); returns the number of
-    entries written."""
+def export_jsonl(ledger: Ledger, destination: str | os.PathLike[str] | IO[str]) -> int:
+    """Write the ledger to ``destination`` (a path, written 0600, or a text file);
+    returns the number of entries written."""
     with ledger._reading():
         entries = ledger.entries()
         head = ledger.head()
     header = {
         "format": FORMAT,
         "version": FORMAT_VERSION,
+        "ledger_format": ledger.format,
         "schema_version": schema.SCHEMA_VERSION,
         "ledger_id": ledger.ledger_id,
         "created": ledger.created,
         "exported": schema.now(),
-        "fingerprint_key": ledger.fingerprint_key.hex() if include_key and ledger.has_key else None,
         "entries": len(entries),
         "head": {"seq": head[0], "hash": head[1]},
     }
@@ -79,58 +82,60 @@ def export_jsonl(
 def import_jsonl(
     source: str | os.PathLike[str] | IO[str],
     path: str | os.PathLike[str] | None = None,
+    *,
+    key_file: str | os.PathLike[str] | None = None,
+    anchor_file: str | os.PathLike[str] | None = None,
     **options: Any,
 ) -> Ledger:
     """Import an export into a new ledger at ``path``, or bring an existing ledger of the
     same chain up to date. Nothing is written unless the whole export verifies."""
     header, rows = _read(source)
-    key = bytes.fromhex(header["fingerprint_key"]) if header.get("fingerprint_key") else None
+    target = ledger_path(path)
+    key = keys.read_key(keys.key_path(target, key_file))
+    digest = json.loads(rows[0].body).get("key_digest") if rows else None
+    if key is not None and key.digest != digest:
+        raise LedgerError(
+            f"the key file {str(keys.key_path(target, key_file))!r} is not the key of this "
+            "export's ledger; nothing was imported."
+        )
     problems = verify_rows(
         rows,
         head=(int(header["head"]["seq"]), str(header["head"]["hash"])),
         ledger_id=header["ledger_id"],
-        key_digest=key_digest(key) if key is not None else None,
+        key=key.mac_key if key is not None else None,
     )
     if problems:
         first = problems[0]
         more = f" ({len(problems) - 1} more problems)" if len(problems) > 1 else ""
         raise LedgerError(f"the export is not intact: {first}{more}; nothing was imported.")
-    target = ledger_path(path)
+    opened = {"key_file": key_file, "anchor_file": anchor_file, **options}
     if target.exists():
-        ledger = Ledger.open(target, **options)
-        _catch_up(ledger, header, rows, key)
-        ledger.close()
+        with Ledger.open(target, **opened) as ledger:
+            _catch_up(ledger, header, rows)
     else:
         if not target.parent.is_dir():
             raise LedgerError(f"directory {str(target.parent)!r} does not exist.")
-        with _sqlite_errors(target):
-            conn = schema.connect(str(target), options.get("timeout", 60.0))
-            try:
-                schema.migrate(conn)
-                conn.execute("BEGIN IMMEDIATE")
-                try:
-                    if conn.execute("SELECT COUNT(*) FROM meta").fetchone()[0]:
-                        raise LedgerError(f"a ledger appeared at {str(target)!r} meanwhile.")
-                    meta = [("ledger_id", header["ledger_id"]), ("created", header["created"])]
-                    if key is not None:
-                        meta.append(("fingerprint_key", key.hex()))
-                    conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", meta)
-                    _insert(conn, rows)
-                    conn.execute("COMMIT")
-                except BaseException:
-                    conn.execute("ROLLBACK")
-                    raise
-            finally:
-                conn.close()
-    ledger = Ledger.open(target, **options)
+
+        def populate(conn: Any) -> Row:
+            meta = [("ledger_id", header["ledger_id"]), ("created", header["created"])]
+            conn.executemany("INSERT INTO meta (key, value) VALUES (?, ?)", meta)
+            _insert(conn, rows)
+            return rows[-1]
+
+        if create_file(target, populate, options.get("timeout", 60.0)) is None:
+            raise LedgerError(f"a ledger appeared at {str(target)!r} meanwhile.")
+        if key is not None:
+            anchor = Anchor.make(key, header["ledger_id"], rows[-1].seq, rows[-1].hash)
+            keys.write_anchor(keys.anchor_path(target, anchor_file), anchor)
+    ledger = Ledger.open(target, **opened)
     report = ledger.verify()
-    if not report.ok:  # pragma: no cover - the export was verified before writing
+    if key is not None and not report.ok:  # pragma: no cover - verified before writing
         ledger.close()
         raise LedgerError(f"the imported ledger does not verify: {report.problems[0]}.")
     return ledger
 
 
-def _catch_up(ledger: Ledger, header: dict[str, Any], rows: list[Row], key: bytes | None) -> None:
+def _catch_up(ledger: Ledger, header: dict[str, Any], rows: list[Row]) -> None:
     if ledger.ledger_id != header["ledger_id"]:
         raise LedgerError(
             f"{str(ledger.path)!r} is another ledger ({ledger.ledger_id}, the export is "
@@ -143,13 +148,7 @@ def _catch_up(ledger: Ledger, header: dict[str, Any], rows: list[Row], key: byte
                 f"{str(ledger.path)!r} has entries the export does not have (the two have "
                 "diverged); import into a new file."
             )
-        _insert(ledger._conn, rows[len(have) :])
-        if key is not None and not ledger.has_key:
-            ledger._conn.execute(
-                "INSERT INTO meta (key, value) VALUES ('fingerprint_key', ?)", (key.hex(),)
-            )
-    if key is not None and not ledger.has_key:
-        ledger._key = key
+        ledger._append_rows(rows[len(have) :])
 
 
 def _insert(conn: Any, rows: list[Row]) -> None:
@@ -158,11 +157,6 @@ def _insert(conn: Any, rows: list[Row]) -> None:
         f"INSERT INTO entries ({', '.join(_ENTRY_FIELDS)}) VALUES ({placeholders})",
         [tuple(getattr(row, f) for f in _ENTRY_FIELDS) for row in rows],
     )
-    if rows:
-        conn.executemany(
-            "INSERT OR REPLACE INTO meta (key, value) VALUES (?, ?)",
-            (("head_seq", str(rows[-1].seq)), ("head_hash", rows[-1].hash)),
-        )
 
 
 def _read(source: str | os.PathLike[str] | IO[str]) -> tuple[dict[str, Any], list[Row]]:
@@ -176,7 +170,8 @@ def _read(source: str | os.PathLike[str] | IO[str]) -> tuple[dict[str, Any], lis
     if header.get("version") != FORMAT_VERSION:
         raise LedgerError(
             f"ledger export version {header.get('version')!r} is not supported (this dpframe "
-            f"reads version {FORMAT_VERSION})."
+            f"reads version {FORMAT_VERSION}); an export of a format-1 ledger is imported by "
+            "the dpframe that wrote it, then moved with `dpframe ledger migrate`."
         )
     for name in ("ledger_id", "created", "head", "entries"):
         if name not in header:
@@ -203,7 +198,7 @@ def _is_entry(data: dict[str, Any]) -> bool:
     if isinstance(seq, bool) or not isinstance(seq, int) or seq < 1:
         return False
     required = ("entry_id", "kind", "created", "prev_hash", "hash")
-    optional = ("ref", "budget_id")
+    optional = ("ref", "budget_id", "mac")
     return all(isinstance(data[k], str) for k in required) and all(
         data[k] is None or isinstance(data[k], str) for k in optional
     )
@@ -226,9 +221,16 @@ def _text_out(destination: str | os.PathLike[str] | IO[str]) -> Iterator[IO[str]
         return
     path = Path(destination)  # type: ignore[arg-type]
     tmp = path.with_name(path.name + ".tmp")
-    with tmp.open("w", encoding="ascii", newline="\n") as handle:
-        yield handle
-    tmp.replace(path)
+    try:
+        fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_TRUNC, 0o600)
+        os.fchmod(fd, 0o600)
+        with os.fdopen(fd, "w", encoding="ascii", newline="\n") as handle:
+            yield handle
+            handle.flush()
+            os.fsync(handle.fileno())
+        tmp.replace(path)
+    except OSError as exc:
+        raise LedgerError(f"cannot write {str(path)!r}: {keys.os_reason(exc)}.") from None
 
 
 @contextlib.contextmanager
@@ -241,3 +243,90 @@ def _text_in(source: str | os.PathLike[str] | IO[str]) -> Iterator[IO[str]]:
         raise LedgerError(f"export file {str(path)!r} does not exist.")
     with path.open(encoding="utf-8") as handle:
         yield handle
+
+
+def migrate_ledger(
+    source: str | os.PathLike[str],
+    path: str | os.PathLike[str] | None = None,
+    *,
+    key_file: str | os.PathLike[str] | None = None,
+    anchor_file: str | os.PathLike[str] | None = None,
+    **options: Any,
+) -> Ledger:
+    """Move a format-1 ledger (unkeyed chain, fingerprint key inside the database) to a
+    new keyed ledger at ``path``, with a new key file that also keeps the old fingerprint
+    key (so the data bound to its budgets keep their fingerprints).
+
+    The source must verify. Every entry is copied with its id, kind, budget, reference,
+    time and body, re-chained and authenticated under the new key; the new init entry
+    records the source's ledger id and head (``migrated_from``), so the old file can be
+    matched to the new ledger later. The source is not changed: retire it.
+    """
+    from dpframe import __version__
+
+    old_path = Path(source)
+    with Ledger.open(old_path, **options) as old:
+        if old.format != 1:
+            raise LedgerError(f"{str(old_path)!r} is already a keyed ledger; nothing to migrate.")
+        report = old.verify()
+        if not report.ok:
+            raise LedgerError(
+                f"{str(old_path)!r} does not verify ({report.problems[0]}); nothing was migrated."
+            )
+        legacy = old._legacy_key
+        if legacy is None:
+            raise LedgerError(
+                f"{str(old_path)!r} has no fingerprint key (a key-less import); migrate the "
+                "ledger it was exported from."
+            )
+        entries = old.entries()
+        ledger_id, created = old.ledger_id, old.created
+    target = ledger_path(path)
+    if target.exists():
+        raise LedgerError(f"a ledger (or another file) already exists at {str(target)!r}.")
+    key_at = keys.key_path(target, key_file)
+    key = keys.read_key(key_at) or keys.create_key(key_at, LedgerKey(os.urandom(32), legacy))
+    if key.legacy_fingerprint_key != legacy:
+        raise LedgerError(
+            f"the key file {str(key_at)!r} exists and is not this ledger's migrated key; "
+            "choose another ledger path or key file."
+        )
+
+    def populate(conn: Any) -> Row:
+        conn.executemany(
+            "INSERT INTO meta (key, value) VALUES (?, ?)",
+            (("ledger_id", ledger_id), ("created", created)),
+        )
+        fold = Fold(key=key.mac_key)
+        init = {
+            "ledger_id": ledger_id,
+            "key_digest": key.digest,
+            "format": LEDGER_FORMAT,
+            "dpframe_version": __version__,
+            "migrated_from": {
+                "format": 1,
+                "path": str(old_path),
+                "head": {"seq": report.head_seq, "hash": report.head_hash},
+            },
+        }
+        last = _append(conn, fold, key.mac_key, "init", init, None, None, created=created)
+        for entry in entries[1:]:
+            last = _append(
+                conn,
+                fold,
+                key.mac_key,
+                entry.kind,
+                entry.body,
+                entry.budget_id,
+                entry.ref,
+                created=entry.created,
+                entry_id=entry.entry_id,
+            )
+        return Row(**{**last.to_dict(), "body": canonical_json(last.body)})
+
+    last = create_file(target, populate, options.get("timeout", 60.0))
+    if last is None:
+        raise LedgerError(f"a ledger appeared at {str(target)!r} meanwhile.")
+    anchor = Anchor.make(key, ledger_id, last.seq, last.hash)
+    keys.write_anchor(keys.anchor_path(target, anchor_file), anchor)
+    return Ledger.open(target, key_file=key_file, anchor_file=anchor_file, **options)

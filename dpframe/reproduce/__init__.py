@@ -19,6 +19,10 @@ report). Modules are discovered, not registered: add a module here and it is lis
 
     dpframe reproduce                                # list the reproductions
     dpframe reproduce gfe_clustering --trials 50     # or: python -m dpframe.reproduce ...
+    dpframe reproduce gfe_clustering --update-docs   # rewrite docs/reproductions (a clone)
+
+A run writes into a new directory unless told where (``--out``) or told to regenerate
+the committed reports (``--update-docs``): :func:`output_dir`.
 """
 
 from __future__ import annotations
@@ -31,7 +35,8 @@ from types import ModuleType
 
 from dpframe.errors import DataError, DPFrameError, ParameterError
 
-DEFAULT_OUT = Path("docs/reproductions")
+DOCS_OUT = Path("docs/reproductions")
+"""The committed reports, relative to the root of a clone (``--update-docs``)."""
 
 
 class UnknownReproduction(ParameterError):
@@ -62,11 +67,39 @@ def output_path(out_dir: Path, module_name: str) -> Path:
     return Path(out_dir) / f"{module_name.rsplit('.', 1)[-1].replace('_', '-')}.md"
 
 
+def output_dir(name: str, out: Path | None = None, update_docs: bool = False) -> Path:
+    """Where a run of the reproduction ``name`` writes: ``out``; with ``update_docs``, the
+    clone's :data:`DOCS_OUT` (run from the clone's root); otherwise a new directory
+    ``reproduction-<name>-<UTC time>`` in the working directory, so that no report,
+    least of all a committed one, is replaced unasked."""
+    if update_docs:
+        if out is not None:
+            raise ParameterError("give --out or --update-docs, not both.")
+        if not DOCS_OUT.is_dir():
+            raise ParameterError(
+                f"--update-docs rewrites {DOCS_OUT}/, which is not here: run it from the root "
+                "of a clone of dpframe."
+            )
+        return DOCS_OUT
+    if out is not None:
+        return Path(out)
+    import time
+
+    stamp = time.strftime("%Y%m%d-%H%M%S", time.gmtime())
+    base = Path(f"reproduction-{name.replace('_', '-')}-{stamp}")
+    path, n = base, 1
+    while path.exists():
+        n += 1
+        path = Path(f"{base}-{n}")
+    return path
+
+
 def main(argv: list[str] | None = None) -> None:
     parser = argparse.ArgumentParser(prog="python -m dpframe.reproduce")
     parser.add_argument("name", nargs="?", help="reproduction to run (omit to list them)")
     parser.add_argument("--trials", type=int, default=None, help="repetitions (module default)")
-    parser.add_argument("--out", type=Path, default=DEFAULT_OUT)
+    parser.add_argument("--out", type=Path, default=None, help="default: a new directory")
+    parser.add_argument("--update-docs", action="store_true", help=f"rewrite {DOCS_OUT}/")
     parser.add_argument("--datasets", type=Path, default=None, help="the shared datasets folder")
     args = parser.parse_args(argv)
     if args.name is None:
@@ -75,10 +108,11 @@ def main(argv: list[str] | None = None) -> None:
     try:
         module = load(args.name)
         datasets = args.datasets or default_datasets()
+        out = output_dir(args.name, args.out, args.update_docs)
     except DPFrameError as exc:
         raise SystemExit(str(exc)) from None
     trials = args.trials if args.trials is not None else module.DEFAULT_TRIALS
-    print(module.run(trials, args.out, datasets))
+    print(module.run(trials, out, datasets))
 
 
 def default_datasets() -> Path:

@@ -188,7 +188,11 @@ def experiment(trials: int, datasets_dir: Path) -> dict:
             settings.append((paper, table[(order, PAPER_CALIBRATED)]["paper_z"]))
             for epsilon, z in [(math.inf, NO_NOISE), *settings]:
                 params = mechanism.params(
-                    noise_multiplier=z, order=order, clip=CLIP, anchor="lower"
+                    noise_multiplier=z,
+                    order=order,
+                    clip=CLIP,
+                    anchor="lower",
+                    in_domain=False,  # the paper's records, not clipped to the box
                 )
                 scores = []
                 for trial in range(trials):

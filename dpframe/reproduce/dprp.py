@@ -105,7 +105,11 @@ def experiment(trials: int, datasets_dir: Path) -> dict:
         for epsilon in EPSILONS:
             for k1 in K1S:
                 params = mechanism.params(
-                    epsilon=epsilon, delta=DELTA, k1=k1, centre=_public_transform(REFERENCE)
+                    epsilon=epsilon,
+                    delta=DELTA,
+                    k1=k1,
+                    centre=_public_transform(REFERENCE),
+                    in_domain=False,  # the paper's records, not clipped to the box
                 )
                 release = mechanism.run(data, params, SeededSampler(trial))
                 synthetic, labels = release["synthetic"], release["labels"].astype(np.int64)

@@ -35,6 +35,7 @@ from dpframe.errors import UnsupportedEventError
 from dpframe.events import (
     ComposedEvent,
     EpsilonDeltaEvent,
+    ExponentialMechanismEvent,
     GaussianEvent,
     LaplaceEvent,
     NonPrivateEvent,
@@ -111,6 +112,46 @@ def gdp_delta_oracle(event: PrivacyEvent, epsilon: float) -> Bracket:
         raise UnsupportedEventError(f"the GDP oracle needs Gaussian leaves: {event.describe()}.")
     value = gdp_delta(mu, epsilon)
     return Bracket(value, value)
+
+
+def selection_oracle(event: PrivacyEvent, delta: float) -> Bracket:
+    """``k`` exponential-mechanism selections with the same epsilon (an
+    ``ExponentialMechanismEvent``, or a ``SelfComposedEvent`` of one): lower, the exact
+    epsilon of a realisable instance (two candidates whose scores move by +D and -D, so
+    one has probability 1/2 on D and ``1/(1 + e^-eps)`` on D'; k runs give a binomial
+    privacy loss); upper, the published bounds ``min(k eps, zCDP(k eps^2/8))`` (Cesar and
+    Rogers 2021, converted by Canonne, Kamath, Steinke 2020)."""
+    from dpframe.accountants.zcdp import zcdp_epsilon
+
+    count = 1
+    if isinstance(event, SelfComposedEvent):
+        count, event = event.count, event.event
+    if not isinstance(event, ExponentialMechanismEvent):
+        raise UnsupportedEventError(f"the selection oracle needs selections: {event.describe()}.")
+    eps = event.epsilon
+    upper = min(count * eps, zcdp_epsilon(count * eps * eps / 8, delta))
+    return Bracket(_two_candidate_epsilon(count, eps, delta), upper)
+
+
+def _two_candidate_epsilon(count: int, eps: float, delta: float) -> float:
+    """The exact epsilon at ``delta`` of ``count`` runs of the two-candidate instance, to
+    a relative 1e-12 (bisection on the binomial privacy profile)."""
+    import numpy as np
+    from scipy import stats
+
+    p_one = 1 / (1 + math.exp(-eps))
+    hits = np.arange(count + 1)
+    loss = hits * math.log(2 * p_one) + (count - hits) * math.log(2 * (1 - p_one))
+    mass = stats.binom.pmf(hits, count, p_one)
+
+    def profile(epsilon: float) -> float:
+        return float(np.sum(mass * np.maximum(0.0, 1 - np.exp(epsilon - loss))))
+
+    lo, hi = 0.0, count * eps
+    while hi - lo > 1e-12 * max(hi, 1e-300):
+        mid = (lo + hi) / 2
+        lo, hi = (mid, hi) if profile(mid) > delta else (lo, mid)
+    return lo
 
 
 def pld_oracle(value_discretization_interval: float = 1e-4) -> Oracle:

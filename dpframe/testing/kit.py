@@ -26,8 +26,14 @@ import numpy as np
 from dpframe.calibration import gdp_epsilon
 from dpframe.dataset import Dataset
 from dpframe.domain import Domain
-from dpframe.errors import DataError
-from dpframe.events import GaussianEvent, LaplaceEvent
+from dpframe.errors import DataError, DomainError
+from dpframe.events import (
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
+    ExponentialMechanismEvent,
+    GaussianEvent,
+    LaplaceEvent,
+)
 from dpframe.mechanism import Mechanism, Sensitivity, execute
 from dpframe.samplers import SeededSampler
 from dpframe.testing.audits import (
@@ -39,6 +45,7 @@ from dpframe.testing.audits import (
     audit,
     claimed_tradeoff,
 )
+from dpframe.testing.blackbox import blackbox_pairs
 from dpframe.testing.hygiene import (
     check_cli_secure_by_default,
     check_no_global_rng,
@@ -47,6 +54,8 @@ from dpframe.testing.hygiene import (
 )
 from dpframe.testing.mutants import (
     RecordingSampler,
+    epsilon_scaled,
+    float_noise,
     noise_scaled,
     sensitivity_scaled,
     without_clipping,
@@ -62,6 +71,10 @@ from dpframe.testing.neighbours import (
 from dpframe.testing.sensitivity import STRATEGIES, Search, SensitivityReport
 
 SCALE_RTOL = 1e-9
+_FAMILY = {"l1": "Laplace", "l2": "Gaussian", "score": "exponential-mechanism (2/ε)"}
+MAX_FIXED_FEATURES = 16
+"""The feature counts tried to find one the mechanism's parameters fix (a kit on more
+features than this is given them explicitly)."""
 
 
 def _quietly(method: Callable[..., Any]) -> Callable[..., Any]:
@@ -97,6 +110,8 @@ class Tier:
     audit_pairs: int
     release_samples: int  # per dataset, audit of run()'s released arrays as well
     thresholds: int
+    blackbox_records: int = 12  # without query(): structured records tried per base
+    pilot_samples: int = 300  # without query(): outputs per candidate dataset in the pilot
 
     def budgets(self) -> dict[str, dict[str, int]]:
         return {
@@ -134,18 +149,22 @@ THOROUGH = Tier(
     audit_pairs=3,
     release_samples=20_000,
     thresholds=5,
+    blackbox_records=24,
+    pilot_samples=1000,
 )
 
 
 @attrs.define
 class KitReport:
-    """Outcome of every check: ``"passed"``, or the failure's message."""
+    """Outcome of every check: ``"passed"``, ``"skipped: ..."``, or the failure's message."""
 
     outcomes: dict[str, str] = attrs.field(factory=dict)
 
     @property
     def failed(self) -> dict[str, str]:
-        return {k: v for k, v in self.outcomes.items() if v != "passed"}
+        return {
+            k: v for k, v in self.outcomes.items() if v != "passed" and not v.startswith("skipped")
+        }
 
     @property
     def passed(self) -> bool:
@@ -188,12 +207,33 @@ class Kit:
         n_features = n_features or domain.n_features
         if n_features is None and callable(base):
             n_features = base(SeededSampler(seed)).n_features
-        if n_features is None:
-            raise ValueError("give the domain's feature count (bounds per feature or n_features=).")
+        n_features = n_features or self._fixed_features(domain, records)
         self.space = RecordSpace.of(domain, n_features)
         self.base = self._base_factory(base, records)
         self.tiers = {"fast": fast, "thorough": thorough}
         self._searches: dict[str, tuple[Search, set[str]]] = {}
+        self._blackbox: dict[str, list[Pair]] = {}
+
+    def _fixed_features(self, domain: Domain, records: int) -> int:
+        """The feature count the mechanism's parameters fix: the only one up to
+        :data:`MAX_FIXED_FEATURES` at which it plans; otherwise one sentence saying how to
+        give it."""
+        fits = []
+        for count in range(1, MAX_FIXED_FEATURES + 1):
+            bound = domain.bind(count)
+            bound = bound if bound.records is not None else bound.with_records(records)
+            try:
+                self.mechanism.plan(self.params(bound), bound)
+            except Exception:
+                continue
+            fits.append(count)
+        if len(fits) == 1:
+            return fits[0]
+        raise DomainError(
+            "the kit needs the number of features, and neither the domain (its bounds are "
+            "scalars), the data nor the mechanism fix it: give n_features=N (the scalar bounds "
+            "then apply to every feature), base= data, bounds per feature or feature_names."
+        )
 
     def tier(self, tier: str | Tier) -> Tier:
         """The budgets of ``tier`` ("fast", "thorough" or a Tier)."""
@@ -227,12 +267,18 @@ class Kit:
         """The first base dataset (fixed seed)."""
         return self.base(SeededSampler(self.seed))
 
+    def has_hook(self, name: str) -> bool:
+        """Whether the mechanism overrides the optional hook ``name`` ("sensitivity",
+        "query")."""
+        return getattr(type(self.mechanism), name) is not getattr(Mechanism, name)
+
     def variant(self, mechanism: Mechanism) -> Kit:
         """The same kit for another mechanism (a mutant)."""
         other = Kit.__new__(Kit)
         other.__dict__.update(self.__dict__)
         other.mechanism = mechanism
         other._searches = {}
+        other._blackbox = dict(self._blackbox)  # a mutant is audited on the original's pairs
         return other
 
     # -- Layer A -----------------------------------------------------------------------------
@@ -305,7 +351,10 @@ class Kit:
         value (and the sensitivity mutants) become a wrong noise.
 
         Compared under one seed: the noise ``noisy_stages`` adds around ``query()`` for
-        each stage both hooks cover, else the scalar or array ``noise_scales``."""
+        each stage both hooks cover, else the scalar or array ``noise_scales``. Nothing to
+        check without ``sensitivity()``."""
+        if not self.has_hook("sensitivity"):
+            return
         dataset = self.dataset()
         params = self.params(dataset.domain)
         declared = self._declared(dataset)
@@ -316,15 +365,19 @@ class Kit:
                 "(noise scale / sensitivity) must not depend on the sensitivity's value."
             )
         query = self._query(dataset, params)
-        one = self.mechanism.noisy_stages(dataset, params, SeededSampler(31), 4)
-        two = doubled.noisy_stages(dataset, params, SeededSampler(31), 4)
+        first, second = SeededSampler(31), SeededSampler(31)
+        one = self.mechanism.noisy_stages(dataset, params, first, 4)
+        two = doubled.noisy_stages(dataset, params, second, 4)
+        # Releases on a grid (dpframe.noise) round the statistic: allow one step of the
+        # coarsest grid used (the doubled sensitivity doubles the grid, not the integers).
+        step = max((g["granularity"] for g in (*first.grids, *second.grids)), default=0.0)
         compared = [
             s for s in declared if s in query and s in one and one[s].shape[1] == query[s].size
         ]
         for stage in compared:
             centre = query[stage].ravel()
             noise, noise2 = one[stage] - centre, two[stage] - centre
-            slack = 1e-9 * (np.abs(centre).max() + np.abs(noise2).max())
+            slack = 1e-9 * (np.abs(centre).max() + np.abs(noise2).max()) + 2 * step
             if not np.allclose(noise2, 2 * noise, rtol=1e-6, atol=slack):
                 ratio = np.abs(noise2).sum() / max(np.abs(noise).sum(), np.finfo(float).tiny)
                 raise ConsistencyError(
@@ -358,17 +411,30 @@ class Kit:
 
     def check_scales_match_event(self) -> None:
         """Each stage's noise scale over its declared sensitivity is a noise multiplier of
-        a Laplace (L1) or Gaussian (L2) leaf of the planned event."""
+        a Laplace (L1) or Gaussian (L2) leaf of the planned event, or ``2/ε`` of an
+        exponential-mechanism leaf (score)."""
+        if not self.has_hook("sensitivity"):
+            return
         dataset = self.dataset()
         params = self.params(dataset.domain)
         declared = self._declared(dataset)
         release = execute(self.mechanism, dataset, params, SeededSampler(32))
         leaves = list(release.event.walk()) if release.event is not None else []
+        # A selection's "noise scale" is its Gumbel scale 2Δ/ε (report-noisy-max form).
         families = {
-            "l1": [e.noise_multiplier for e in leaves if isinstance(e, LaplaceEvent)],
-            "l2": [e.noise_multiplier for e in leaves if isinstance(e, GaussianEvent)],
+            "l1": [
+                e.noise_multiplier
+                for e in leaves
+                if isinstance(e, (LaplaceEvent, DiscreteLaplaceEvent))
+            ],
+            "l2": [
+                e.noise_multiplier
+                for e in leaves
+                if isinstance(e, (GaussianEvent, DiscreteGaussianEvent))
+            ],
+            "score": [2 / e.epsilon for e in leaves if isinstance(e, ExponentialMechanismEvent)],
         }
-        if not (families["l1"] or families["l2"]):
+        if not any(families.values()):
             return
         for stage, sens in declared.items():
             scale = _numeric(release.noise_scales.get(stage))
@@ -379,8 +445,8 @@ class Kit:
                 raise ConsistencyError(
                     f"stage {stage!r}: noise scale {float(scale):.10g} over the declared "
                     f"{sens.norm} sensitivity {sens.value:.10g} is {ratio:.10g}, which is not the "
-                    f"noise multiplier of any {'Laplace' if sens.norm == 'l1' else 'Gaussian'} "
-                    f"event in the plan {release.event.describe()}."
+                    f"noise multiplier of any {_FAMILY[sens.norm]} event in the plan "
+                    f"{release.event.describe()}."
                 )
 
     def check_noisy_stages(self) -> None:
@@ -409,8 +475,10 @@ class Kit:
             return
         for stage, reported in release.noise_scales.items():
             scale = _numeric(reported)
-            sens = self._declared(dataset).get(stage)
+            sens = self._declared(dataset).get(stage) if self.has_hook("sensitivity") else None
             if scale is None or scale.ndim or sens is None or stage not in query:
+                continue
+            if sens.norm == "score":  # a selection adds no noise around its scores
                 continue
             centre = np.asarray(query[stage], dtype=float).ravel()
             draws = max(100, math.ceil(40_000 / centre.size))
@@ -430,6 +498,50 @@ class Kit:
                     f"stage {stage!r}: noisy_stages adds noise of scale {measured:.6g} around "
                     f"the query, but run() reports {float(scale):.6g}."
                 )
+
+    def check_floating_point(self, pairs: list[Pair] | None = None) -> None:
+        """Releases on two neighbours lie on one data-independent grid (Mironov 2012).
+
+        On the audit pair's two datasets, every value of every noisy stage (from
+        ``noisy_stages``, or the release arrays named like declared stages when it is not
+        overridden) must be an integer multiple of one power of two ``γ``, the same on both
+        datasets, with ``|value| <= 2^52 γ``. Such outputs are points of one lattice, which
+        exact integer noise of full support (discrete Laplace or Gaussian) reaches from
+        either dataset, so no output seen on one is impossible on the other. ``value +
+        float noise`` fails: the finest bit its outputs use depends on the value.
+        """
+        pairs = self.audit_pairs("fast")[:1] if pairs is None else pairs
+        if not pairs:
+            return
+        pair = pairs[0]
+        grids = []
+        for seed, dataset in ((51, pair.first), (52, pair.second)):
+            params = self.params(dataset.domain)
+            grids.append(_grids(self._noisy_values(dataset, params, seed)))
+        first, second = grids
+        for stage in sorted(set(first) & set(second)):
+            (g1, top1), (g2, top2) = first[stage], second[stage]
+            if g1 != g2 or max(top1 / g1, top2 / g2) > 2.0**52:
+                raise ConsistencyError(
+                    f"stage {stage!r}: releases are not on one data-independent grid: the "
+                    f"finest power of two they use is {g1:.6g} on D and {g2:.6g} on D' "
+                    f"(largest |value| {top1:.6g} and {top2:.6g}), so some output on one "
+                    "dataset is impossible on the other (Mironov 2012). Add the noise with "
+                    f"dpframe.noise (exact integer noise on a grid).\n{pair.describe()}"
+                )
+
+    def _noisy_values(self, dataset: Dataset, params: Any, seed: int) -> dict[str, np.ndarray]:
+        count = 200
+        if type(self.mechanism).noisy_stages is not Mechanism.noisy_stages:
+            return self.mechanism.noisy_stages(dataset, params, SeededSampler(seed), count)
+        stages = set(self._declared(dataset))
+        sampler = SeededSampler(seed)
+        runs = [self.mechanism.run(dataset, params, sampler) for _ in range(count // 10)]
+        return {
+            name: np.stack([_numeric(r.arrays[name]).ravel() for r in runs])
+            for name in stages
+            if name in runs[0].arrays
+        }
 
     def check_plan(self) -> None:
         """The planned event meets the parameters' (epsilon, delta): exactly through mu-GDP
@@ -462,8 +574,24 @@ class Kit:
 
     def audit_pairs(self, tier: str | Tier = "fast") -> list[Pair]:
         """The neighbouring pairs to audit: Layer A's pairs with the largest change (summed
-        over stages, each over its declared sensitivity), best first."""
+        over stages, each over its declared sensitivity), best first; without ``query()``,
+        the pairs whose outputs a pilot finds furthest apart (:mod:`dpframe.testing.blackbox`)."""
         t = self.tier(tier)
+        if not (self.has_hook("query") and self.has_hook("sensitivity")) or any(
+            s.norm == "score" for s in self._declared(self.dataset()).values()
+        ):
+            if t.name not in self._blackbox:
+                self._blackbox[t.name] = blackbox_pairs(
+                    self.mechanism,
+                    self.params,
+                    self.space,
+                    self.base,
+                    seed=self.seed,
+                    records=t.blackbox_records,
+                    pilot=t.pilot_samples,
+                    count=t.audit_pairs,
+                )
+            return self._blackbox[t.name]
         report = self.search(t, ("structured", "random", "local"))
         candidates = [p for _, p in report.joint] + [f.pair for f in report.best.values()]
         scored = sorted(
@@ -484,7 +612,7 @@ class Kit:
             return -math.inf
         total = 0.0
         for stage, sens in self._declared(pair.first).items():
-            order = 1 if sens.norm == "l1" else 2
+            order = sens.order
             diff = np.ravel(q0[stage]) - np.ravel(q1[stage])
             total += float(np.linalg.norm(diff, ord=order)) / sens.value
         return total
@@ -571,10 +699,58 @@ class Kit:
     def check_power(self, tier: str | Tier = "fast") -> dict[str, str]:
         """Build three mutants and assert that the tier catches each: sensitivity halved
         (Layer A), clipping removed (Layer A, unless removing it changes no query:
-        an equivalent mutant), noise halved (Layer B on this mechanism's audit pair)."""
+        an equivalent mutant), and a weakened mechanism (Layer B on this mechanism's audit
+        pair): its noise halved when its draws go through scalable Sampler methods
+        (Laplace, Gaussian, standard normal, exponential mechanism), else its parameters'
+        epsilon doubled while its plan keeps the original. Without ``sensitivity()`` and
+        ``query()`` only the weakened mechanism is built (Layer A cannot run)."""
         t = self.tier(tier)
         outcome: dict[str, str] = {}
         missed = []
+        tight: Any = "unknown: no query() hook"
+        if self.has_hook("sensitivity") and self.has_hook("query"):
+            tight = self._power_layer_a(t, outcome, missed)
+        label, weakened = self._weakened()
+        pairs = self.audit_pairs(t)[:1]
+        try:
+            results = self.variant(weakened).audit(t, pairs=pairs)
+            caught = any(not r.passed for r in results)
+            evidence = results[0].message() if results else "no pair to audit"
+        except PrivacyViolation as exc:  # outputs of different shapes, for example
+            caught, evidence = True, str(exc)
+        if caught:
+            outcome[label] = "caught by Layer B"
+        else:
+            missed.append(
+                f"{label}: the audit did not refute the claim ({evidence}); "
+                f"Layer A tightness {tight}"
+            )
+        float_missed = self._float_noise_caught()
+        if float_missed is None:
+            outcome["float noise"] = "caught by the floating-point check"
+        else:
+            missed.append(float_missed)
+        if missed:
+            raise PowerError("the kit missed mutants of this mechanism:\n" + "\n".join(missed))
+        return outcome
+
+    @_quietly
+    def _float_noise_caught(self) -> str | None:
+        """None when the floating-point check catches the float-noise mutant (or the
+        mechanism draws no exact integer noise for it to replace), else why not."""
+        dataset = self.dataset()
+        recorder = RecordingSampler(SeededSampler(45))
+        self.mechanism.run(dataset, self.params(dataset.domain), recorder)
+        if not any(name.startswith("discrete_") for name, _ in recorder.log):
+            return None
+        pairs = self.audit_pairs("fast")[:1]
+        try:
+            self.variant(float_noise(self.mechanism)).check_floating_point(pairs)
+        except ConsistencyError:
+            return None
+        return "float noise: the floating-point check found every release on one grid"
+
+    def _power_layer_a(self, t: Tier, outcome: dict[str, str], missed: list[str]) -> Any:
         halved = self.variant(sensitivity_scaled(self.mechanism, 0.5)).search(
             t, ("structured", "random")
         )
@@ -595,23 +771,24 @@ class Kit:
             outcome["clipping removed"] = f"not a privacy mutant: {self.bounds_records}"
         else:
             missed.append("clipping removed: Layer A found no violation")
-        pairs = self.audit_pairs(t)[:1]
-        try:
-            results = self.variant(noise_scaled(self.mechanism, 0.5)).audit(t, pairs=pairs)
-            caught = any(not r.passed for r in results)
-            evidence = results[0].message() if results else "no pair to audit"
-        except PrivacyViolation as exc:  # outputs of different shapes, for example
-            caught, evidence = True, str(exc)
-        if caught:
-            outcome["noise halved"] = "caught by Layer B"
-        else:
-            missed.append(
-                f"noise halved: the audit did not refute the claim ({evidence}); "
-                f"Layer A tightness {tight}"
+        return tight
+
+    def _weakened(self) -> tuple[str, Mechanism]:
+        """The noise-halved mutant when one run's draws include scalable ones, else the
+        epsilon-doubled mutant (one sentence when neither applies)."""
+        dataset = self.dataset()
+        params = self.params(dataset.domain)
+        recorder = RecordingSampler(SeededSampler(44))
+        self.mechanism.run(dataset, params, recorder)
+        if recorder.log:
+            return "noise halved", noise_scaled(self.mechanism, 0.5)
+        if not hasattr(params, "epsilon"):
+            raise PowerError(
+                "the mechanism draws no Laplace, Gaussian, standard-normal or exponential-"
+                "mechanism noise and its parameters have no epsilon, so the kit cannot weaken "
+                "it; skip test_power_self_check with the reason."
             )
-        if missed:
-            raise PowerError("the kit missed mutants of this mechanism:\n" + "\n".join(missed))
-        return outcome
+        return "epsilon doubled", epsilon_scaled(self.mechanism, 2.0)
 
     @_quietly
     def _clipping_irrelevant(self) -> bool:
@@ -646,11 +823,15 @@ class Kit:
             "noise follows sensitivity": self.check_noise_follows_sensitivity,
             "scales match event": self.check_scales_match_event,
             "noisy_stages match run": self.check_noisy_stages,
+            "floating point": self.check_floating_point,
             "plan within params": self.check_plan,
             "audit": lambda: self.check_audit(tier),
             "hygiene": self.check_hygiene,
         }
         report = KitReport()
+        if not (self.has_hook("sensitivity") and self.has_hook("query")):
+            del checks["sensitivity"]
+            report.outcomes["sensitivity"] = "skipped: no sensitivity() or query() hook"
         for name, check in checks.items():
             try:
                 check()
@@ -690,6 +871,30 @@ def _same_pair(a: Pair, b: Pair) -> bool:
     )
 
 
+THOROUGH_TWINS = {
+    "test_sensitivity_structured": "test_sensitivity_thorough",
+    "test_sensitivity_random": "test_sensitivity_thorough",
+    "test_sensitivity_hypothesis": "test_sensitivity_thorough",
+    "test_sensitivity_local": "test_sensitivity_thorough",
+    "test_audit": "test_audit_thorough",
+    "test_release_audit": "test_release_audit_thorough",
+    "test_power_self_check": "test_power_thorough",
+}
+"""Each fast-tier test and its thorough twin: skipping the fast test skips the twin (for
+the sensitivity strategies: leaves that strategy out of the thorough search)."""
+
+NEEDS_HOOKS = {
+    "test_sensitivity_structured": ("sensitivity", "query"),
+    "test_sensitivity_random": ("sensitivity", "query"),
+    "test_sensitivity_hypothesis": ("sensitivity", "query"),
+    "test_sensitivity_local": ("sensitivity", "query"),
+    "test_sensitivity_thorough": ("sensitivity", "query"),
+    "test_noise_follows_sensitivity": ("sensitivity",),
+    "test_noise_scales_match_event": ("sensitivity",),
+}
+"""The tests that cannot run without an optional hook; they are skipped, saying so."""
+
+
 def conformance(
     mechanism: Mechanism | type[Mechanism],
     params: Any,
@@ -703,12 +908,53 @@ def conformance(
         TestMine = conformance(Mine, params={"epsilon": 1.0}, domain=Domain(lower=0, upper=1))
 
     ``options`` go to :class:`Kit` (``base=``, ``claim=``, ``records=``, ...). ``skip``
-    maps test names to the reason they do not apply. Thorough-tier tests carry the
-    ``thorough`` marker (run them with ``pytest -m thorough``)."""
+    maps test names to the reason they do not apply; skipping a fast-tier test skips its
+    thorough twin too (:data:`THOROUGH_TWINS`). Tests that need a hook the mechanism does
+    not define are skipped with that reason (:data:`NEEDS_HOOKS`). Thorough-tier tests
+    carry the ``thorough`` marker (run them with ``pytest -m thorough``)."""
     import pytest
 
     kit = Kit(mechanism, params, domain, **options)
     skip = dict(skip or {})
+    tests = {
+        "test_sensitivity_structured": lambda: kit.check_sensitivity("fast", ("structured",)),
+        "test_sensitivity_random": lambda: kit.check_sensitivity("fast", ("random",)),
+        "test_sensitivity_hypothesis": lambda: kit.check_sensitivity("fast", ("hypothesis",)),
+        "test_sensitivity_local": lambda: kit.check_sensitivity("fast", ("local",)),
+        "test_bad_records_refused": kit.check_bad_records,
+        "test_noise_follows_sensitivity": kit.check_noise_follows_sensitivity,
+        "test_noise_scales_match_event": kit.check_scales_match_event,
+        "test_noisy_stages_match_run": kit.check_noisy_stages,
+        "test_floating_point": kit.check_floating_point,
+        "test_plan_within_params": kit.check_plan,
+        "test_audit": lambda: kit.check_audit("fast"),
+        "test_release_audit": lambda: kit.check_audit("fast", source="release"),
+        "test_power_self_check": lambda: kit.check_power("fast"),
+    }
+    strategies = tuple(name for name in STRATEGIES if f"test_sensitivity_{name}" not in skip)
+    thorough = {
+        "test_sensitivity_thorough": lambda: kit.check_sensitivity("thorough", strategies),
+        "test_audit_thorough": lambda: kit.check_audit("thorough"),
+        "test_release_audit_thorough": lambda: kit.check_audit("thorough", source="release"),
+        "test_power_thorough": lambda: kit.check_power("thorough"),
+    }
+    names = sorted([*tests, "test_hygiene", *thorough])
+    unknown = sorted(set(skip) - set(names))
+    if unknown:
+        raise ValueError(f"skip names unknown tests {unknown}; the tests are {names}")
+    reasons = dict(skip)
+    for fast, twin in THOROUGH_TWINS.items():
+        if fast in skip and twin not in reasons and not twin.startswith("test_sensitivity"):
+            reasons[twin] = f"skipped with {fast}: {skip[fast]}"
+    if not strategies and "test_sensitivity_thorough" not in reasons:
+        reasons["test_sensitivity_thorough"] = "every sensitivity strategy is skipped"
+    for name, hooks in NEEDS_HOOKS.items():
+        missing = [h for h in hooks if not kit.has_hook(h)]
+        if missing and name not in reasons:
+            reasons[name] = (
+                f"the mechanism defines no {' or '.join(h + '()' for h in missing)} hook; "
+                "the audit is black-box (docs/testing-kit.md)"
+            )
 
     def case(
         run: Callable[..., Any], name: str, *, thorough: bool = False, uses_tmp: bool = False
@@ -724,43 +970,36 @@ def conformance(
 
         test.__name__ = name
         test.__doc__ = (run.__doc__ or "").strip().split("\n")[0] or None
-        if name in skip:
-            test = pytest.mark.skip(reason=skip[name])(test)
+        if name in reasons:
+            test = pytest.mark.skip(reason=reasons[name])(test)
         if thorough:
             test = pytest.mark.thorough(test)
         return test
 
-    tests = {
-        "test_sensitivity_structured": lambda: kit.check_sensitivity("fast", ("structured",)),
-        "test_sensitivity_random": lambda: kit.check_sensitivity("fast", ("random",)),
-        "test_sensitivity_hypothesis": lambda: kit.check_sensitivity("fast", ("hypothesis",)),
-        "test_sensitivity_local": lambda: kit.check_sensitivity("fast", ("local",)),
-        "test_bad_records_refused": kit.check_bad_records,
-        "test_noise_follows_sensitivity": kit.check_noise_follows_sensitivity,
-        "test_noise_scales_match_event": kit.check_scales_match_event,
-        "test_noisy_stages_match_run": kit.check_noisy_stages,
-        "test_plan_within_params": kit.check_plan,
-        "test_audit": lambda: kit.check_audit("fast"),
-        "test_release_audit": lambda: kit.check_audit("fast", source="release"),
-        "test_power_self_check": lambda: kit.check_power("fast"),
-    }
     namespace: dict[str, Any] = {"kit": kit}
     for name, run in tests.items():
         namespace[name] = case(run, name)
     namespace["test_hygiene"] = case(
         lambda tmp: kit.check_hygiene(tmp), "test_hygiene", uses_tmp=True
     )
-    thorough = {
-        "test_sensitivity_thorough": lambda: kit.check_sensitivity("thorough"),
-        "test_audit_thorough": lambda: kit.check_audit("thorough"),
-        "test_release_audit_thorough": lambda: kit.check_audit("thorough", source="release"),
-        "test_power_thorough": lambda: kit.check_power("thorough"),
-    }
     for name, run in thorough.items():
         namespace[name] = case(run, name, thorough=True)
-    names = sorted(n for n in namespace if n.startswith("test_"))
-    unknown = sorted(set(skip) - set(names))
-    if unknown:
-        raise ValueError(f"skip names unknown tests {unknown}; the tests are {names}")
     title = "".join(part.title() for part in str(kit.mechanism.name).replace("-", "_").split("_"))
     return type(f"TestConformance{title}", (), namespace)
+
+
+def _grids(values: dict[str, np.ndarray]) -> dict[str, tuple[float, float]]:
+    """Per stage: the largest power of two dividing every value, and the largest |value|
+    (zeros divide by anything and are skipped)."""
+    out = {}
+    for name, array in values.items():
+        v = np.asarray(array, dtype=np.float64).ravel()
+        v = v[np.isfinite(v) & (v != 0)]
+        if v.size == 0:
+            continue
+        mantissa, exponent = np.frexp(v)  # v = mantissa * 2^exponent, 0.5 <= |mantissa| < 1
+        integer = np.abs(mantissa * 2.0**53).astype(np.int64)  # exact: 53-bit integer
+        lowest = integer & -integer  # lowest set bit, a power of two
+        finest = np.min(np.ldexp(lowest.astype(np.float64), exponent - 53))
+        out[name] = (float(finest), float(np.max(np.abs(v))))
+    return out

@@ -1,11 +1,13 @@
 """Mutants: deliberately broken copies of a mechanism.
 
-The kit's power self-check builds three mutants of every mechanism it tests and asserts
+The kit's power self-check builds four mutants of every mechanism it tests and asserts
 that the fast tier catches each: the noise halved (a sampler wrapper scales every Laplace,
-Gaussian and standard-normal draw), the declared sensitivity halved (``sensitivity()``
-wrapped; a mechanism that computes its noise from its own ``sensitivity()``, as it must,
-then adds half the noise), and the clipping removed (the mechanism sees the records the
-kit generated before the Dataset clipped them). :func:`with_sensitivity` builds the mutant
+Gaussian, standard-normal and exact integer draw), the declared sensitivity halved
+(``sensitivity()`` wrapped; a mechanism that computes its noise from its own
+``sensitivity()``, as it must, then adds half the noise), the clipping removed (the
+mechanism sees the records the kit generated before the Dataset clipped them), and the old
+floating-point noise (:func:`float_noise`: the noise helpers add ``value + float noise``,
+open to Mironov's 2012 attack). :func:`with_sensitivity` builds the mutant
 with any declared sensitivity, for example a paper's published constant, so a test can
 assert that the kit catches it.
 
@@ -16,6 +18,7 @@ not modified.
 from __future__ import annotations
 
 from collections.abc import Callable, Mapping
+from fractions import Fraction
 from typing import Any
 
 import attrs
@@ -106,6 +109,46 @@ def noise_scaled(mechanism: Mechanism, factor: float) -> Mechanism:
     return patched(mechanism, f"noise x{factor:g}", **methods)
 
 
+def float_noise(mechanism: Mechanism) -> Mechanism:
+    """``mechanism`` drawing its noise on the old floating-point path (the sampler's
+    ``unsafe_float_noise``): ``value + float noise``, not private on real hardware."""
+    cls = type(mechanism)
+
+    def run(self: Mechanism, dataset: Dataset, params: Any, sampler: Sampler) -> Release:
+        return cls.run(self, dataset, params, FloatNoiseSampler(sampler))
+
+    def noisy_stages(
+        self: Mechanism, dataset: Dataset, params: Any, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        return cls.noisy_stages(self, dataset, params, FloatNoiseSampler(sampler), count)
+
+    return patched(mechanism, "float noise", run=run, noisy_stages=noisy_stages)
+
+
+def epsilon_scaled(mechanism: Mechanism, factor: float) -> Mechanism:
+    """``mechanism`` running with ``factor`` times its parameters' ``epsilon`` while
+    ``plan()`` (and so the claim) keeps the original: a weaker mechanism whatever its
+    noise, for mechanisms whose draws :class:`NoiseScaledSampler` cannot scale."""
+    cls = type(mechanism)
+
+    def weaker(params: Any) -> Any:
+        return attrs.evolve(params, epsilon=float(params.epsilon) * factor)
+
+    def run(self: Mechanism, dataset: Dataset, params: Any, sampler: Sampler) -> Release:
+        return cls.run(self, dataset, weaker(params), sampler)
+
+    methods: dict[str, Callable[..., Any]] = {"run": run}
+    if cls.noisy_stages is not Mechanism.noisy_stages:  # else the default loops over run()
+
+        def noisy_stages(
+            self: Mechanism, dataset: Dataset, params: Any, sampler: Sampler, count: int
+        ) -> dict[str, np.ndarray]:
+            return cls.noisy_stages(self, dataset, weaker(params), sampler, count)
+
+        methods["noisy_stages"] = noisy_stages
+    return patched(mechanism, f"epsilon x{factor:g}", **methods)
+
+
 def without_clipping(mechanism: Mechanism) -> Mechanism:
     """``mechanism`` reading the records the kit generated before clipping (datasets not
     built by the kit are unaffected)."""
@@ -136,6 +179,8 @@ class WrappedSampler(Sampler):
         self._generator = inner._generator
         self.name = inner.name  # type: ignore[misc]
         self.secure = inner.secure  # type: ignore[misc]
+        self.unsafe_float_noise = inner.unsafe_float_noise
+        self.grids = inner.grids
 
     def _bit_generator(self) -> np.random.BitGenerator:  # pragma: no cover - never called
         raise NotImplementedError
@@ -150,8 +195,18 @@ class WrappedSampler(Sampler):
         return self.inner.describe()
 
 
+class FloatNoiseSampler(WrappedSampler):
+    """The same stream with the unsafe floating-point noise path switched on."""
+
+    def __init__(self, inner: Sampler) -> None:
+        super().__init__(inner)
+        self.unsafe_float_noise = True
+
+
 class NoiseScaledSampler(WrappedSampler):
-    """Every Laplace, Gaussian and standard-normal draw multiplied by ``factor``."""
+    """Every Laplace, Gaussian and standard-normal draw multiplied by ``factor``, the exact
+    integer noise drawn at ``factor`` times its scale, and every exponential-mechanism
+    selection drawn with ``epsilon / factor`` (its Gumbel noise scaled by ``factor``)."""
 
     def __init__(self, inner: Sampler, factor: float) -> None:
         super().__init__(inner)
@@ -168,6 +223,49 @@ class NoiseScaledSampler(WrappedSampler):
 
     def standard_normal(self, size: Shape = None) -> np.ndarray:
         return super().standard_normal(size) * self.factor
+
+    def discrete_laplace(self, scale: int | float | Fraction, size: Shape = None) -> np.ndarray:
+        return super().discrete_laplace(Fraction(scale) * Fraction(self.factor), size)
+
+    def discrete_gaussian(
+        self, sigma_squared: int | float | Fraction, size: Shape = None
+    ) -> np.ndarray:
+        return super().discrete_gaussian(Fraction(sigma_squared) * Fraction(self.factor) ** 2, size)
+
+    def exponential_mechanism(
+        self, scores: ArrayLike, epsilon: float, sensitivity: float, size: int | None = None
+    ) -> int | np.ndarray:
+        return super().exponential_mechanism(scores, epsilon / self.factor, sensitivity, size)
+
+
+class UsageSampler(WrappedSampler):
+    """Notes whether anything was drawn from the stream (``used``), in this sampler or in
+    any child it spawns: a mechanism whose release does not touch its sampler cannot
+    depend on it."""
+
+    def __init__(self, inner: Sampler, flag: list[bool] | None = None) -> None:
+        super().__init__(inner)
+        self._flag = [False] if flag is None else flag
+        self._generator = _Watched(inner._generator, self._flag)
+
+    @property
+    def used(self) -> bool:
+        return self._flag[0]
+
+    def _rewrap(self, inner: Sampler) -> UsageSampler:
+        return UsageSampler(inner, self._flag)
+
+
+class _Watched:
+    """A numpy Generator that raises a flag when any of its methods is looked up."""
+
+    def __init__(self, generator: np.random.Generator, flag: list[bool]) -> None:
+        self._inner = generator
+        self._flag = flag
+
+    def __getattr__(self, name: str) -> Any:
+        self._flag[0] = True
+        return getattr(self._inner, name)
 
 
 class RecordingSampler(WrappedSampler):
@@ -193,6 +291,27 @@ class RecordingSampler(WrappedSampler):
     def standard_normal(self, size: Shape = None) -> np.ndarray:
         out = super().standard_normal(size)
         self.log.append(("standard_normal", np.ones(np.shape(out))))
+        return out
+
+    def discrete_laplace(self, scale: int | float | Fraction, size: Shape = None) -> np.ndarray:
+        out = super().discrete_laplace(scale, size)
+        self.log.append(("discrete_laplace", np.full(np.shape(out), float(scale))))
+        return out
+
+    def discrete_gaussian(
+        self, sigma_squared: int | float | Fraction, size: Shape = None
+    ) -> np.ndarray:
+        out = super().discrete_gaussian(sigma_squared, size)
+        sigma = float(sigma_squared) ** 0.5
+        self.log.append(("discrete_gaussian", np.full(np.shape(out), sigma)))
+        return out
+
+    def exponential_mechanism(
+        self, scores: ArrayLike, epsilon: float, sensitivity: float, size: int | None = None
+    ) -> int | np.ndarray:
+        out = super().exponential_mechanism(scores, epsilon, sensitivity, size)
+        gumbel_scale = 2 * float(sensitivity) / float(epsilon)
+        self.log.append(("exponential_mechanism", np.full(np.shape(out), gumbel_scale)))
         return out
 
     def tally(self) -> dict[tuple[str, float], int]:

@@ -198,7 +198,7 @@ class Search:
                 return values
         joint: np.ndarray | float = 0.0
         for stage, sens in declared.items():
-            order = 1 if sens.norm == "l1" else 2
+            order = sens.order
             if pairs == "all":
                 change = _pairwise_norms(blocks[stage], order)
             else:
@@ -357,7 +357,7 @@ class Search:
             declared = search.declared(datasets[0])
             total = 0.0
             for stage, sens in declared.items():
-                order = 1 if sens.norm == "l1" else 2
+                order = sens.order
                 change = np.linalg.norm(values[0][stage] - values[1][stage], ord=order)
                 ratio = float(change / sens.value)
                 total += ratio
@@ -445,7 +445,7 @@ class _LocalClimb:
             )
             return -math.inf
         sens = self.search.declared(datasets[0])[self.stage]
-        order = 1 if sens.norm == "l1" else 2
+        order = sens.order
         change = float(np.linalg.norm(values[0][self.stage] - values[1][self.stage], ord=order))
         if not math.isfinite(change):
             self.search.compare(datasets, "local", ["D", "D'"])
@@ -555,7 +555,7 @@ def _labels_differ(y1: np.ndarray | None, y2: np.ndarray | None, n: int) -> np.n
     return np.array([a != b for a, b in zip(y1, y2, strict=True)], dtype=bool)
 
 
-def _pairwise_norms(block: np.ndarray, order: int) -> np.ndarray:
+def _pairwise_norms(block: np.ndarray, order: float) -> np.ndarray:
     """``||block[i] - block[j]||`` for all i, j, in chunks to bound memory."""
     r = block.shape[0]
     out = np.empty((r, r))

@@ -1,10 +1,19 @@
 """The Laplace and Gaussian mechanisms on bounded queries.
 
 Each mechanism releases ``q(D) + noise`` for ``q`` the mean or the centred second moment
-(covariance about the domain's public centre) of the clipped rows. The noise scale is
-``sensitivity x noise_multiplier``; the sensitivity comes from
-:mod:`dpframe_basic.sensitivity` and the scale from :mod:`dpframe.calibration`, so this
-file contains no privacy arithmetic of its own.
+(covariance about the domain's public centre) of the clipped rows, on a grid with exact
+integer noise (:func:`dpframe.noise.grid_release`: discrete Laplace or discrete Gaussian).
+The noise scale is ``sensitivity x noise_multiplier``; the sensitivity comes from
+:mod:`dpframe_basic.sensitivity`, the multiplier from :func:`dpframe.noise.plan_stages`
+and the grid's rounding inflation from :func:`dpframe.noise.grid_for`, so this file
+contains no privacy arithmetic of its own.
+
+Units (:mod:`dpframe.units`). The mean is computed by default on the records rescaled to
+``[-1, 1]`` by the public box and mapped back, so each column's noise is in proportion to
+its own range and the release does not depend on the units the domain is declared in;
+the mean is then clamped to the box (``in_domain``). The covariance about the public
+centre is by default in the declared units (``units = "rescaled"`` gives ``s Σ s`` with
+``Σ`` the rescaled records' covariance: each entry's noise in proportion to ``s_i s_j``).
 """
 
 from __future__ import annotations
@@ -15,22 +24,32 @@ import attrs
 import numpy as np
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
-from dpframe.calibration import gaussian_sigma, laplace_scale
 from dpframe.errors import ParameterError
-from dpframe.events import GaussianEvent, LaplaceEvent, PrivacyEvent
+from dpframe.events import PrivacyEvent
 from dpframe.linalg import psd_project
-from dpframe.noise import symmetric_entries, symmetric_matrix
+from dpframe.noise import (
+    NoisyStage,
+    batch_perturb,
+    plan_stages,
+    symmetric_entries,
+    symmetric_matrix,
+)
 from dpframe.samplers import Sampler
 from dpframe.stats import moments
+from dpframe.units import data_coordinates, in_domain_param, units_param
 from dpframe_basic.sensitivity import covariance_sensitivity, mean_sensitivity
 
 Query = Literal["mean", "covariance"]
+
+_UNITS_DEFAULT = " (default: rescaled for the mean, raw for the covariance)"
 
 
 @attrs.frozen(kw_only=True)
 class LaplaceParams(PrivacyParams):
     query: Query = param("mean", help="the statistic to release", constraint="mean | covariance")
     psd: bool = param(True, help="project a released covariance onto the PSD cone")
+    units: Literal["rescaled", "raw"] | None = units_param(None, _UNITS_DEFAULT)
+    in_domain: bool = in_domain_param()
 
     def __attrs_post_init__(self) -> None:
         if self.delta != 0:
@@ -41,6 +60,8 @@ class LaplaceParams(PrivacyParams):
 class GaussianParams(PrivacyParams):
     query: Query = param("mean", help="the statistic to release", constraint="mean | covariance")
     psd: bool = param(True, help="project a released covariance onto the PSD cone")
+    units: Literal["rescaled", "raw"] | None = units_param(None, _UNITS_DEFAULT)
+    in_domain: bool = in_domain_param()
 
     def __attrs_post_init__(self) -> None:
         if not 0 < self.delta < 1:
@@ -65,6 +86,27 @@ def _sensitivity(query: str, domain: Domain, norm: str) -> float:
     return covariance_sensitivity(domain, norm)
 
 
+def _stage(
+    mechanism: Mechanism, params: LaplaceParams | GaussianParams, domain: Domain, family: str
+) -> NoisyStage:
+    """The one noisy stage, its sensitivity from the ``sensitivity()`` hook (so a wrong
+    declaration is a wrong noise, which the testing kit's mutants rely on)."""
+    delta = mechanism.sensitivity(params, domain)[params.query].value
+    stages = {params.query: (1.0, delta)}
+    return plan_stages(family, params.epsilon, params.delta, stages, domain.relation)[params.query]
+
+
+class _DataCoordinates:
+    """The mean (and the covariance's centre) as points, the covariance as a covariance;
+    the mean works in rescaled units by default (module docstring)."""
+
+    def working_units(self, params: LaplaceParams | GaussianParams) -> str:
+        return params.units or ("rescaled" if params.query == "mean" else "raw")
+
+    def output_kinds(self, params: LaplaceParams | GaussianParams) -> dict[str, str]:
+        return {"mean": "point", "covariance": "covariance", "centre": "point"}
+
+
 def _release(
     dataset: Dataset,
     params: LaplaceParams | GaussianParams,
@@ -84,8 +126,9 @@ def _release(
     )
 
 
-class LaplaceMechanism(Mechanism):
-    """Laplace noise calibrated to the L1 sensitivity: pure ε-DP."""
+@data_coordinates
+class LaplaceMechanism(_DataCoordinates, Mechanism):
+    """Discrete Laplace noise on a grid, calibrated to the grid's L1 sensitivity: pure ε-DP."""
 
     name = "laplace"
     title = "Laplace mechanism"
@@ -94,7 +137,10 @@ class LaplaceMechanism(Mechanism):
         "Dwork, McSherry, Nissim, Smith. Calibrating Noise to Sensitivity in Private "
         "Data Analysis. TCC 2006."
     )
-    privacy = "ε-DP, replace-one; noise b = Δ₁/ε on the upper triangle for covariances"
+    privacy = (
+        "ε-DP, replace-one; discrete Laplace noise t = ceil(Δ₁/γ + d)/ε grid steps on a "
+        "power-of-two grid γ (upper triangle for covariances)"
+    )
     outputs = ("mean", "covariance", "centre")
     Params = LaplaceParams
 
@@ -106,73 +152,60 @@ class LaplaceMechanism(Mechanism):
         return 1
 
     def plan(self, params: LaplaceParams, domain: Domain) -> PrivacyEvent:
-        # b = Δ₁/ε, so b/Δ₁ = 1/ε whatever the sensitivity; computing the sensitivity here
-        # still checks that the domain bounds the records.
-        self.sensitivity(params, domain)
-        return LaplaceEvent(1.0 / params.epsilon, relation=domain.relation)
+        return _stage(self, params, domain, "laplace").event()
 
     def query(self, dataset: Dataset, params: LaplaceParams) -> dict[str, np.ndarray]:
         return {params.query: _query_value(dataset, params.query, "laplace")}
 
     def run(self, dataset: Dataset, params: LaplaceParams, sampler: Sampler) -> Release:
-        value = _query_value(dataset, params.query, "laplace")
-        scale = laplace_scale(
-            params.epsilon, self.sensitivity(params, dataset.domain)[params.query].value
-        )
-        noisy = value + sampler.laplace(scale, value.shape)
-        return _release(dataset, params, noisy, scale, "laplace")
+        stage = _stage(self, params, dataset.domain, "laplace")
+        noisy = stage.perturb(_query_value(dataset, params.query, "laplace"), sampler)
+        return _release(dataset, params, noisy, stage.scale, "laplace")
 
     def noisy_stages(
         self, dataset: Dataset, params: LaplaceParams, sampler: Sampler, count: int
     ) -> dict[str, np.ndarray]:
-        value = _query_value(dataset, params.query, "laplace")
-        scale = laplace_scale(
-            params.epsilon, self.sensitivity(params, dataset.domain)[params.query].value
-        )
-        return {params.query: value + sampler.laplace(scale, (count, value.size))}
+        stages = {params.query: _stage(self, params, dataset.domain, "laplace")}
+        return batch_perturb(stages, self.query(dataset, params), sampler, count)
 
 
-class GaussianMechanism(Mechanism):
-    """Gaussian noise calibrated by the analytic Gaussian mechanism: (ε, δ)-DP."""
+@data_coordinates
+class GaussianMechanism(_DataCoordinates, Mechanism):
+    """Discrete Gaussian noise on a grid, calibrated through zCDP: (ε, δ)-DP."""
 
     name = "gaussian"
-    title = "Gaussian mechanism (analytic calibration)"
+    title = "Gaussian mechanism (discrete Gaussian on a grid)"
     summary = "mean or covariance of bounded rows plus Gaussian noise ((ε, δ)-DP)"
     reference = (
-        "Balle and Wang. Improving the Gaussian Mechanism for Differential Privacy: "
-        "Analytical Calibration and Optimal Denoising. ICML 2018."
+        "Canonne, Kamath, Steinke. The Discrete Gaussian for Differential Privacy. NeurIPS 2020."
     )
-    privacy = "(ε, δ)-DP, replace-one; σ from the analytic Gaussian condition on Δ₂"
+    privacy = (
+        "(ε, δ)-DP, replace-one; discrete Gaussian σ = z(Δ₂/γ + √d) grid steps, z the "
+        "smallest multiplier whose zCDP ρ = 1/(2z²) converts to (ε, δ)"
+    )
     outputs = ("mean", "covariance", "centre")
     Params = GaussianParams
 
     def sensitivity(self, params: GaussianParams, domain: Domain) -> dict[str, Sensitivity]:
         return {params.query: Sensitivity(_sensitivity(params.query, domain, "l2"), "l2")}
 
-    def _sigma(self, params: GaussianParams, domain: Domain) -> tuple[float, float]:
-        delta2 = self.sensitivity(params, domain)[params.query].value
-        return gaussian_sigma(params.epsilon, params.delta, delta2), delta2
-
     def data_passes(self, params: GaussianParams) -> int:
         """One pass over the data's chunks (streamed and Dask sources serve)."""
         return 1
 
     def plan(self, params: GaussianParams, domain: Domain) -> PrivacyEvent:
-        sigma, delta2 = self._sigma(params, domain)
-        return GaussianEvent(sigma / delta2, relation=domain.relation)
+        return _stage(self, params, domain, "gaussian").event()
 
     def query(self, dataset: Dataset, params: GaussianParams) -> dict[str, np.ndarray]:
         return {params.query: _query_value(dataset, params.query, "gaussian")}
 
     def run(self, dataset: Dataset, params: GaussianParams, sampler: Sampler) -> Release:
-        value = _query_value(dataset, params.query, "gaussian")
-        sigma, _ = self._sigma(params, dataset.domain)
-        noisy = value + sampler.gaussian(sigma, value.shape)
-        return _release(dataset, params, noisy, sigma, "gaussian")
+        stage = _stage(self, params, dataset.domain, "gaussian")
+        noisy = stage.perturb(_query_value(dataset, params.query, "gaussian"), sampler)
+        return _release(dataset, params, noisy, stage.scale, "gaussian")
 
     def noisy_stages(
         self, dataset: Dataset, params: GaussianParams, sampler: Sampler, count: int
     ) -> dict[str, np.ndarray]:
-        value = _query_value(dataset, params.query, "gaussian")
-        sigma, _ = self._sigma(params, dataset.domain)
-        return {params.query: value + sampler.gaussian(sigma, (count, value.size))}
+        stages = {params.query: _stage(self, params, dataset.domain, "gaussian")}
+        return batch_perturb(stages, self.query(dataset, params), sampler, count)

@@ -1,15 +1,15 @@
-"""Entry point of the ``basic`` plugin: registers its mechanisms through the hook."""
+"""Entry point of the ``basic`` plugin: registers its mechanisms through the hook, by name and
+import path: the implementation is imported on first use."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from dpframe import hookimpl
+from dpframe.plugins import Lazy
 
 
 @hookimpl
 def register_mechanisms(register: Any) -> None:
-    from dpframe_basic.mechanisms import GaussianMechanism, LaplaceMechanism
-
-    register(LaplaceMechanism)
-    register(GaussianMechanism)
+    register(Lazy("laplace", "dpframe_basic.mechanisms:LaplaceMechanism"))
+    register(Lazy("gaussian", "dpframe_basic.mechanisms:GaussianMechanism"))

@@ -34,6 +34,7 @@ from dpframe.events import PrivacyEvent
 from dpframe.params import one_of, optional, positive, positive_int
 from dpframe.relation import Relation
 from dpframe.samplers import Sampler
+from dpframe.units import data_coordinates, in_domain_param
 from dpframe_dpcda.accounting import (
     Pools,
     calibrate_noise,
@@ -115,6 +116,7 @@ class DPCDAParams(PrivacyParams):
         constraint="centre | lower",
         validator=one_of("centre", "lower"),
     )
+    in_domain: bool = in_domain_param()
 
     def __attrs_post_init__(self) -> None:
         if self.epsilon is None and self.noise_multiplier is None:
@@ -222,10 +224,15 @@ def plan_pools(params: DPCDAParams, domain: Domain) -> Pools:
     return Pools(domain.relation, params.order, sizes, (total // k,) * k)
 
 
+@data_coordinates
 class DPCDAMechanism(Mechanism):
     """Class-centric noisy means of l records, with a sound subsampled-RDP analysis."""
 
     name = "dpcda"
+    float_noise = (
+        "its subsampled-Gaussian RDP analysis has no discrete-Gaussian counterpart in "
+        "dpframe yet (issue 15)"
+    )
     title = "DP-CDA: class-centric data aggregation (sound accounting)"
     summary = "synthetic records as noisy means of l same-class records, per class"
     reference = (
@@ -241,6 +248,12 @@ class DPCDAMechanism(Mechanism):
     relations = (Relation.REPLACE_ONE, Relation.ADD_REMOVE)
     outputs = ("synthetic", "labels")
     Params = DPCDAParams
+
+    def output_kinds(self, params: object) -> dict[str, str]:
+        """The synthetic records and labels, put in the domain's terms (the records are
+        rescaled by the public box by this mechanism's own encoding, so there is no
+        ``units`` parameter)."""
+        return {"synthetic": "records", "labels": "labels"}
 
     def _noise_multiplier(self, params: DPCDAParams, pools: Pools) -> float:
         if params.noise_multiplier is None:

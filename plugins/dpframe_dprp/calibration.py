@@ -28,24 +28,32 @@ triangle (diagonal included) iid ``N(0, s2^2)`` (PRIVACY-NOTES rule 3).
 
 Composition with the failure event (conditioning argument). Fix neighbours D, D' and
 let ``G = {R : ||(z - z')^T R|| <= Delta_1}``, ``Pr[R not in G] <= delta_R``. For each R
-in G the pair ``(P', C')`` given R is the composition of two Gaussian mechanisms with
-sensitivities ``Delta_1, Delta_2``, hence ``(eps, delta_G(eps))``-DP for their exact
-profile ``delta_G``. For any output set S (the output may include R itself):
+in G the pair ``(P', C')`` given R is the composition of two (discrete, on a grid, see
+below) Gaussian mechanisms with sensitivities ``Delta_1, Delta_2``, hence
+``(eps, delta_G(eps))``-DP for their profile ``delta_G``. For any output set S (the
+output may include R itself):
 ``Pr[M(D) in S] <= Pr[R not in G] + sum_{R in G} p(R) (e^eps Pr[M(D') in S | R] +
 delta_G) <= delta_G + delta_R (1 - delta_G) + e^eps Pr[M(D') in S]``.
 That is exactly the profile of the two Gaussians composed with an opaque
-``(0, delta_R)``-DP event, so the event ``compose(Gaussian(s1/Delta_1),
-Gaussian(s2/Delta_2), EpsilonDelta(0, delta_R))`` is a valid description for every
-accountant that is valid for a genuine composition.
+``(0, delta_R)``-DP event, so the event ``compose(DiscreteGaussian(s1/Delta_1),
+DiscreteGaussian(s2/Delta_2), EpsilonDelta(0, delta_R))`` is a valid description for
+every accountant that is valid for a genuine composition.
 
-Calibration. ``delta_R = failure_share * delta``; the two Gaussian stages split the rest
-with :func:`dpframe.calibration.split_gaussian` (mu-GDP, exact for Gaussians):
-``split_gaussian(epsilon, delta - delta_R, [b1, 1 - b1])``. The total is then
-``(epsilon, delta)`` (conservatively: ``delta_G + delta_R >= delta_G + delta_R (1 - delta_G)``).
+Exact noise. Both stages are released on a grid with discrete Gaussian noise
+(:func:`dpframe.noise.grid_release`): rounding inflates ``Delta_1`` and ``Delta_2`` in grid
+units by ``⌈√d⌉`` (``d = n k1`` and ``d = w(w+1)/2``), and the integer noise is scaled to
+that, so the multipliers are unchanged. Conditioning on R is unaffected: for each R in G
+the rounded projection's integer shifts have L2 norm at most ``Delta_1/γ + ⌈√d⌉``.
+
+Calibration. ``delta_R = failure_share * delta``; the two discrete Gaussian stages split
+the rest through zCDP (:func:`dpframe.calibration.split_zcdp`, ``rho = 1/(2 z^2)`` per
+stage, CKS 2020): ``split_zcdp(epsilon, delta - delta_R, [b1, 1 - b1])``. The total is
+then ``(epsilon, delta)`` (conservatively: ``delta_G + delta_R >= delta_G + delta_R
+(1 - delta_G)``).
 
 The paper's Theorem B writes the covariance noise as ``N(0, Z^2 sqrt(2 ln(1.25/delta))/eps)``
 (a variance with a square root; garbled, and the classic formula is only valid for
-eps < 1). We use the analytic Gaussian mechanism for both stages instead.
+eps < 1). We use the discrete Gaussian with the zCDP calibration for both stages instead.
 """
 
 from __future__ import annotations
@@ -54,9 +62,9 @@ import math
 
 import attrs
 
-from dpframe.calibration import split_gaussian
+from dpframe.calibration import split_zcdp
 from dpframe.errors import ParameterError
-from dpframe.events import EpsilonDeltaEvent, GaussianEvent, PrivacyEvent, compose
+from dpframe.events import DiscreteGaussianEvent, EpsilonDeltaEvent, PrivacyEvent, compose
 from dpframe.relation import Relation
 
 
@@ -106,8 +114,8 @@ class Calibration:
     def event(self, relation: Relation = Relation.REPLACE_ONE) -> PrivacyEvent:
         """Two Gaussian releases plus the projection bound's failure probability."""
         return compose(
-            GaussianEvent(self.projection_multiplier, relation=relation),
-            GaussianEvent(self.covariance_multiplier, relation=relation),
+            DiscreteGaussianEvent(self.projection_multiplier, relation=relation),
+            DiscreteGaussianEvent(self.covariance_multiplier, relation=relation),
             EpsilonDeltaEvent(0.0, self.failure_probability, relation=relation),
         )
 
@@ -125,7 +133,7 @@ def calibrate(
     if not 0 < delta < 1:
         raise ParameterError(f"DPRP needs 0 < delta < 1 (Gaussian noise), got delta={delta}.")
     failure_probability = failure_share * delta
-    z1, z2 = split_gaussian(
+    z1, z2 = split_zcdp(
         epsilon, delta - failure_probability, [projection_share, 1.0 - projection_share]
     )
     return Calibration(

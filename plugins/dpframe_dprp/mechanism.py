@@ -27,10 +27,12 @@ from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitiv
 from dpframe.domain import Classes, Target
 from dpframe.errors import DomainError, ParameterError
 from dpframe.events import PrivacyEvent
-from dpframe.linalg import psd_project, top_eigen, upper_triangle
+from dpframe.linalg import from_upper_triangle, psd_project, top_eigen, upper_triangle
+from dpframe.noise import grid_release
 from dpframe.params import one_of, optional, positive, positive_int, probability_open
 from dpframe.relation import Relation
 from dpframe.samplers import Sampler, SeededSampler
+from dpframe.units import data_coordinates, in_domain_param
 from dpframe_dprp.calibration import Calibration, calibrate
 
 CHUNK_ROWS = 8192
@@ -102,6 +104,7 @@ class DPRPParams(PrivacyParams):
         False,
         help="also release the DP covariance, its top-k2 eigenvectors, the noisy projection and R",
     )
+    in_domain: bool = in_domain_param()
 
     def __attrs_post_init__(self) -> None:
         if not 0 < self.delta < 1:
@@ -187,12 +190,14 @@ class Encoding:
         y = dataset.require_labels("DPRP with labels='feature'")
         return self.encode_rows(dataset.features, y)
 
-    def encode_rows(self, features: np.ndarray, y: np.ndarray | None) -> np.ndarray:
+    def encode_rows(
+        self, features: np.ndarray, y: np.ndarray | None, out: np.ndarray | None = None
+    ) -> np.ndarray:
         """Working rows: centred, scaled features clipped to ``feature_bound``, then the
         label block (norm exactly ``w`` for classes, at most ``w`` for a target), written
-        into one new ``n x width`` array."""
+        into one ``n x width`` array (``out``, or a new one)."""
         d = self.centre.shape[0]
-        z = np.empty((features.shape[0], self.width))
+        z = np.empty((features.shape[0], self.width)) if out is None else out
         u = np.subtract(features, self.centre, out=z[:, :d])
         u /= self.scale
         norms = np.sqrt(np.einsum("ij,ij->i", u, u))
@@ -246,6 +251,7 @@ def _ball_reach(domain: Domain, centre: np.ndarray) -> float:
     return float(domain.row_norm_bound + np.linalg.norm(centre))
 
 
+@data_coordinates
 class DPRPMechanism(Mechanism):
     """Random projection plus DP eigenvectors; reconstruction is post-processing."""
 
@@ -261,12 +267,18 @@ class DPRPMechanism(Mechanism):
         "PRIVACY-NOTES."
     )
     privacy = (
-        "(ε, δ)-DP, replace-one (n public); analytic Gaussian on Z R (Laurent-Massart bound, "
-        "failure δ_R) and on Z^T Z (Δ₂ = √2 B²)"
+        "(ε, δ)-DP, replace-one (n public); discrete Gaussian on a grid (zCDP calibration) on "
+        "Z R (Laurent-Massart bound, failure δ_R) and on Z^T Z (Δ₂ = √2 B²)"
     )
     relations = (Relation.REPLACE_ONE,)
     outputs = ("synthetic", "labels", "covariance", "components", "projection", "random_matrix")
     Params = DPRPParams
+
+    def output_kinds(self, params: object) -> dict[str, str]:
+        """The synthetic records and labels, put in the domain's terms (the records are
+        rescaled by the public box by this mechanism's own encoding, so there is no
+        ``units`` parameter)."""
+        return {"synthetic": "records", "labels": "labels"}
 
     def _calibration(self, params: DPRPParams, encoding: Encoding) -> Calibration:
         return calibrate(
@@ -282,6 +294,11 @@ class DPRPMechanism(Mechanism):
         """Passes over the data: ``Z R`` and ``Z^T Z`` in one pass (read on this process;
         ``Z R`` has one row per record)."""
         return 1
+
+    def reduces_only(self, params: DPRPParams) -> bool:
+        """False: the pass reads the records on this process (each row of ``Z R`` is a
+        per-record value, which would have to leave a cluster's workers)."""
+        return False
 
     def plan(self, params: DPRPParams, domain: Domain) -> PrivacyEvent:
         self.check_relation(domain)
@@ -332,14 +349,22 @@ class DPRPMechanism(Mechanism):
         encoding = Encoding.build(params, dataset.domain)
         calibration = self._calibration(params, encoding)
         sigmas = self._sigmas(params, dataset.domain, calibration)
+        declared = self.sensitivity(params, dataset.domain)  # the noise follows it
         if encoding.labels is not None:
             dataset.require_labels("DPRP with labels='feature'")
         width = encoding.width
         k2 = default_k2(params, width)
         r = sampler.gaussian(1.0 / math.sqrt(params.k1), (width, params.k1))
         projected, second = _project(encoding, dataset, r)
-        projection = projected + sampler.gaussian(sigmas["projection"], (len(dataset), params.k1))
-        covariance = second + sampler.symmetric_gaussian(width, sigmas["covariance"])
+        projection = grid_release(
+            projected, "gaussian", declared["projection"].value, calibration.projection_multiplier,
+            sampler,
+        )  # fmt: skip
+        noisy_upper = grid_release(
+            upper_triangle(second), "gaussian", declared["covariance"].value,
+            calibration.covariance_multiplier, sampler,
+        )  # fmt: skip
+        covariance = from_upper_triangle(noisy_upper, width)
         _, components = top_eigen(covariance, k2)
         rows = projection @ (np.linalg.pinv(components.T @ r) @ components.T)
         features, labels = encoding.decode(rows)
@@ -374,10 +399,15 @@ def _project(encoding: Encoding, dataset: Dataset, r: np.ndarray) -> tuple[np.nd
     to leave the workers."""
     projected = np.empty((len(dataset), r.shape[1]))
     second = np.zeros((encoding.width, encoding.width))
+    buffer = np.empty((CHUNK_ROWS, encoding.width))  # reused: no page faults per chunk
     start = 0
     for features, labels in dataset.chunks(CHUNK_ROWS):
-        z = encoding.encode_rows(features, labels if encoding.labels is not None else None)
-        projected[start : start + len(z)] = z @ r
+        if len(features) > len(buffer):
+            buffer = np.empty((len(features), encoding.width))
+        z = encoding.encode_rows(
+            features, labels if encoding.labels is not None else None, out=buffer[: len(features)]
+        )
+        np.matmul(z, r, out=projected[start : start + len(z)])
         second += z.T @ z
         start += len(z)
     return projected, second

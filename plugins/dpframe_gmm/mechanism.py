@@ -14,6 +14,7 @@
 
 from __future__ import annotations
 
+import warnings
 from typing import Literal
 
 import attrs
@@ -35,9 +36,19 @@ from dpframe.samplers import Sampler
 from dpframe.sensitivities import Region, check_dimension, check_projection
 from dpframe.stats import Scratch, reduce
 from dpframe.synthesis import class_conditional, map_back, moments_to_gaussian, n_synthetic_param
+from dpframe.units import data_coordinates, in_domain_param, units_param
 from dpframe_gmm.sensitivity import STAGES, feature_region, stages
 
 CHUNK_ROWS = 8192
+
+
+class EmptyClassWarning(UserWarning):
+    """A declared class has a non-positive noisy count (it is kept with the floor share)."""
+
+
+def _share(instance: object, attribute: attrs.Attribute, value: object) -> None:
+    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
+        raise ParameterError(f"{attribute.name} must lie in [0, 1], got {value!r}.")
 
 
 def _projection(instance: object, attribute: attrs.Attribute, value: object) -> None:
@@ -91,6 +102,13 @@ class GMMParams(PrivacyParams):
     balanced: bool = param(
         False, help="equal class sizes in the synthetic data (default: the noisy proportions)"
     )
+    class_floor: float = param(
+        0.02,
+        help="each declared class gets at least this share of the synthetic records, "
+        "whatever its noisy count (post-processing; 0: the noisy proportions only)",
+        constraint="0 <= floor <= 1 / number of classes",
+        validator=_share,
+    )
     n_synthetic: int | None = n_synthetic_param()
     output_space: Literal["projected", "original"] = param(
         "projected",
@@ -99,6 +117,11 @@ class GMMParams(PrivacyParams):
         constraint="projected | original",
         validator=one_of("projected", "original"),
     )
+    units: Literal["rescaled", "raw"] = units_param(
+        help_extra=" (a supplied projection fixes the coordinates: it is applied to the "
+        "declared units)"
+    )
+    in_domain: bool = in_domain_param()
 
     def __attrs_post_init__(self) -> None:
         check_family(self.noise, self.delta)
@@ -123,6 +146,7 @@ class GMMParams(PrivacyParams):
             )
 
 
+@data_coordinates
 class GMM(Mechanism):
     """Class-conditional Gaussian mixture from DP per-class moments."""
 
@@ -140,6 +164,19 @@ class GMM(Mechanism):
     )
     outputs = ("synthetic", "labels", "counts", "means", "covariances", "projection")
     Params = GMMParams
+
+    def working_units(self, params: GMMParams) -> str:
+        return "raw" if params.reduction == "supplied" else params.units
+
+    def output_kinds(self, params: GMMParams) -> dict[str, str]:
+        """The synthetic records when in feature space, the labels, and without a
+        reduction the per-class means and covariances."""
+        kinds = {"labels": "labels"}
+        if params.reduction == "none" or params.output_space == "original":
+            kinds["synthetic"] = "records"
+        if params.reduction == "none":
+            kinds |= {"means": "point", "covariances": "covariance"}
+        return kinds
 
     def _region(self, params: GMMParams, domain: Domain) -> Region:
         if params.reduction == "ron":
@@ -210,15 +247,29 @@ class GMM(Mechanism):
         counts, sums, seconds = _class_moments(dataset, w, region)
         n_classes, dim = sums.shape
 
-        def noisy(name: str, k: int, value: np.ndarray) -> np.ndarray:
-            key = name if params.accounting == "joint" else f"{name}/{k}"
-            return planned[key].perturb(value, sampler)
+        values = {
+            "counts": np.asarray(counts, dtype=np.float64),
+            "sums": sums,
+            "second_moments": np.stack([symmetric_entries(m, params.noise) for m in seconds]),
+        }
+        if params.accounting == "joint":  # one release per stage, all classes at once
+            released = {name: planned[name].perturb(values[name], sampler) for name in STAGES}
+        else:  # one release per stage and class
+            released = {
+                name: np.stack(
+                    [
+                        planned[f"{name}/{k}"].perturb(values[name][k], sampler)
+                        for k in range(n_classes)
+                    ]
+                )
+                for name in STAGES
+            }
 
         means, covariances, weights = [], [], []
         for k in range(n_classes):
-            count = float(noisy("counts", k, np.array(counts[k])))
-            total = noisy("sums", k, sums[k])
-            entries = noisy("second_moments", k, symmetric_entries(seconds[k], params.noise))
+            count = float(released["counts"][k])
+            total = released["sums"][k]
+            entries = released["second_moments"][k]
             second = symmetric_matrix(entries, dim, params.noise)
             mean, covariance = moments_to_gaussian(count, total, second)
             means.append(region.clip(mean[None, :])[0])
@@ -226,8 +277,24 @@ class GMM(Mechanism):
             weights.append(max(count, 0.0))
         size = params.n_synthetic or dataset.n_records
         z, labels = class_conditional(
-            means, covariances, weights, size, sampler, balanced=params.balanced
+            means,
+            covariances,
+            weights,
+            size,
+            sampler,
+            balanced=params.balanced,
+            floor=params.class_floor,
         )
+        classes = domain.classes().values
+        empty = [classes[k] for k in range(n_classes) if weights[k] <= 0]
+        if empty:
+            warnings.warn(
+                f"gmm: the noisy count of class(es) {empty} is not positive; they are kept "
+                f"with the floor share {params.class_floor:g} of the synthetic records, "
+                "drawn from a model of noise only.",
+                EmptyClassWarning,
+                stacklevel=2,
+            )
         centre = domain.centre()
         shift = centre if w is None else centre @ w
         if params.output_space == "original" and w is not None:
@@ -253,6 +320,7 @@ class GMM(Mechanism):
                 "reduction": params.reduction,
                 "balanced": params.balanced,
                 "output_space": params.output_space,
+                "empty_classes": empty,
             },
         )
 

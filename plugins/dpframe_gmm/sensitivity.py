@@ -115,7 +115,7 @@ def stages(params: object, domain: Domain, region: Region) -> dict[str, NoisySta
         {name: (budget[name], sens[name]) for name in STAGES},
         domain.relation,
     )
-    if not laplace:  # two children compose to mu-GDP with mu^2 = 2 mu_child^2
+    if not laplace:  # two children compose in zCDP: rho = 2 rho_child, rho ∝ 1/z^2
         child = {
             name: attrs.evolve(stage, noise_multiplier=stage.noise_multiplier * math.sqrt(2.0))
             for name, stage in child.items()

@@ -33,6 +33,7 @@ from dpframe.params import positive_int
 from dpframe.samplers import Sampler
 from dpframe.sensitivities import check_dimension
 from dpframe.stats import Scratch, reduce
+from dpframe.units import data_coordinates, units_param
 from dpframe_lappca.sensitivity import stages
 
 
@@ -44,6 +45,12 @@ class LapPCAParams(PrivacyParams):
         validator=positive_int,
     )
     noise: Literal["laplace", "gaussian"] = family_param()
+    units: Literal["rescaled", "raw"] = units_param(
+        "raw",
+        " (PCA of the raw covariance is unit-dependent by nature, so raw is the default; "
+        "rescaled gives the principal directions of the records rescaled by the public "
+        "bounds, in those coordinates)",
+    )
 
     def __attrs_post_init__(self) -> None:
         check_family(self.noise, self.delta)
@@ -65,6 +72,7 @@ def centred_second_moment(dataset: Dataset) -> np.ndarray:
     return reduce(dataset, outer_sum, chunk_rows=CHUNK_ROWS) / dataset.n_records
 
 
+@data_coordinates
 class LapPCA(Mechanism):
     """Principal components of a covariance perturbed with symmetric Laplace noise."""
 
@@ -81,6 +89,10 @@ class LapPCA(Mechanism):
     )
     outputs = ("components", "eigenvalues", "covariance", "centre")
     Params = LapPCAParams
+
+    def output_kinds(self, params: LapPCAParams) -> dict[str, str]:
+        """The covariance and the centre; the components stay in the working coordinates."""
+        return {"covariance": "covariance", "centre": "point"}
 
     def sensitivity(self, params: LapPCAParams, domain: Domain) -> dict[str, Sensitivity]:
         return {name: stage.declared() for name, stage in stages(params, domain).items()}

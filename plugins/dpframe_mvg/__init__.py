@@ -4,6 +4,16 @@ Chanyaswad, Dytso, Poor, Mittal, CCS 2018. See README.md in this folder for the 
 every sensitivity with its proof, the calibrations and the max-PNR derivation.
 """
 
-from dpframe_mvg.mechanism import MVGMechanism, MVGParams
+from __future__ import annotations
 
 __all__ = ["MVGMechanism", "MVGParams"]
+
+
+def __getattr__(name: str) -> object:
+    # Imported on first use: the entry point (plugin.py) imports this package, and
+    # listing plugins must not import scipy (tests/core/test_startup.py).
+    if name in __all__:
+        from dpframe_mvg import mechanism
+
+        return getattr(mechanism, name)
+    raise AttributeError(f"module 'dpframe_mvg' has no attribute {name!r}")

@@ -22,6 +22,7 @@ from dpframe.events import PrivacyEvent
 from dpframe.linalg import psd_project
 from dpframe.params import one_of, optional, positive
 from dpframe.samplers import Sampler
+from dpframe.units import data_coordinates, units_param
 from dpframe_mvg.allocation import binary_shares, check_powers, check_shares, uniform_shares
 from dpframe_mvg.calibration import Allocation, Calibration, calibrate_exact, calibrate_theorem
 from dpframe_mvg.directions import (
@@ -156,8 +157,18 @@ class MVGParams(PrivacyParams):
         converter=attrs.converters.optional(tuple),
         validator=_shape,
     )
+    units: Literal["rescaled", "raw"] = units_param(
+        "raw",
+        " (the MVG noise and its directions are unit-dependent by nature, so raw is the "
+        "default; rescaled: identity and covariance queries only, outputs mapped back)",
+    )
 
     def __attrs_post_init__(self) -> None:
+        if self.units == "rescaled" and self.query == "custom":
+            raise ParameterError(
+                "units = rescaled needs the identity or covariance query (a custom query's "
+                "output cannot be mapped back to the declared units)."
+            )
         self._check_calibration()
         self._check_allocation()
         self._check_query()
@@ -298,10 +309,16 @@ class Design:
         return (self.basis.T @ coords) * root[:, None] if self.equimodal else coords
 
 
+@data_coordinates
 class MVGMechanism(Mechanism):
     """Matrix-variate Gaussian noise on a matrix-valued query (see the module docstring)."""
 
     name = "mvg"
+    float_noise = (
+        "its exact calibration is analytic-Gaussian (GDP) in whitened coordinates and the "
+        "Theorem 2/3 calibrations are for continuous MVG noise; the discrete-Gaussian "
+        "conversion (issue 15) is not done yet"
+    )
     title = "MVG mechanism (matrix-variate Gaussian, directional noise)"
     summary = (
         "identity, covariance or custom matrix query plus matrix-variate Gaussian noise with "
@@ -402,6 +419,10 @@ class MVGMechanism(Mechanism):
         return Allocation(shares=uniform_shares(n))
 
     # -- Mechanism API -----------------------------------------------------------------
+
+    def output_kinds(self, params: MVGParams) -> dict[str, str]:
+        """The released data or covariance and the centre (not a custom query's matrix)."""
+        return {"data": "records", "covariance": "covariance", "centre": "point"}
 
     def data_passes(self, params: MVGParams) -> int | None:
         """Passes over the data: one for the covariance query; None (records needed in

@@ -1,14 +1,14 @@
-"""Entry point of the ``mvg`` plugin: registers the MVG mechanism through the hook."""
+"""Entry point of the ``mvg`` plugin: registers the MVG mechanism through the hook, by name and
+import path: the implementation is imported on first use."""
 
 from __future__ import annotations
 
 from typing import Any
 
 from dpframe import hookimpl
+from dpframe.plugins import Lazy
 
 
 @hookimpl
 def register_mechanisms(register: Any) -> None:
-    from dpframe_mvg.mechanism import MVGMechanism
-
-    register(MVGMechanism)
+    register(Lazy("mvg", "dpframe_mvg.mechanism:MVGMechanism"))

@@ -47,6 +47,7 @@ from dpframe.samplers import Sampler
 from dpframe.sensitivities import Region, check_dimension, check_projection
 from dpframe.stats import Scratch, reduce
 from dpframe.synthesis import gaussian, map_back, n_synthetic_param, split_label
+from dpframe.units import data_coordinates, in_domain_param, units_param
 from dpframe_pcagauss.sensitivity import stages, supervised_regions
 
 CHUNK_ROWS = 8192
@@ -98,6 +99,11 @@ class PCAGaussParams(PrivacyParams):
         constraint="projected | original",
         validator=one_of("projected", "original"),
     )
+    units: Literal["rescaled", "raw"] = units_param(
+        help_extra=" (supervised: the public projection fixes the coordinates and is applied "
+        "to the declared units)"
+    )
+    in_domain: bool = in_domain_param()
 
     def __attrs_post_init__(self) -> None:
         check_family(self.noise, self.delta)
@@ -215,6 +221,7 @@ class _Centred:
         return reduce(dataset, outer_sum, chunk_rows=CHUNK_ROWS) / dataset.n_records
 
 
+@data_coordinates
 class PCAGauss(Mechanism):
     """A Gaussian generative model of principal coordinates with DP parameters."""
 
@@ -234,6 +241,16 @@ class PCAGauss(Mechanism):
     )
     outputs = ("synthetic", "labels", "eigenvalues", "covariance", "centre")
     Params = PCAGaussParams
+
+    def working_units(self, params: PCAGaussParams) -> str:
+        return "raw" if params.supervised else params.units
+
+    def output_kinds(self, params: PCAGaussParams) -> dict[str, str]:
+        """The centre (Alg. 1), the labels and mapped-back records (Alg. 2)."""
+        kinds = {"centre": "point", "labels": "labels"}
+        if params.output_space == "original":
+            kinds["synthetic"] = "records"
+        return kinds
 
     def _checked_stages(self, params: PCAGaussParams, domain: Domain) -> dict:
         check_dimension(params.components, domain)

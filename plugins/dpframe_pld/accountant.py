@@ -13,6 +13,14 @@ GaussianEvent(z)               ``from_gaussian_mechanism(z, sensitivity=1)``; al
                                ``z = (Σ z_i^-2)^-1/2`` (exact)
 LaplaceEvent(b)                ``from_laplace_mechanism(b, sensitivity=1)``
 EpsilonDeltaEvent(ε, δ)        ``from_privacy_parameters`` (the dominating pair of (ε, δ)-DP)
+DiscreteLaplaceEvent(z)        ``from_privacy_parameters(1/z, 0)``: the dominating pair of
+                               pure ``1/z``-DP (the event does not carry the integer scale
+                               and sensitivity that dp-accounting's ``DiscreteLaplace``
+                               privacy loss needs)
+ExponentialMechanismEvent(ε)   ``from_privacy_parameters(ε, 0)``: randomised response
+                               dominates every ε-DP mechanism (Kairouz, Oh, Viswanath 2015),
+                               so this is sound, but it ignores the bounded range (zCDP and
+                               RDP use it and are tighter over many selections)
 PoissonSampledEvent(q, inner)  inner Gaussian(s) or Laplace with ``sampling_prob=q``
                                (add/remove: both the add and the remove distributions)
 Composed / SelfComposed        ``compose`` / ``self_compose``
@@ -20,7 +28,13 @@ ParallelEvent                  identical children: the child composed ``min(k, n
                                ``k >= n``: all children composed; otherwise unsupported
 NoOp / NonPrivate              identity / ``inf``
 ZCDPEvent, sampling w/o repl.  unsupported (no PLD in dp-accounting)
+DiscreteGaussianEvent          unsupported: it bounds multivariate integer shifts, whose
+                               privacy loss is not dp-accounting's one-dimensional
+                               ``DiscreteGaussian`` loss (use 'zcdp', 'rdp' or 'approx')
 =============================  ==============================================================
+
+Events whose PLDs would exceed ``max_bins`` discretisation bins (estimated by
+:func:`loss_range`) are refused, so the cost inside ``best`` stays bounded.
 
 dpframe's noise multipliers are relative to the sensitivity under the event's own relation,
 so the shift between the two neighbouring output distributions is always 1 noise unit; we
@@ -31,6 +45,7 @@ are relative to the add/remove sensitivity).
 
 from __future__ import annotations
 
+import functools
 import math
 from typing import Any
 
@@ -47,7 +62,9 @@ from dpframe.accountants.rdp import gaussian_noise_multiplier
 from dpframe.errors import ParameterError, UnsupportedEventError
 from dpframe.events import (
     ComposedEvent,
+    DiscreteLaplaceEvent,
     EpsilonDeltaEvent,
+    ExponentialMechanismEvent,
     GaussianEvent,
     LaplaceEvent,
     NonPrivateEvent,
@@ -62,6 +79,16 @@ from dpframe.relation import Relation
 INSTALL_HINT = (
     "the 'pld' accountant needs dp-accounting; install it with `pip install dpframe[pld]`."
 )
+
+
+DEFAULT_MAX_BINS = 2.0**20
+"""Largest estimated size (in discretisation bins) of the PLDs built for one event: about a
+second or two of dp-accounting work on the busy reference machine (see
+docs/benchmarks.md#accountants); beyond it the event is refused, deterministically, so that
+``best`` (which includes ``pld``) stays fast and gives the same answer everywhere."""
+
+_GAUSSIAN_TAIL_SDS = 10.0
+"""Half-width, in noise standard deviations, of the Gaussian outputs a PLD covers."""
 
 
 def _pld_module() -> Any | None:
@@ -82,6 +109,7 @@ class PLDAccountant(Accountant):
         self,
         relation: Relation | str = Relation.REPLACE_ONE,
         value_discretization_interval: float = 1e-4,
+        max_bins: float | None = DEFAULT_MAX_BINS,
     ) -> None:
         super().__init__(relation)
         if not (
@@ -92,8 +120,14 @@ class PLDAccountant(Accountant):
                 "value_discretization_interval must lie in (0, 1), got "
                 f"{value_discretization_interval!r}."
             )
+        if max_bins is not None and not (isinstance(max_bins, (int, float)) and max_bins > 0):
+            raise ParameterError(f"max_bins must be a positive number or None, got {max_bins!r}.")
         self.interval = float(value_discretization_interval)
-        self._cache: EventCache = EventCache(maxsize=256)
+        self.max_bins = max_bins
+        self._cache: EventCache = _shared_cache(self.interval)
+
+    def unavailable(self) -> str:
+        return INSTALL_HINT if _pld_module() is None else ""
 
     def supports(self, event: PrivacyEvent) -> Support:
         if _pld_module() is None:
@@ -101,7 +135,18 @@ class PLDAccountant(Accountant):
         conflict = self.relation_conflict(event)
         if not conflict:
             return conflict
-        return _support(event)
+        found = _support(event)
+        if found and self.max_bins is not None:
+            bins = loss_range(event) / self.interval
+            if bins > self.max_bins:
+                return unsupported(
+                    event,
+                    f"its privacy loss distributions would need about {bins:.3g} bins at "
+                    f"discretisation {self.interval:g}, over max_bins = {self.max_bins:g} "
+                    "(pass a coarser value_discretization_interval or a larger max_bins, or "
+                    "use 'rdp' or 'gdp').",
+                )
+        return found
 
     def epsilon(self, event: PrivacyEvent, delta: float) -> float:
         check_delta(delta)
@@ -155,9 +200,16 @@ class PLDAccountant(Accountant):
                 part = pld.from_laplace_mechanism(
                     unit.noise_multiplier, value_discretization_interval=self.interval
                 )
-            elif isinstance(unit, EpsilonDeltaEvent):
+            elif isinstance(
+                unit, (EpsilonDeltaEvent, DiscreteLaplaceEvent, ExponentialMechanismEvent)
+            ):
+                eps, delta = (
+                    (1 / unit.noise_multiplier, 0.0)
+                    if isinstance(unit, DiscreteLaplaceEvent)
+                    else (unit.epsilon, getattr(unit, "delta", 0.0))
+                )
                 part = pld.from_privacy_parameters(
-                    _dp_parameters(unit.epsilon, unit.delta),
+                    _dp_parameters(eps, delta),
                     value_discretization_interval=self.interval,
                 )
             else:
@@ -208,6 +260,43 @@ class PLDAccountant(Accountant):
         return self._gaussian(sigma, q)
 
 
+@functools.lru_cache(maxsize=16)
+def _shared_cache(interval: float) -> EventCache:
+    """The per-event PLD cache shared by every accountant with this discretisation (the
+    ledger builds a fresh accountant per call)."""
+    return EventCache(maxsize=256)
+
+
+def loss_range(event: PrivacyEvent) -> float:
+    """An estimate of the total width of the privacy-loss supports of the leaf PLDs built for
+    ``event`` (distinct leaves once, the Gaussians of one composition merged): a Gaussian
+    with multiplier ``z`` spans ``1/z² + 2·10/z``, a Laplace with ``b`` spans ``2/b``."""
+    if isinstance(event, ParallelEvent):
+        return math.fsum(loss_range(child) for child in set(event.events))
+    if isinstance(event, PoissonSampledEvent):
+        inner = event.event
+        if isinstance(inner, LaplaceEvent):
+            return 2 / inner.noise_multiplier
+        sigma = gaussian_noise_multiplier(inner)
+        return _gaussian_range(sigma) if isinstance(sigma, float) else 0.0
+    precision, others = 0.0, set()
+    for unit, count in _units(event, 1):
+        if isinstance(unit, GaussianEvent):
+            precision += count / unit.noise_multiplier**2
+        elif isinstance(unit, (LaplaceEvent, ParallelEvent, PoissonSampledEvent)):
+            others.add(unit)
+    total = _gaussian_range(1 / math.sqrt(precision)) if precision > 0 else 0.0
+    for unit in others:
+        total += 2 / unit.noise_multiplier if isinstance(unit, LaplaceEvent) else loss_range(unit)
+    return total
+
+
+def _gaussian_range(sigma: float) -> float:
+    if math.isinf(sigma):
+        return 0.0
+    return 1 / sigma**2 + 2 * _GAUSSIAN_TAIL_SDS / sigma
+
+
 def _dp_parameters(epsilon: float, delta: float) -> Any:
     from dp_accounting.pld import common
 
@@ -242,7 +331,7 @@ def _support(event: PrivacyEvent) -> Support:
         return SUPPORTED
     if isinstance(event, (NoOpEvent, NonPrivateEvent, GaussianEvent, LaplaceEvent)):
         return SUPPORTED
-    if isinstance(event, EpsilonDeltaEvent):
+    if isinstance(event, (EpsilonDeltaEvent, DiscreteLaplaceEvent, ExponentialMechanismEvent)):
         return SUPPORTED
     if isinstance(event, PoissonSampledEvent):
         if isinstance(event.event, LaplaceEvent):

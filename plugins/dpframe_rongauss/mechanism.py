@@ -38,6 +38,7 @@ from dpframe.samplers import Sampler
 from dpframe.sensitivities import Region, check_dimension
 from dpframe.stats import Scratch, reduce
 from dpframe.synthesis import gaussian, map_back, n_synthetic_param, split_label
+from dpframe.units import data_coordinates, in_domain_param, units_param
 from dpframe_rongauss.sensitivity import stages
 
 CHUNK_ROWS = 8192
@@ -70,6 +71,8 @@ class RONGaussParams(PrivacyParams):
         constraint="projected | original",
         validator=one_of("projected", "original"),
     )
+    units: Literal["rescaled", "raw"] = units_param()
+    in_domain: bool = in_domain_param()
 
     def __attrs_post_init__(self) -> None:
         check_family(self.noise, self.delta)
@@ -138,6 +141,7 @@ class _Preprocess:
         return reduce(dataset, outer_sum, chunk_rows=CHUNK_ROWS) / dataset.n_records
 
 
+@data_coordinates
 class RONGauss(Mechanism):
     """Random orthonormal projection plus a DP Gaussian generative model."""
 
@@ -154,6 +158,13 @@ class RONGauss(Mechanism):
     )
     outputs = ("synthetic", "labels", "projection", "mean", "covariance")
     Params = RONGaussParams
+
+    def output_kinds(self, params: RONGaussParams) -> dict[str, str]:
+        """The labels, and the synthetic records when mapped back to the feature axes."""
+        kinds = {"labels": "labels"}
+        if params.output_space == "original":
+            kinds["synthetic"] = "records"
+        return kinds
 
     def _checked_stages(self, params: RONGaussParams, domain: Domain) -> dict:
         check_dimension(params.dimension, domain)

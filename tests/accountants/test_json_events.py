@@ -9,7 +9,10 @@ import pytest
 from dpframe.accountants.base import Accountant
 from dpframe.errors import UnsupportedEventError
 from dpframe.events import (
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
     EpsilonDeltaEvent,
+    ExponentialMechanismEvent,
     GaussianEvent,
     LaplaceEvent,
     NonPrivateEvent,
@@ -35,11 +38,16 @@ EVENTS = {
         EpsilonDeltaEvent(0.5),
         EpsilonDeltaEvent(0.5, 1e-7),
         ZCDPEvent(0.02),
+        ExponentialMechanismEvent(0.3),
+        compose(ExponentialMechanismEvent(0.1), GaussianEvent(4.0)),
         SelfComposedEvent(GaussianEvent(3.0), 12),
         ParallelEvent((LaplaceEvent(1.0), LaplaceEvent(2.0), LaplaceEvent(3.0)), 2),
         SampledWithoutReplacementEvent(1000, 40, GaussianEvent(1.2)),
         SampledWithoutReplacementEvent(1000, 40, LaplaceEvent(1.2)),
         compose(GaussianEvent(2.0), LaplaceEvent(4.0), EpsilonDeltaEvent(0.1, 1e-8)),
+        DiscreteLaplaceEvent(2.0),
+        DiscreteGaussianEvent(1.5),
+        compose(DiscreteGaussianEvent(2.0), DiscreteLaplaceEvent(4.0), GaussianEvent(3.0)),
     ],
     AR: [
         PoissonSampledEvent(0.02, GaussianEvent(1.1, relation=AR)),
@@ -51,6 +59,7 @@ EVENTS = {
             50,
         ),
         compose(LaplaceEvent(3.0, relation=AR), ZCDPEvent(0.01, relation=AR)),
+        PoissonSampledEvent(0.1, ExponentialMechanismEvent(1.0, relation=AR)),
     ],
 }
 

@@ -7,8 +7,9 @@ import importlib
 
 import pytest
 
-from dpframe.errors import UnsupportedEventError
-from dpframe.events import GaussianEvent, ParallelEvent, ZCDPEvent
+from dpframe.accountants.best import BestAccountant
+from dpframe.errors import ParameterError, UnsupportedEventError
+from dpframe.events import GaussianEvent, LaplaceEvent, ParallelEvent, ZCDPEvent, compose
 from dpframe.plugins import Registry, registry
 
 
@@ -36,6 +37,15 @@ def test_missing_dp_accounting_gives_one_clear_sentence(monkeypatch):
     assert not answer and "install dpframe[pld]" in answer.reason
     with pytest.raises(UnsupportedEventError, match=r"install dpframe\[pld\]"):
         accountant.epsilon(GaussianEvent(1.0), 1e-5)
+    # best leaves pld out of its defaults here, and a budget recorded with pld (made where
+    # dp-accounting was installed) is audited with the others, flagged, never smaller
+    assert BestAccountant().spec == "best[pure,gdp,zcdp,rdp,approx]"
+    recorded = registry().accountant("best[pure,rdp,pld]")
+    assert "install dpframe[pld]" in recorded.unavailable()
+    event = compose(LaplaceEvent(2.0), LaplaceEvent(3.0))
+    others = BestAccountant(members=["pure", "rdp"])
+    assert recorded.epsilon(event, 1e-6) == others.epsilon(event, 1e-6)
+    assert recorded.running().add(event).epsilon(1e-6) == others.epsilon(event, 1e-6)
 
 
 def test_refusals_name_the_sub_event():
@@ -45,3 +55,15 @@ def test_refusals_name_the_sub_event():
     assert not answer and answer.event == parallel and "rdp" in answer.reason
     assert pld.supports(ParallelEvent((GaussianEvent(1.0),) * 3, 1))
     assert pld.supports(ZCDPEvent(0.1)).event == ZCDPEvent(0.1)
+
+
+def test_events_beyond_max_bins_are_refused_in_one_sentence():
+    pytest.importorskip("dp_accounting")
+    pld = registry().accountant("pld")
+    tiny = GaussianEvent(0.2)  # about 1.25e6 bins at 1e-4: tens of seconds of work
+    answer = pld.supports(tiny)
+    assert not answer and answer.event == tiny and "max_bins" in answer.reason
+    assert registry().accountant("pld", max_bins=None).supports(tiny)
+    assert pld.supports(GaussianEvent(1.0))
+    with pytest.raises(ParameterError):
+        registry().accountant("pld", max_bins=0)

@@ -13,9 +13,11 @@ from session_kit import FailingLaplace, make_dataset, register
 
 import dpframe
 from dpframe import Session, execute
-from dpframe.audit import FLAG_INFERRED, FLAG_SEEDED, FLAGS, audit
-from dpframe.calibration import gaussian_sigma, gdp_epsilon
+from dpframe.accountants.zcdp import zcdp_epsilon
+from dpframe.audit import FLAG_FLOAT_NOISE, FLAG_INFERRED, FLAG_SEEDED, FLAGS, audit
+from dpframe.calibration import smallest_noise
 from dpframe.chain import load_spec, plan_chain, run_chain
+from dpframe.ledger import FLAG_FLOAT_NOISE as LEDGER_FLOAT_NOISE
 from dpframe.ledger import FLAG_INFERRED as LEDGER_INFERRED
 from dpframe.ledger import FLAG_SEEDED as LEDGER_SEEDED
 from dpframe.ledger import Ledger, export_jsonl, import_jsonl
@@ -83,17 +85,36 @@ def test_a_clean_ledger_audits_ok_with_totals_and_a_composed_chain(ledger):
     assert budget.planning_units == 2 and budget.adaptive_filter is True
 
 
-def test_gaussian_totals_match_exact_gdp_composition(ledger):
-    with Session(make_dataset(), ledger, "toy", cap=(5.0, 1e-6), accountant="gdp") as session:
+def test_discrete_gaussian_totals_match_exact_zcdp_composition(ledger):
+    with Session(make_dataset(), ledger, "toy", cap=(5.0, 1e-6), accountant="zcdp") as session:
         session.release("gaussian", epsilon=0.5, delta=1e-7)
         session.release("gaussian", epsilon=0.8, delta=1e-7)
     budget = only_budget(audit(ledger))
-    z = [gaussian_sigma(e, 1e-7, 1.0) for e in (0.5, 0.8)]
-    expected = gdp_epsilon(math.sqrt(sum(1 / v**2 for v in z)), 1e-6 * (1 + 1e-9))
-    assert budget.totals["gdp"]["epsilon"] == pytest.approx(expected, rel=1e-9)
-    assert budget.spent == pytest.approx(expected, rel=1e-9)
+
+    def rho(epsilon: float) -> float:  # the zCDP of one release: largest that converts to it
+        z = smallest_noise(lambda z: zcdp_epsilon(1 / (2 * z * z), 1e-7), epsilon, rtol=1e-12)
+        return 1 / (2 * z * z)
+
+    expected = zcdp_epsilon(rho(0.5) + rho(0.8), 1e-6)
+    assert budget.totals["zcdp"]["epsilon"] == pytest.approx(expected, rel=1e-6)
+    assert budget.spent == pytest.approx(expected, rel=1e-6)
     assert budget.totals["pure"]["epsilon"] is None
+    assert budget.totals["gdp"]["epsilon"] is None  # the discrete Gaussian is not μ-GDP
     assert budget.totals["best"]["epsilon"] <= budget.totals["rdp"]["epsilon"]
+
+
+def test_the_unsafe_float_noise_path_is_recorded_and_flagged(ledger):
+    with Session(make_dataset(), ledger, "toy", cap=1.0, accountant="pure") as session:
+        session.release("laplace", epsilon=0.1)
+    with Session(
+        make_dataset(), ledger, "toy", cap=1.0, accountant="pure", unsafe_float_noise=True
+    ) as session:
+        session.release("laplace", epsilon=0.1)
+    report = audit(ledger)
+    assert entry_flags(report) == [[], [FLAG_FLOAT_NOISE]]
+    (exact, unsafe) = (e.to_dict() for e in only_budget(report).entries)
+    assert "noise" not in exact["sampler"] and unsafe["sampler"]["noise"] == "float-unsafe"
+    assert FLAGS[FLAG_FLOAT_NOISE][0] == "warning"
 
 
 def test_a_row_edited_behind_the_triggers_is_tampered_and_mismatched(ledger, ledger_file):
@@ -114,7 +135,7 @@ def test_a_row_edited_behind_the_triggers_is_tampered_and_mismatched(ledger, led
     first, second = only_budget(report).entries
     assert {"tampered", "event_mismatch"} <= set(first.flags)
     assert first.rederived.status == "mismatch"
-    assert "Laplace(b/Δ₁=1.11111)" in first.rederived.detail  # re-derived from ε = 0.9
+    assert "DiscreteLaplace(t/Δ₁=1.11111)" in first.rederived.detail  # re-derived from ε = 0.9
     assert second.flags == () and second.rederived.status == "match"
 
 
@@ -267,7 +288,11 @@ def test_links_must_point_to_earlier_committed_charges_of_the_budget(ledger):
 
 
 def test_the_flag_table_is_consistent_with_the_ledger():
-    assert (FLAG_SEEDED, FLAG_INFERRED) == (LEDGER_SEEDED, LEDGER_INFERRED)
+    assert (FLAG_SEEDED, FLAG_INFERRED, FLAG_FLOAT_NOISE) == (
+        LEDGER_SEEDED,
+        LEDGER_INFERRED,
+        LEDGER_FLOAT_NOISE,
+    )
     assert {severity for severity, _ in FLAGS.values()} == {"problem", "warning", "info"}
     docs = (Path(__file__).parents[2] / "docs" / "auditing.md").read_text()
     for flag in FLAGS:
@@ -280,7 +305,8 @@ def test_opaque_events_mixed_with_others_are_not_a_filter_even_under_zcdp(ledger
         s.release("mvg", epsilon=1.0, delta=1e-6, calibration="theorem2")  # opaque (ε, δ)
     report = audit(ledger)
     assert only_budget(report).adaptive_filter is False
-    assert entry_flags(report) == [[], ["adaptive_without_filter"]]
+    # MVG still adds floating-point noise (its Mechanism.float_noise): flagged too
+    assert entry_flags(report) == [[], [FLAG_FLOAT_NOISE, "adaptive_without_filter"]]
 
 
 def test_is_filter_follows_the_events():
@@ -294,3 +320,24 @@ def test_is_filter_follows_the_events():
     assert is_filter(zcdp, [opaque, opaque])  # basic composition only
     assert not is_filter(zcdp, [opaque, GaussianEvent(3.0)])
     assert not is_filter(rdp, [LaplaceEvent(2.0)])
+
+
+def test_a_best_member_missing_here_is_flagged_and_never_lowers_the_balance(ledger):
+    # A budget recorded with a member this machine lacks (as 'pld' is without dp-accounting):
+    # the audit rebuilds the recorded members, flags the missing one, and takes the minimum
+    # of the others, which is the same as the budget without that member.
+    ledger.create_budget("toy", (1.0, 1e-6), accountant="best[pure,rdp,not_installed_here]")
+    assert ledger.budget("toy").accountant == "best[pure,rdp,not_installed_here]"
+    with Session(make_dataset(), ledger, "toy") as session:
+        for _ in range(3):
+            session.release("laplace", epsilon=0.1)
+    budget = only_budget(audit(ledger))
+    assert "accountant_member_unavailable" in budget.flags
+    assert FLAGS["accountant_member_unavailable"][0] == "warning"
+    events = [c.event for c in ledger.charges("toy")]
+    from dpframe.ledger.store import composition
+    from dpframe.plugins import registry
+
+    without = registry().accountant("best[pure,rdp]")
+    expected = without.epsilon(composition(without, events), 1e-6 * (1 + 1e-9))
+    assert budget.spent == pytest.approx(expected, rel=1e-12)

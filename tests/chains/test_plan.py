@@ -2,17 +2,15 @@
 
 from __future__ import annotations
 
-import math
-
 import pytest
 from session_kit import WeightedGaussian, make_dataset, register
 
 from dpframe import Session
-from dpframe.calibration import gaussian_sigma, gdp_epsilon
+from dpframe.accountants.zcdp import zcdp_epsilon
 from dpframe.chain import load_spec, plan_chain, standin_dataset
 from dpframe.domain import Domain
 from dpframe.errors import DomainError
-from dpframe.events import GaussianEvent, LaplaceEvent
+from dpframe.events import DiscreteGaussianEvent, DiscreteLaplaceEvent
 
 LAPLACE_STEPS = """
 [[steps]]
@@ -46,7 +44,10 @@ def test_a_plan_reads_no_data(write_spec, tmp_path):
     spec = load_spec(write_spec(LAPLACE_STEPS))
     assert not (tmp_path / "toy.csv").exists()  # the spec's data file is not even there
     plan = plan_chain(spec)
-    assert [s.event for s in plan.steps] == [LaplaceEvent(1 / 0.3), LaplaceEvent(1 / 0.2)]
+    assert [s.event for s in plan.steps] == [
+        DiscreteLaplaceEvent(1 / 0.3),
+        DiscreteLaplaceEvent(1 / 0.2),
+    ]
 
 
 def test_totals_under_each_accountant_laplace(write_spec):
@@ -62,15 +63,19 @@ def test_totals_under_each_accountant_laplace(write_spec):
 
 
 def test_totals_under_each_accountant_gaussian(write_spec):
-    plan = plan_chain(load_spec(write_spec(GAUSSIAN_STEPS, accountant="gdp")))
-    z = [gaussian_sigma(0.3, 1e-7, 1.0), gaussian_sigma(0.5, 2e-7, 1.0)]
-    assert [s.event for s in plan.steps] == [GaussianEvent(z[0]), GaussianEvent(z[1])]
+    plan = plan_chain(load_spec(write_spec(GAUSSIAN_STEPS, accountant="zcdp")))
+    events = [s.event for s in plan.steps]
+    assert all(isinstance(e, DiscreteGaussianEvent) for e in events)
+    # each step alone meets its own (ε, δ) through its zCDP
+    for event, (eps, dlt) in zip(events, [(0.3, 1e-7), (0.5, 2e-7)], strict=True):
+        assert zcdp_epsilon(1 / (2 * event.noise_multiplier**2), dlt) <= eps
     delta = 1e-6 * (1 + 1e-9)  # the ledger's accounting δ
-    mu = math.sqrt(sum(1 / v**2 for v in z))  # Gaussians compose exactly in μ-GDP
-    assert plan.costs["gdp"]["total"] == pytest.approx(gdp_epsilon(mu, delta), rel=1e-9)
+    rho = sum(1 / (2 * e.noise_multiplier**2) for e in events)  # zCDP adds up
+    assert plan.costs["zcdp"]["total"] == pytest.approx(zcdp_epsilon(rho, delta), rel=1e-9)
+    assert plan.costs["gdp"]["total"] is None and "μ-GDP" in plan.costs["gdp"]["error"]
     assert plan.costs["pure"]["total"] is None and "Gaussian" in plan.costs["pure"]["error"]
     assert plan.costs["best"]["total"] <= plan.costs["rdp"]["total"]
-    assert plan.total == pytest.approx(plan.costs["gdp"]["total"])
+    assert plan.total == pytest.approx(plan.costs["zcdp"]["total"])
 
 
 def test_a_plan_lists_the_steps_until_the_first_that_does_not_fit(write_spec):

@@ -98,8 +98,10 @@ def test_plan_prints_costs_under_each_accountant_without_data(run, spec, tmp_pat
     assert costs["pure"]["total"] is None and "Gaussian" in costs["pure"]["error"]
     assert costs["rdp"]["total"] >= costs["best"]["total"]
     assert len(costs["best"]["steps"]) == 3
-    # the first two are pure ε-DP: basic composition under pure would give 0.4 and 0.7
-    assert costs["best"]["steps"][:2] == [pytest.approx(0.4), pytest.approx(0.7)]
+    # the first two are pure ε-DP: basic composition under pure gives 0.4 and 0.7, and best
+    # is never above it (with pld installed, the Laplace PLD at δ > 0 is a hair below)
+    for got, basic in zip(costs["best"]["steps"][:2], (0.4, 0.7), strict=True):
+        assert basic * (1 - 1e-4) <= got <= basic * (1 + 1e-9)
 
 
 def test_plan_with_a_ledger_counts_its_charges(run, spec, toy_csv, tmp_path):

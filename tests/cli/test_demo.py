@@ -74,6 +74,10 @@ def test_the_demo_runs_end_to_end(tmp_path, monkeypatch):
     assert gmm["links"][0]["name"] == "pca" and gmm["links"][0]["array"] == "components"
     rows = {r["name"].split(" ")[0]: r for r in doc["utility"]["rows"]}
     assert set(rows) == {"real", "gmm_pca", "gmm_ron", "always"}
+    for step in doc["run"]["steps"][1:]:  # one ε per step: the charged one, labelled so
+        row = rows[step["name"]]
+        assert row["charged_epsilon"] == step["cost"] != step["epsilon"]
+        assert f"(charged ε={step['cost']:.4g})" in row["name"]
     with Ledger.open(ledger) as led:  # the ledger was kept and matches the saved releases
         assert led.verify().ok
         for step in doc["run"]["steps"]:
@@ -117,10 +121,12 @@ def test_a_second_demo_on_the_same_ledger_stops_before_charging(tmp_path):
     assert CliRunner().invoke(cli, args, catch_exceptions=False).exit_code == 0
     again = CliRunner().invoke(cli, args, catch_exceptions=False)
     assert again.exit_code == 1
-    assert (
-        again.stderr.strip()
-        .splitlines()[-1]
-        .startswith("Error: the demo's chain stopped before step 0 'pca':")
-    )
+    lines = again.stderr.strip().splitlines()
+    assert lines[-1] == "Error: the demo's chain stopped before step 0 'pca'."
+    # The run prints the refusal's reason once (its summary), not in every layer; the plan
+    # printed before it predicted the stop.
+    output = again.stdout + again.stderr
+    assert output.count("above its cap") == 2 and output.count("Stopped before step 0") == 1
+    assert "[1] pca: refused" in lines
     with Ledger.open(ledger) as led:
         assert len(led.charges()) == 3  # the first run's steps only

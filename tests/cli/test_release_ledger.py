@@ -74,7 +74,8 @@ def test_release_charges_and_refuses_past_the_cap(run, data, tmp_path):
     )
     assert first.exit_code == 0, first.output
     assert f"Created a new ledger at {ledger}" in first.stderr
-    assert "charged: ε=0.6 at δ=0 to budget 'patients.csv' (pure)" in first.stdout
+    assert "requested: ε=0.6, δ=0\n" in first.stdout
+    assert "charged: ε=0.6 at the budget's δ=0 to budget 'patients.csv' (pure)" in first.stdout
     assert "remaining ε=0.4" in first.stdout
     refused = release(run, data, tmp_path / "r2", 0.5, "--ledger", ledger)
     assert refused.exit_code == 1
@@ -243,4 +244,24 @@ def test_new_budgets_default_to_the_best_accountant(run, tmp_path):
         tmp_path / "l.ledger",
         "--json",
     )
-    assert json.loads(created.stdout)["accountant"] == "best"
+    # recorded with the members it was created with, so every audit rebuilds the same ones
+    assert json.loads(created.stdout)["accountant"] == registry().accountant("best").spec
+
+
+def test_unsafe_float_noise_is_opt_in_warned_recorded_and_flagged(run, data, tmp_path):
+    ledger = tmp_path / "f.ledger"
+    budget = ("--ledger", ledger, "--budget-epsilon", 1, "--accountant", "pure")
+    exact = release(run, data, tmp_path / "exact", 0.2, *budget)
+    assert exact.exit_code == 0, exact.output
+    assert "--unsafe-float-noise" not in exact.stderr
+    unsafe = release(
+        run, data, tmp_path / "unsafe", 0.2, "--ledger", ledger, "--unsafe-float-noise"
+    )
+    assert unsafe.exit_code == 0, unsafe.output
+    assert "--unsafe-float-noise" in unsafe.stderr and "NOT private" in unsafe.stderr
+    meta = json.loads((tmp_path / "unsafe" / "release.json").read_text())
+    assert meta["sampler"]["noise"] == "float-unsafe"
+    assert "noise_grids" in json.loads((tmp_path / "exact" / "release.json").read_text())["info"]
+    report = json.loads(run("ledger", "audit", "--ledger", ledger, "--json").stdout)
+    flags = [entry["flags"] for entry in report["budgets"][0]["entries"]]
+    assert flags == [[], ["unsafe_float_noise"]]

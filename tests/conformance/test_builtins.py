@@ -56,6 +56,13 @@ DPCDA_SUBSAMPLED = (
     "looped releases can resolve, so the noise-halved mutant is beyond the kit"
 )
 
+FLOAT_PATH = {
+    "test_floating_point": (
+        "still on the documented floating-point noise path (Mechanism.float_noise; its "
+        "releases are flagged unsafe_float_noise in the ledger): issue 15 not done for it"
+    )
+}
+
 
 def power_skip(reason: str) -> dict[str, str]:
     return {"test_power_self_check": reason, "test_power_thorough": reason}
@@ -109,13 +116,17 @@ TestLapPcaGaussian = check("lap_pca", {"epsilon": 1.0, "dimension": 2, **GAUSSIA
 
 # -- MVG: exact (identity unimodal, covariance equi-modal), theorem2 ----------------------------
 MVG = {"epsilon": 1.0, "delta": 1e-5}
-TestMvgIdentity = check("mvg", {**MVG, "query": "identity"}, BOX)
-TestMvgCovariance = check("mvg", {**MVG, "query": "covariance"}, BOX)
+TestMvgIdentity = check("mvg", {**MVG, "query": "identity"}, BOX, skip=FLOAT_PATH)
+TestMvgCovariance = check("mvg", {**MVG, "query": "covariance"}, BOX, skip=FLOAT_PATH)
 TestMvgTheorem2 = check(
     "mvg",
     {**MVG, "query": "covariance", "calibration": "theorem2"},
     BOX,
-    skip={"test_noise_follows_sensitivity": THEOREM_NOISE, **power_skip(THEOREM_LOOSE)},
+    skip={
+        "test_noise_follows_sensitivity": THEOREM_NOISE,
+        **power_skip(THEOREM_LOOSE),
+        **FLOAT_PATH,
+    },
 )
 
 # theorem3 is opt-in (unaudited); the kit audits it: Layers A-D and the audit pass, but its
@@ -129,7 +140,11 @@ TestMvgTheorem3 = check(
         "allow_unaudited_theorem3": True,
     },
     BOX,
-    skip={"test_noise_follows_sensitivity": THEOREM_NOISE, **power_skip(THEOREM_LOOSE)},
+    skip={
+        "test_noise_follows_sensitivity": THEOREM_NOISE,
+        **power_skip(THEOREM_LOOSE),
+        **FLOAT_PATH,
+    },
 )
 
 # -- DPRP ----------------------------------------------------------------------------------------
@@ -147,12 +162,12 @@ TestDpcdaReplaceOne = check(
     {"epsilon": 1.0, "delta": 1e-5, "order": 2},
     BOX_CLASSES,
     bounds_records=CLIPS_ROWS,
-    skip=power_skip(DPCDA_SUBSAMPLED),
+    skip={**power_skip(DPCDA_SUBSAMPLED), **FLOAT_PATH},
 )
 TestDpcdaAddRemove = check(
     "dpcda",
     {"epsilon": 1.0, "delta": 1e-5, "order": 2, "class_sizes": np.array([4, 4])},
     SQUARE_ADD_REMOVE,
     bounds_records=CLIPS_ROWS,
-    skip=power_skip(DPCDA_SUBSAMPLED),
+    skip={**power_skip(DPCDA_SUBSAMPLED), **FLOAT_PATH},
 )

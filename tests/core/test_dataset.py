@@ -158,3 +158,82 @@ def test_real_dataset_loads_with_declared_domain(datasets_dir):
     data = load_dataset(datasets_dir / "liver_disorders" / "bupa.data", domain)
     assert data.n_records == 345 and data.n_features == 5
     assert data.labels.max() <= 20
+
+
+# -- construction reads the caller's array once and never writes it ---------------------
+
+
+def test_an_in_domain_float64_array_is_wrapped_not_copied_and_never_written():
+    x = np.random.default_rng(0).uniform(-1, 1, (1000, 4))
+    before = x.copy()
+    data = Dataset.from_arrays(x, None, Domain(lower=-1, upper=1))
+    assert np.shares_memory(data.features, x)
+    assert not data.features.flags.writeable
+    assert x.flags.writeable  # the caller's array keeps its flags
+    assert np.array_equal(x, before)
+    assert data.clip_report.total == 0
+    assert data.clip_report.values_clipped_per_feature == (0, 0, 0, 0)
+
+
+def test_an_array_that_needs_clipping_is_copied_once_and_the_callers_array_is_unchanged():
+    rng = np.random.default_rng(1)
+    x = rng.uniform(-1, 1, (150_000, 3))  # three chunks; values outside only in the last
+    x[140_000, 1] = 5.0
+    x[149_999, 2] = -7.0
+    before = x.copy()
+    domain = Domain(lower=[-1, -1, -2], upper=[1, 1, 2])
+    data = Dataset.from_arrays(x, None, domain)
+    assert not np.shares_memory(data.features, x)
+    assert np.array_equal(x, before)
+    expected = np.clip(before, [-1, -1, -2], [1, 1, 2])
+    assert np.array_equal(data.features, expected)
+    assert data.clip_report.rows_clipped_to_box == 2
+    assert data.clip_report.values_clipped_per_feature == (0, 1, 1)
+    assert data.clip_report.records == 150_000
+
+
+def test_rows_outside_the_norm_ball_are_scaled_in_a_copy():
+    x = np.zeros((70_000, 2))
+    x[69_999] = [3.0, 4.0]  # norm 5, in the second chunk
+    data = Dataset.from_arrays(x, None, Domain(row_norm_bound=1.0))
+    assert not np.shares_memory(data.features, x)
+    assert x[69_999].tolist() == [3.0, 4.0]
+    assert np.allclose(data.features[69_999], [0.6, 0.8])
+    assert data.clip_report.rows_clipped_to_norm == 1
+
+
+def test_a_nan_in_a_later_chunk_names_its_data_row():
+    x = np.zeros((70_000, 2))
+    x[68_000, 1] = np.nan
+    with pytest.raises(
+        DataError, match=r"column 'x1' has a missing \(NaN\) value at data row 68001"
+    ):
+        Dataset.from_arrays(x, None, Domain(lower=-1, upper=1))
+    x[68_000, 1] = np.inf
+    with pytest.raises(DataError, match="an infinite value at data row 68001"):
+        Dataset.from_arrays(x)  # no bounds: the extremes still show it
+
+
+def test_changing_the_wrapped_array_afterwards_is_refused_at_the_next_fingerprint():
+    x = np.random.default_rng(2).uniform(0, 1, (100, 3))
+    data = Dataset.from_arrays(x, None, Domain(lower=0, upper=1))
+    copied = Dataset.from_arrays(x, None, Domain(lower=0, upper=1), copy=True)
+    key = b"k" * 32
+    assert data.fingerprint(key) == copied.fingerprint(key)
+    x[50, 1] = 40.0  # outside the domain, through the caller's own array
+    with pytest.raises(DataError, match="changed after the Dataset was built"):
+        data.fingerprint(key)
+    assert not np.shares_memory(copied.features, x)
+    assert copied.features[50, 1] <= 1.0
+    copied.fingerprint(key)  # the copy is unaffected
+
+
+def test_domain_contains_is_exact_for_per_feature_bounds_and_non_finite_values():
+    domain = Domain(lower=[0, -5], upper=[1, 5]).bind(2)
+    assert domain.contains(np.array([[0.5, -4.0], [1.0, 5.0]]))
+    assert not domain.contains(np.array([[0.5, 1.5], [2.0, 0.0]]))  # 2 > 1 in feature 0
+    assert not domain.contains(np.array([[0.5, np.nan]]))
+    assert not Domain().bind(1).contains(np.array([[np.inf]]))
+    ball = Domain(row_norm_bound=5.0).bind(2)
+    assert ball.contains(np.array([[3.0, 4.0]]))
+    assert not ball.contains(np.array([[3.0, 4.0001]]))

@@ -154,3 +154,25 @@ def test_huge_finite_values_are_projected_not_zeroed():
     domain = Domain(row_norm_bound=1.0).bind(2)
     clipped, _ = domain.clip(np.array([[1e200, 1e200]]))
     np.testing.assert_allclose(clipped, [[2**-0.5, 2**-0.5]])
+
+
+def test_integer_features_from_toml_and_back(tmp_path):
+    path = tmp_path / "d.toml"
+    path.write_text(
+        '[features]\nnames = ["a", "b", "c"]\nlower = 0\nupper = 9\ninteger = ["c", "a"]\n'
+    )
+    domain = Domain.from_toml(path)
+    assert domain.integer_mask().tolist() == [True, False, True]
+    assert Domain.from_dict(domain.to_dict()) == domain
+    assert Domain(lower=0, upper=1, integer=True).bind(2).integer_mask().tolist() == [True, True]
+
+
+@pytest.mark.parametrize(
+    ("integer", "message"),
+    [('"a"', "integer must be true, false or a list"), ('["z"]', "integer names feature 'z'")],
+)
+def test_integer_features_errors_are_one_sentence(tmp_path, integer, message):
+    path = tmp_path / "d.toml"
+    path.write_text(f'[features]\nnames = ["a"]\nlower = 0\nupper = 1\ninteger = {integer}\n')
+    with pytest.raises(DomainError, match=message):
+        Domain.from_toml(path).bind(1)

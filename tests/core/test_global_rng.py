@@ -34,6 +34,7 @@ EXAMPLES: dict[str, dict] = {
     "pca_gauss": {"epsilon": 1.0, "delta": 1e-6, "dimension": 2, "noise": "gaussian"},
     "gmm": {"epsilon": 1.0, "reduction": "ron", "dimension": 2},
     "lap_pca": {"epsilon": 1.0, "dimension": 2},
+    "quantile": {"epsilon": 1.0},
 }
 
 

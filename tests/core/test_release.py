@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import csv
 import json
+import math
 
 import numpy as np
 import pytest
@@ -12,7 +13,7 @@ import dpframe
 from dpframe import Dataset, Domain, SeededSampler, execute
 from dpframe.domain import Classes
 from dpframe.errors import DataError, ParameterError
-from dpframe.events import LaplaceEvent
+from dpframe.events import DiscreteLaplaceEvent
 from dpframe.release import Release
 
 
@@ -30,10 +31,25 @@ def test_metadata_records_event_sampler_plugin_and_noise(release):
     assert meta["mechanism"] == "laplace"
     assert meta["plugin"] == "basic" and meta["distribution"] == "dpframe"
     assert meta["version"] == dpframe.__version__
-    assert meta["event"] == LaplaceEvent(1.0).to_dict()
+    assert meta["event"] == DiscreteLaplaceEvent(1.0).to_dict()
+    (grid,) = meta["info"]["noise_grids"]
+    gamma = grid["granularity"]
+    assert math.frexp(gamma)[0] == 0.5  # a power of two
+    assert 3 * gamma <= (3 / 50) * 2.0**-12  # d·γ: a tiny part of the sensitivity
+    assert grid["rounding"] == "nearest" and grid["coordinates"] == 3
+    assert np.all(np.mod(release["mean"], gamma) == 0)  # the release lies on the grid
     assert meta["sampler"]["kind"] == "seeded" and meta["sampler"]["seed"] == 5
-    assert meta["noise_scales"]["mean"] == pytest.approx(3 / 50)  # L1: 3 features of width 1
-    assert meta["params"] == {"epsilon": 1.0, "delta": 0.0, "query": "mean", "psd": True}
+    # L1 in rescaled units ([0, 1] -> [-1, 1]): 3 features of width 2, over n = 50
+    assert meta["noise_scales"]["mean"] == pytest.approx(6 / 50)
+    assert meta["info"]["units"].startswith("rescaled")
+    assert meta["params"] == {
+        "epsilon": 1.0,
+        "delta": 0.0,
+        "query": "mean",
+        "psd": True,
+        "units": None,
+        "in_domain": True,
+    }
     assert meta["domain"]["records"] == 50
     assert len(meta["dataset_fingerprint"]) == 64
     assert release.reproducible

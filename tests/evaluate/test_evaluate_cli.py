@@ -151,3 +151,25 @@ def test_reproduce_lists_and_refuses_unknown_names():
     assert result.output.strip() == (
         "Error: unknown reproduction 'no_such_paper'; available: " + ", ".join(sorted(names)) + "."
     )
+
+
+def test_plot_shows_every_metric(tmp_path):
+    """Without --metric the figure has one panel per computed metric (issue 17.7): two
+    metrics give a PNG twice as tall as one."""
+    from dpframe.evaluate import Interval, Row
+    from dpframe.plots import report_plot
+
+    def rows(metrics):
+        return [
+            Row("m", e, None, True, {k: Interval(v, v - 0.1, v + 0.1, 3) for k in metrics})
+            for e, v in ((0.5, 0.6), (1.0, 0.7))
+        ]
+
+    def height(path):
+        return int.from_bytes(path.read_bytes()[20:24], "big")
+
+    one = report_plot(rows(["acc"]), tmp_path / "one.png")
+    two = report_plot(rows(["acc", "balanced_accuracy"]), tmp_path / "two.png")
+    assert height(two) == pytest.approx(2 * height(one), rel=0.02)
+    only = report_plot(rows(["acc", "balanced_accuracy"]), tmp_path / "only.png", metric="acc")
+    assert height(only) == height(one)

@@ -16,10 +16,11 @@ import numpy as np
 import pluggy
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, hookimpl, param
-from dpframe.accountants.base import SUPPORTED, Accountant, Support, check_delta
+from dpframe.accountants.base import SUPPORTED, Accountant, GroupedTotal, Support, check_delta
 from dpframe.accountants.pure import PureAccountant
 from dpframe.events import (
     ComposedEvent,
+    DiscreteGaussianEvent,
     GaussianEvent,
     NoOpEvent,
     PrivacyEvent,
@@ -34,6 +35,20 @@ def make_dataset(seed: int = 0, n: int = 200, m: int = 3, relation: str = "repla
     """Records in the unit box, generated from a fixed seed (public test data)."""
     x = np.random.default_rng(seed).uniform(0.0, 1.0, size=(n, m))
     return Dataset.from_arrays(x, domain=Domain(lower=0.0, upper=1.0, relation=relation))
+
+
+def charge(ledger: Any, epsilon: float, label: str = "d", mechanism: Any = None) -> Release:
+    """One Laplace release (or ``mechanism``'s) of ``make_dataset()`` charged to ``label``."""
+    import dpframe
+
+    mechanism = mechanism or dpframe.mechanism("laplace")
+    return dpframe.execute(
+        mechanism,
+        make_dataset(),
+        mechanism.params(epsilon=epsilon),
+        ledger=ledger,
+        request={"budget_label": label},
+    )
 
 
 @attrs.frozen(kw_only=True)
@@ -102,7 +117,15 @@ class ToyZCDPAccountant(Accountant):
             return conflict
         for sub in event.walk():
             if not isinstance(
-                sub, (GaussianEvent, ZCDPEvent, ComposedEvent, SelfComposedEvent, NoOpEvent)
+                sub,
+                (
+                    GaussianEvent,
+                    DiscreteGaussianEvent,
+                    ZCDPEvent,
+                    ComposedEvent,
+                    SelfComposedEvent,
+                    NoOpEvent,
+                ),
             ):
                 return Support(False, sub, "the toy accountant knows only Gaussian events.")
         return SUPPORTED
@@ -119,7 +142,7 @@ class ToyZCDPAccountant(Accountant):
 
 
 def _rho(event: PrivacyEvent) -> float:
-    if isinstance(event, GaussianEvent):
+    if isinstance(event, (GaussianEvent, DiscreteGaussianEvent)):
         return 1 / (2 * event.noise_multiplier**2)
     if isinstance(event, ZCDPEvent):
         return event.rho
@@ -129,10 +152,14 @@ def _rho(event: PrivacyEvent) -> float:
 
 
 class SpyPureAccountant(PureAccountant):
-    """The pure accountant, remembering every event it was asked about."""
+    """The pure accountant, remembering every event it was asked about, with the generic
+    running total (the multiset of events, composed on demand)."""
 
     name = "spy-pure"
     seen: ClassVar[list[PrivacyEvent]] = []
+
+    def running(self, state: dict[str, Any] | None = None) -> GroupedTotal:
+        return GroupedTotal.from_dict(self, state)
 
     def epsilon(self, event: PrivacyEvent, delta: float = 0.0) -> float:
         SpyPureAccountant.seen.append(event)

@@ -12,8 +12,12 @@ from ledger_testkit import make_dataset
 
 import dpframe
 from dpframe import execute
+from dpframe.errors import LedgerError
 from dpframe.ledger import Ledger, canonical_json
 from dpframe.ledger.chain import GENESIS, Row, entry_hash, row_hash
+from dpframe.ledger.keys import LedgerKey
+
+COLUMNS = "seq, entry_id, kind, ref, budget_id, created, body, prev_hash, hash, mac"
 
 
 @pytest.fixture
@@ -125,9 +129,9 @@ def test_a_changed_field_names_its_row(filled, ledger_file):
     assert "was changed" in problems[0].message
 
 
-def test_a_changed_row_with_a_recomputed_hash_breaks_the_next_link(filled, ledger_file):
+def test_a_changed_row_with_a_recomputed_hash_fails_its_mac_and_the_next_link(filled, ledger_file):
     conn = sqlite3.connect(ledger_file)
-    row = Row(*conn.execute("SELECT * FROM entries WHERE seq = 4").fetchone())
+    row = Row(*conn.execute(f"SELECT {COLUMNS} FROM entries WHERE seq = 4").fetchone())
     conn.close()
     forged = attrs.evolve(row, **{"created": "2000-01-01T00:00:00+00:00", "hash": ""})
     new_hash = row_hash(forged)
@@ -136,8 +140,9 @@ def test_a_changed_row_with_a_recomputed_hash_breaks_the_next_link(filled, ledge
         f"UPDATE entries SET created = '{forged.created}', hash = '{new_hash}' WHERE seq = 4",
     )
     found = problems_of(filled)
-    assert [seq for seq, _ in found] == [5]
-    assert "does not link to the row before it" in found[0][1]
+    assert [seq for seq, _ in found] == [4, 5]
+    assert "not authenticated by the ledger key" in found[0][1]
+    assert "does not link to the row before it" in found[1][1]
 
 
 def test_a_deleted_middle_row_is_named(filled, ledger_file):
@@ -147,10 +152,11 @@ def test_a_deleted_middle_row_is_named(filled, ledger_file):
     assert any(seq == 7 and "does not link" in message for seq, message in found)
 
 
-def test_deleted_last_rows_are_caught_by_the_recorded_head(filled, ledger_file):
+def test_deleted_last_rows_are_caught_by_the_anchor(filled, ledger_file):
     tamper(ledger_file, "DELETE FROM entries WHERE seq >= 8")
     found = problems_of(filled)
-    assert found == [(8, "rows after row 7 were deleted: the ledger recorded row 9 as its last.")]
+    assert len(found) == 1 and found[0][0] == 8
+    assert "ends at row 7, but its head anchor records row 9" in found[0][1]
 
 
 def test_swapped_rows_are_named(filled, ledger_file):
@@ -174,21 +180,18 @@ def test_an_inserted_row_is_named(filled, ledger_file):
     assert {seq for seq, _ in found} == {10}
 
 
-def test_a_replaced_fingerprint_key_is_detected(filled, ledger_file):
-    tamper(ledger_file, f"UPDATE meta SET value = '{'00' * 32}' WHERE key = 'fingerprint_key'")
-    with Ledger.open(ledger_file) as reopened:
-        found = problems_of(reopened)
-    assert found and found[0][0] == 1
-    assert "fingerprint key" in found[0][1]
+def test_a_replaced_key_file_is_refused(filled, ledger_file):
+    key_file = filled.key_file
+    key_file.write_text(LedgerKey.generate().to_text())
+    with pytest.raises(LedgerError, match="is not the key of the ledger"):
+        Ledger.open(ledger_file)
 
 
-def test_a_full_rewrite_passes_verify_but_not_an_expected_head(filled, ledger_file):
-    """Without a secret, a writer can recompute every hash after a change; a head kept
-    elsewhere still exposes it."""
-    kept_head = filled.head()[1]
+def test_a_full_rewrite_without_the_key_fails_verify_and_charges_nothing(filled, ledger_file):
+    """A writer without the key can recompute every hash after a change, not the MACs."""
     conn = sqlite3.connect(ledger_file)
     conn.execute("DROP TRIGGER entries_no_update")
-    rows = [Row(*r) for r in conn.execute("SELECT * FROM entries ORDER BY seq")]
+    rows = [Row(*r) for r in conn.execute(f"SELECT {COLUMNS} FROM entries ORDER BY seq")]
     prev = GENESIS
     for row in rows:
         body = row.body.replace('"epsilon":5.0', '"epsilon":500.0')
@@ -198,11 +201,41 @@ def test_a_full_rewrite_passes_verify_but_not_an_expected_head(filled, ledger_fi
             "UPDATE entries SET body = ?, prev_hash = ?, hash = ? WHERE seq = ?",
             (body, forged.prev_hash, prev, row.seq),
         )
-    conn.execute("UPDATE meta SET value = ? WHERE key = 'head_hash'", (prev,))
     conn.commit()
     conn.close()
-    assert filled.budget("d").cap.epsilon == 500.0  # the forgery took
-    assert filled.verify().ok
-    report = filled.verify(expect_head=kept_head)
-    assert not report.ok
-    assert "expected head" in report.problems[0].message
+    report = filled.verify()
+    assert not report.ok and report.authenticated
+    assert report.problems[0].seq == 2
+    assert "not authenticated by the ledger key" in report.problems[0].message
+    with pytest.raises(LedgerError, match=r"row 2 \(budget entry .*not authenticated"):
+        filled.budget("d")
+    with pytest.raises(LedgerError, match="nothing was charged"):
+        execute(
+            dpframe.mechanism("laplace"),
+            make_dataset(),
+            dpframe.mechanism("laplace").params(epsilon=1.0),
+            ledger=filled,
+            request={"budget_label": "d"},
+        )
+    assert filled.head()[0] == 9
+
+
+@pytest.mark.parametrize(
+    "ref, budget_id, body",
+    [
+        (None, None, {"label": 'caf\u00e9 "quoted"\n', "x": [1.5, None]}),
+        ("r\u2028", "b\\", {"nested": {"z": 1, "a": "\U0001f600"}}),
+    ],
+)
+def test_the_spliced_row_hash_is_the_canonical_entry_hash(ref, budget_id, body):
+    fields = {
+        "seq": 7,
+        "entry_id": "e\u00e9",
+        "kind": "reserve",
+        "ref": ref,
+        "budget_id": budget_id,
+        "created": "2026-01-01T00:00:00+00:00",
+        "prev_hash": "ab" * 32,
+    }
+    row = Row(**fields, body=canonical_json(body), hash="")
+    assert row_hash(row) == entry_hash(**fields, body=body)

@@ -15,6 +15,7 @@ from pathlib import Path
 import pytest
 
 from dpframe.ledger import Ledger
+from dpframe.ledger.keys import read_anchor
 
 WORKER = Path(__file__).with_name("ledger_worker.py")
 
@@ -41,8 +42,8 @@ def wait_for(path: Path, process: subprocess.Popen, timeout: float = 120.0) -> N
 
 
 def test_racing_processes_never_overspend_nor_lose_an_entry(ledger_file, tmp_path):
-    """8 processes x 5 requests of epsilon 0.1 against a pure cap of 2: exactly 20 fit."""
-    workers, requests, epsilon, cap = 8, 5, 0.1, 2.0
+    """16 processes x 3 requests of epsilon 0.1 against a pure cap of 2: exactly 20 fit."""
+    workers, requests, epsilon, cap = 16, 3, 0.1, 2.0
     with Ledger.open(ledger_file, create=True) as ledger:
         ledger.create_budget("shared", (cap, 0.0), accountant="pure")
     start = tmp_path / "go"
@@ -62,6 +63,8 @@ def test_racing_processes_never_overspend_nor_lose_an_entry(ledger_file, tmp_pat
     assert {r["error"] for r in refused} == {"BudgetExceededError"}
     with Ledger.open(ledger_file) as ledger:
         assert ledger.verify().ok
+        anchor = read_anchor(ledger.anchor_file)  # moved forward by every writer, never back
+        assert anchor is not None and anchor.seq == ledger.head()[0]
         charges = ledger.charges("shared")
         assert sorted(c.entry_id for c in charges) == sorted(admitted)
         assert {c.status for c in charges} == {"committed"}

@@ -11,15 +11,15 @@ from dpframe.ledger import Ledger, schema
 
 
 def test_a_new_ledger_is_at_the_current_version_in_wal_mode(ledger, ledger_file):
-    assert ledger.schema_version == schema.SCHEMA_VERSION == 1
+    assert ledger.schema_version == schema.SCHEMA_VERSION == 2
     conn = sqlite3.connect(ledger_file)
     assert conn.execute("PRAGMA journal_mode").fetchone()[0] == "wal"
     versions = conn.execute("SELECT version FROM schema_version").fetchall()
     conn.close()
-    assert versions == [(1,)]
+    assert versions == [(1,), (2,)]
 
 
-def test_a_version_2_migration_applies_once_and_keeps_the_chain(ledger_file, monkeypatch):
+def test_a_version_3_migration_applies_once_and_keeps_the_chain(ledger_file, monkeypatch):
     with Ledger.open(ledger_file, create=True) as old:
         old.create_budget("d", (1.0, 0.0), accountant="pure")
         head = old.head()
@@ -29,11 +29,11 @@ def test_a_version_2_migration_applies_once_and_keeps_the_chain(ledger_file, mon
         calls.append(1)
         conn.execute("INSERT INTO notes (text) VALUES ('migrated')")
 
-    monkeypatch.setattr(schema, "SCHEMA_VERSION", 2)
-    monkeypatch.setitem(schema.MIGRATIONS, 2, ("CREATE TABLE notes (text TEXT NOT NULL)", backfill))
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", 3)
+    monkeypatch.setitem(schema.MIGRATIONS, 3, ("CREATE TABLE notes (text TEXT NOT NULL)", backfill))
     for _ in range(2):
         with Ledger.open(ledger_file) as upgraded:
-            assert upgraded.schema_version == 2
+            assert upgraded.schema_version == 3
             assert upgraded.head() == head
             assert upgraded.verify().ok
     assert calls == [1]
@@ -48,13 +48,13 @@ def test_a_failing_migration_leaves_the_old_version(ledger_file, monkeypatch):
     def broken(conn: sqlite3.Connection) -> None:
         raise RuntimeError("migration bug")
 
-    monkeypatch.setattr(schema, "SCHEMA_VERSION", 2)
-    monkeypatch.setitem(schema.MIGRATIONS, 2, ("CREATE TABLE notes (text TEXT)", broken))
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", 3)
+    monkeypatch.setitem(schema.MIGRATIONS, 3, ("CREATE TABLE notes (text TEXT)", broken))
     with pytest.raises(RuntimeError, match="migration bug"):
         Ledger.open(ledger_file)
-    monkeypatch.setattr(schema, "SCHEMA_VERSION", 1)
-    with Ledger.open(ledger_file) as still_v1:
-        assert still_v1.schema_version == 1
+    monkeypatch.setattr(schema, "SCHEMA_VERSION", 2)
+    with Ledger.open(ledger_file) as still_v2:
+        assert still_v2.schema_version == 2
     conn = sqlite3.connect(ledger_file)
     tables = {r[0] for r in conn.execute("SELECT name FROM sqlite_master WHERE type='table'")}
     conn.close()

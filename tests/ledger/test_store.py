@@ -28,6 +28,7 @@ from dpframe.errors import (
 )
 from dpframe.events import (
     ComposedEvent,
+    DiscreteLaplaceEvent,
     GaussianEvent,
     LaplaceEvent,
     NonPrivateEvent,
@@ -424,7 +425,7 @@ def test_identical_charges_are_composed_as_a_self_composition_where_supported(le
     SpyPureAccountant.seen.clear()
     assert ledger.remaining("d").spent == pytest.approx(0.5)
     (total,) = SpyPureAccountant.seen
-    tenth, fifth = LaplaceEvent(10.0), LaplaceEvent(5.0)
+    tenth, fifth = DiscreteLaplaceEvent(10.0), DiscreteLaplaceEvent(5.0)
     if name == "spy-pure":
         assert total == ComposedEvent((SelfComposedEvent(tenth, 3), fifth))
     else:
@@ -479,8 +480,15 @@ def test_a_changed_cap_is_refused_at_the_next_charge(ledger, ledger_file):
     )
     conn.commit()
     conn.close()
-    with pytest.raises(LedgerError, match=r"row 2 \(budget entry .*\) was changed"):
+    # this object verified row 2 before the edit: it decides on the cap it verified
+    with pytest.raises(BudgetExceededError, match=r"cap ε=0\.1,"):
         laplace(ledger, make_dataset(), 1.0)
+    # a fresh reader re-checks every row after the last checkpoint, and refuses
+    with (
+        Ledger.open(ledger_file, registry=toy_registry()) as fresh,
+        pytest.raises(LedgerError, match=r"row 2 \(budget entry .*\) was changed"),
+    ):
+        laplace(fresh, make_dataset(), 1.0)
 
 
 def test_a_deleted_charge_does_not_free_budget(ledger, ledger_file):
@@ -492,7 +500,7 @@ def test_a_deleted_charge_does_not_free_budget(ledger, ledger_file):
     assert conn.execute("DELETE FROM entries WHERE kind IN ('reserve', 'commit')").rowcount == 2
     conn.commit()
     conn.close()
-    with pytest.raises(LedgerError, match="lost rows"):
+    with pytest.raises(LedgerError, match="head anchor records row 5"):
         laplace(ledger, data, 0.9)
 
 

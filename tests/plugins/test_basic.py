@@ -9,9 +9,9 @@ import pytest
 
 import dpframe
 from dpframe import Dataset, Domain, SeededSampler, execute
-from dpframe.calibration import gaussian_sigma
+from dpframe.accountants.zcdp import zcdp_epsilon
 from dpframe.errors import DomainError, ParameterError
-from dpframe.events import GaussianEvent, LaplaceEvent
+from dpframe.events import DiscreteGaussianEvent, DiscreteLaplaceEvent
 from dpframe.loaders import load_dataset
 
 BOX = Domain(lower=[0, -1, 2], upper=[1, 1, 5])
@@ -66,22 +66,25 @@ def test_laplace_plan_and_noise_scale_follow_the_sensitivity():
     mech = dpframe.mechanism("laplace")
     params = mech.params(epsilon=0.5)
     data = dataset(np.zeros((10, 3)) + np.array([0.5, 0, 3]))
-    assert mech.plan(params, data.domain) == LaplaceEvent(2.0)
+    assert mech.plan(params, data.domain) == DiscreteLaplaceEvent(2.0)
     release = execute(mech, data, params, SeededSampler(1))
     # L1 sensitivity of the mean: (1 + 2 + 3)/n; scale = that / epsilon.
     assert release.noise_scales["mean"] == pytest.approx(6 / 10 / 0.5)
 
 
-def test_gaussian_uses_the_analytic_calibration():
+def test_gaussian_uses_the_zcdp_calibration_of_the_discrete_gaussian():
     mech = dpframe.mechanism("gaussian")
     params = mech.params(epsilon=1.0, delta=1e-5, query="covariance")
     data = dataset(np.zeros((20, 3)) + np.array([0.5, 0, 3]))
     radius = np.linalg.norm([0.5, 1.0, 1.5])
     sensitivity = np.sqrt(2) * radius**2 / 20
     release = execute(mech, data, params, SeededSampler(1))
-    sigma = gaussian_sigma(1.0, 1e-5, sensitivity)
-    assert release.noise_scales["covariance"] == pytest.approx(sigma, rel=1e-12)
-    assert release.event == GaussianEvent(sigma / sensitivity)
+    assert isinstance(release.event, DiscreteGaussianEvent)
+    z = release.event.noise_multiplier
+    assert release.noise_scales["covariance"] == pytest.approx(z * sensitivity, rel=1e-12)
+    # The multiplier is the smallest whose zCDP rho = 1/(2 z^2) converts to the target.
+    assert zcdp_epsilon(1 / (2 * z * z), 1e-5) <= 1.0
+    assert zcdp_epsilon(1 / (2 * (0.999 * z) ** 2), 1e-5) > 1.0
     cov = release["covariance"]
     np.testing.assert_allclose(cov, cov.T)
     assert np.linalg.eigvalsh(cov).min() >= -1e-12

@@ -6,12 +6,13 @@ import math
 
 import numpy as np
 import pytest
-from scipy.stats import binom, chi2, norm
+from scipy.stats import binom, chi2
 
 import dpframe
 from dpframe import Classes, Dataset, Domain, SeededSampler, Target, execute
+from dpframe.accountants.zcdp import zcdp_epsilon
 from dpframe.errors import DataError, DomainError, DPFrameError, ParameterError
-from dpframe.events import ComposedEvent, EpsilonDeltaEvent, GaussianEvent
+from dpframe.events import ComposedEvent, DiscreteGaussianEvent, EpsilonDeltaEvent
 from dpframe.linalg import upper_triangle
 from dpframe.relation import Relation
 
@@ -24,11 +25,6 @@ def _data(n: int = 120, d: int = 5, seed: int = 0) -> Dataset:
     x = np.clip(5 + latent @ rng.normal(size=(2, d)), 0, 10)
     y = np.where(latent[:, 0] > 0, "b", "a")
     return Dataset.from_arrays(x, y, Domain(lower=0, upper=10, labels=Classes(["a", "b"])))
-
-
-def _analytic_gaussian_delta(mu: float, epsilon: float) -> float:
-    """delta(eps) of mu-GDP (Dong, Roth, Su 2019, Cor. 2.13), written out independently."""
-    return norm.cdf(-epsilon / mu + mu / 2) - math.exp(epsilon) * norm.cdf(-epsilon / mu - mu / 2)
 
 
 # -- shapes, determinism, outputs ---------------------------------------------------------
@@ -92,17 +88,17 @@ def test_event_is_two_gaussians_and_the_failure_probability_and_meets_the_target
     params = MECH.params(epsilon=1.5, delta=1e-5, k1=6, failure_share=0.2)
     event = MECH.plan(params, _data().domain)
     assert isinstance(event, ComposedEvent)
-    gaussians = [e for e in event.events if isinstance(e, GaussianEvent)]
+    gaussians = [e for e in event.events if isinstance(e, DiscreteGaussianEvent)]
     failures = [e for e in event.events if isinstance(e, EpsilonDeltaEvent)]
     assert len(gaussians) == 2 and len(failures) == 1
     assert failures[0].epsilon == 0 and failures[0].delta == pytest.approx(0.2e-5)
     assert {e.relation for e in event.events} == {Relation.REPLACE_ONE}
-    # The two Gaussians compose to mu-GDP, mu^2 = sum 1/z^2; their delta at the target
-    # epsilon plus delta_R must be the target delta (conditioning argument, README).
-    mu = math.sqrt(sum(1 / e.noise_multiplier**2 for e in gaussians))
-    total = _analytic_gaussian_delta(mu, 1.5) + failures[0].delta
-    assert total == pytest.approx(1e-5, rel=1e-6)
-    assert total <= 1e-5 * (1 + 1e-9)
+    # The two discrete Gaussians compose in zCDP, rho = sum 1/(2 z^2); at the target delta
+    # minus delta_R it must convert to the target epsilon (conditioning argument, README).
+    rho = sum(1 / (2 * e.noise_multiplier**2) for e in gaussians)
+    epsilon = zcdp_epsilon(rho, 1e-5 - failures[0].delta)
+    assert epsilon == pytest.approx(1.5, rel=1e-6)
+    assert epsilon <= 1.5
 
 
 def test_noise_scales_are_multiplier_times_declared_sensitivity():
@@ -110,7 +106,8 @@ def test_noise_scales_are_multiplier_times_declared_sensitivity():
     params = MECH.params(epsilon=1.0, delta=1e-5, k1=5)
     release = MECH.run(data, params, SeededSampler(1))
     sens = MECH.sensitivity(params, data.domain)
-    gaussians = [e for e in MECH.plan(params, data.domain).events if isinstance(e, GaussianEvent)]
+    events = MECH.plan(params, data.domain).events
+    gaussians = [e for e in events if isinstance(e, DiscreteGaussianEvent)]
     assert release.noise_scales["projection"] == pytest.approx(
         gaussians[0].noise_multiplier * sens["projection"].value
     )

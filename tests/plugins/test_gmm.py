@@ -3,8 +3,6 @@
 
 from __future__ import annotations
 
-import math
-
 import attrs
 import numpy as np
 import pytest
@@ -13,9 +11,9 @@ from plugin_testkit import one_sentence, uniform_rows
 import dpframe
 from dpframe import Classes, Dataset, Domain, Release, SeededSampler, Target, execute
 from dpframe.accountants.pure import PureAccountant
-from dpframe.calibration import gdp_mu
+from dpframe.accountants.zcdp import zcdp_epsilon
 from dpframe.errors import DataError, DomainError, ParameterError
-from dpframe.events import ComposedEvent, LaplaceEvent, ParallelEvent
+from dpframe.events import ComposedEvent, DiscreteLaplaceEvent, ParallelEvent
 from dpframe.sensitivities import Region, second_moment, vector_sum
 
 GMM = dpframe.mechanism("gmm")
@@ -82,7 +80,8 @@ def test_joint_and_parallel_events_cost_epsilon():
 
     def multipliers(event: ComposedEvent) -> list[float]:
         assert all(
-            isinstance(e, LaplaceEvent) and e.relation.value == "replace_one" for e in event.events
+            isinstance(e, DiscreteLaplaceEvent) and e.relation.value == "replace_one"
+            for e in event.events
         )
         return [e.noise_multiplier for e in event.events]
 
@@ -172,7 +171,9 @@ def test_class_models_approach_real_at_large_epsilon(ctg):
     params = GMM.params(epsilon=1e7, reduction="ron", dimension=4, n_synthetic=300_000)
     release = execute(GMM, data, params, SeededSampler(13))
     w = release["projection"]
-    projected = features @ w
+    # W projects the records rescaled by the public box (dpframe.units)
+    lower, upper = data.domain.box()
+    projected = ((features - (lower + upper) / 2) / ((upper - lower) / 2)) @ w
     sizes = np.array([np.sum(nsp == c) for c in (1, 2, 3)])
     assert release["counts"] == pytest.approx(sizes, abs=0.01)
     for k, c in enumerate((1, 2, 3)):
@@ -228,11 +229,12 @@ def test_gaussian_parallel_children_compose_to_the_target():
     for accounting in ("joint", "parallel"):
         params = GMM.params(epsilon=1.0, delta=1e-6, noise="gaussian", accounting=accounting)
         event = GMM.plan(params, domain)
-        # mu-GDP of the composition: every stage of a joint release, or the stages of the
-        # two children a replaced record can touch
+        # zCDP of the composition (discrete Gaussians, rho = 1/(2 z^2)): every stage of a
+        # joint release, or the stages of the two children a replaced record can touch
         stages = list(event.events) if accounting == "joint" else 2 * list(event.events[0].events)
-        mu = math.sqrt(sum(1 / e.noise_multiplier**2 for e in stages))
-        assert mu == pytest.approx(gdp_mu(1.0, 1e-6), rel=1e-9)
+        rho = sum(1 / (2 * e.noise_multiplier**2) for e in stages)
+        assert zcdp_epsilon(rho, 1e-6) == pytest.approx(1.0, rel=1e-6)
+        assert zcdp_epsilon(rho, 1e-6) <= 1.0
 
 
 def test_release_round_trips_through_disk(tmp_path):

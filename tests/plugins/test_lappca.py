@@ -11,9 +11,9 @@ from plugin_testkit import one_sentence, uniform_rows
 import dpframe
 from dpframe import Dataset, Domain, SeededSampler, execute
 from dpframe.accountants.pure import PureAccountant
-from dpframe.calibration import gdp_delta
+from dpframe.accountants.zcdp import zcdp_epsilon
 from dpframe.errors import DomainError, ParameterError
-from dpframe.events import GaussianEvent, LaplaceEvent
+from dpframe.events import DiscreteGaussianEvent, DiscreteLaplaceEvent
 from dpframe.relation import Relation
 
 LAP_PCA = dpframe.mechanism("lap_pca")
@@ -48,7 +48,7 @@ def test_same_seed_same_release_and_other_seed_differs():
 def test_plan_is_one_laplace_event_costing_epsilon():
     domain = Domain(lower=-1.0, upper=1.0, feature_names=tuple("abcd"), records=50)
     event = LAP_PCA.plan(LAP_PCA.params(epsilon=0.7, dimension=2), domain)
-    assert event == LaplaceEvent(1 / 0.7, relation=Relation.REPLACE_ONE)
+    assert event == DiscreteLaplaceEvent(1 / 0.7, relation=Relation.REPLACE_ONE)
     assert PureAccountant().epsilon(event) == pytest.approx(0.7, rel=1e-12)
 
 
@@ -56,10 +56,10 @@ def test_gaussian_option_meets_delta_exactly():
     domain = Domain(lower=-1.0, upper=1.0, feature_names=tuple("abcd"), records=50)
     params = LAP_PCA.params(epsilon=1.0, delta=1e-6, dimension=2, noise="gaussian")
     event = LAP_PCA.plan(params, domain)
-    assert isinstance(event, GaussianEvent)
-    # the analytic Gaussian condition of the event's mu = 1/multiplier holds, tightly
-    delta = gdp_delta(1 / event.noise_multiplier, 1.0)
-    assert delta <= 1e-6 and delta == pytest.approx(1e-6, rel=1e-6)
+    assert isinstance(event, DiscreteGaussianEvent)
+    # the zCDP of the discrete Gaussian, rho = 1/(2 z^2), converts to the target, tightly
+    epsilon = zcdp_epsilon(1 / (2 * event.noise_multiplier**2), 1e-6)
+    assert epsilon <= 1.0 and epsilon == pytest.approx(1.0, rel=1e-6)
     declared = LAP_PCA.sensitivity(params, domain)["covariance"]
     assert declared.norm == "l2" and declared.value == pytest.approx(math.sqrt(2) * 4 / 50)
 

@@ -14,7 +14,7 @@ import dpframe
 from dpframe import Dataset, Domain, Release, SeededSampler, Target, execute
 from dpframe.cli import cli
 from dpframe.errors import DataError, DomainError, ParameterError
-from dpframe.events import ComposedEvent, LaplaceEvent
+from dpframe.events import ComposedEvent, DiscreteLaplaceEvent
 from dpframe.relation import Relation
 
 PCA = dpframe.mechanism("pca_gauss")
@@ -68,11 +68,13 @@ def test_same_seed_same_release():
 
 def test_plan_events():
     domain = Domain(lower=-1.0, upper=1.0, feature_names=tuple("abcd"), records=40)
-    assert PCA.plan(PCA.params(epsilon=0.5, dimension=2), domain) == LaplaceEvent(
+    assert PCA.plan(PCA.params(epsilon=0.5, dimension=2), domain) == DiscreteLaplaceEvent(
         2.0, relation=Relation.REPLACE_ONE
     )
     event = PCA.plan(PCA.params(epsilon=1.0, dimension=2, centring="dp_mean"), domain)
-    mean, eigenvalues = (LaplaceEvent(1 / share, relation="replace_one") for share in (0.2, 0.8))
+    mean, eigenvalues = (
+        DiscreteLaplaceEvent(1 / share, relation="replace_one") for share in (0.2, 0.8)
+    )
     assert event == ComposedEvent((mean, eigenvalues))
 
 
@@ -135,6 +137,7 @@ def test_supervised_shapes_and_spaces():
             projection=components,
             n_synthetic=80,
             output_space="original",
+            in_domain=False,  # the algebra below holds for the raw draw
         ),
         SeededSampler(14),
     )
@@ -169,7 +172,8 @@ def test_eigenvalues_and_variances_approach_real_at_large_epsilon(ctg):
     features, _, names = ctg
     domain = Domain(lower=features.min(0).tolist(), upper=features.max(0).tolist())
     data = Dataset.from_arrays(features, domain=domain, feature_names=names)
-    params = PCA.params(epsilon=1e6, dimension=4, n_synthetic=200_000)
+    # in the declared units, so the eigenvalues are those computed below
+    params = PCA.params(epsilon=1e6, dimension=4, n_synthetic=200_000, units="raw")
     release = execute(PCA, data, params, SeededSampler(16))
     centred = features - data.domain.centre()
     true = np.linalg.eigvalsh(centred.T @ centred / len(features))[::-1][:4]
@@ -236,7 +240,7 @@ def test_dp_mean_centring_recentres_and_reclips(ctg):
     lower, upper = features.min(0), features.max(0)
     domain = Domain(lower=lower.tolist(), upper=upper.tolist())
     data = Dataset.from_arrays(features, domain=domain, feature_names=names)
-    params = PCA.params(epsilon=1e7, dimension=3, centring="dp_mean", n_synthetic=10)
+    params = PCA.params(epsilon=1e7, dimension=3, centring="dp_mean", n_synthetic=10, units="raw")
     release = execute(PCA, data, params, SeededSampler(19))
     mean = features.mean(axis=0)
     assert release["centre"] == pytest.approx(mean, rel=1e-4, abs=1e-4)

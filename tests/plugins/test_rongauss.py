@@ -13,7 +13,7 @@ import dpframe
 from dpframe import Dataset, Domain, SeededSampler, Target, execute
 from dpframe.accountants.pure import PureAccountant
 from dpframe.errors import DataError, DomainError, ParameterError
-from dpframe.events import ComposedEvent, LaplaceEvent
+from dpframe.events import ComposedEvent, DiscreteLaplaceEvent
 from dpframe.relation import Relation
 
 RON = dpframe.mechanism("ron_gauss")
@@ -74,8 +74,8 @@ def test_plan_composes_two_laplace_events():
     event = RON.plan(RON.params(epsilon=2.0, dimension=3, mean_share=0.25), domain)
     assert event == ComposedEvent(
         (
-            LaplaceEvent(1 / 0.5, relation=Relation.REPLACE_ONE),
-            LaplaceEvent(1 / 1.5, relation=Relation.REPLACE_ONE),
+            DiscreteLaplaceEvent(1 / 0.5, relation=Relation.REPLACE_ONE),
+            DiscreteLaplaceEvent(1 / 1.5, relation=Relation.REPLACE_ONE),
         )
     )
     assert PureAccountant().epsilon(event) == pytest.approx(2.0, rel=1e-12)
@@ -159,7 +159,8 @@ def test_synthetic_second_moment_approaches_real_at_large_epsilon(ctg):
     features, _, names = ctg
     domain = Domain(lower=features.min(0).tolist(), upper=features.max(0).tolist())
     data = Dataset.from_arrays(features, domain=domain, feature_names=names)
-    params = RON.params(epsilon=1e6, dimension=5, n_synthetic=200_000)
+    # in the declared units, so the projection below is the mechanism's
+    params = RON.params(epsilon=1e6, dimension=5, n_synthetic=200_000, units="raw")
     release = execute(RON, data, params, SeededSampler(15))
     z = _projected(features, data.domain.centre(), release["mean"], release["projection"])
     real = z.T @ z / len(z)
@@ -178,7 +179,7 @@ def test_supervised_model_approaches_real_at_large_epsilon(liver):
         labels=Target(0.0, 20.0),
     )
     data = Dataset.from_arrays(features, drinks, domain)
-    params = RON.params(epsilon=1e6, dimension=3, supervised=True, n_synthetic=100_000)
+    params = RON.params(epsilon=1e6, dimension=3, supervised=True, n_synthetic=100_000, units="raw")
     release = execute(RON, data, params, SeededSampler(16))
     z = _projected(features, data.domain.centre(), release["mean"], release["projection"])
     augmented = np.column_stack([z, drinks - 10.0])

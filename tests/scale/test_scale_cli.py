@@ -7,7 +7,6 @@ import pytest
 from click.testing import CliRunner
 
 from dpframe.cli import cli
-from dpframe.ledger import Ledger
 from dpframe.release import Release
 
 COMMON = ["--bounds", "-1:1", "--classes", "0,1,2", "--label", "y", "--seed", "3"]
@@ -49,12 +48,32 @@ def test_a_mechanism_that_needs_records_is_refused_before_the_ledger_is_charged(
     code, output, _ = _release(
         tmp_path, files["parquet"], "dpcda", "--delta", "1e-5", "--param", "records=3000"
     )
-    assert code != 0
+    assert code == 3
     assert "dpcda with these parameters: this mechanism needs the records in memory" in output
     assert "Traceback" not in output
-    (ledger,) = tmp_path.glob("*.db")
-    with Ledger.open(ledger) as led:
-        assert [entry.kind for entry in led.entries()] == ["init"]
+    assert not list(tmp_path.glob("*.db"))  # refused before the ledger was even opened
+
+
+def test_dprp_on_a_cluster_is_refused_before_anything_is_read_or_charged(files, tmp_path):
+    pytest.importorskip("dask.distributed", reason="the 'scale' extra is not installed")
+    code, output, _ = _release(
+        tmp_path,
+        files["parquet"],
+        "dprp",
+        "--delta",
+        "1e-5",
+        "--engine",
+        "dask",
+        "--scheduler",
+        "tcp://127.0.0.1:1",  # nothing listens there: the refusal comes before connecting
+    )
+    assert code == 3, output
+    assert "dprp with these parameters reads the records on this process" in output
+    assert not list(tmp_path.glob("*.db"))
+    code, output, _ = _release(
+        tmp_path, files["parquet"], "dprp", "--delta", "1e-5", "--budget-delta", "1e-3"
+    )
+    assert code == 0, output  # the same release from the file on this process
 
 
 def test_progress_bars_go_to_stderr_only_when_asked(files, tmp_path):
@@ -68,3 +87,20 @@ def test_progress_bars_go_to_stderr_only_when_asked(files, tmp_path):
 def test_scheduler_without_dask_engine_is_refused(files, tmp_path):
     code, output, _ = _release(tmp_path, files["parquet"], "lap_pca", "--scheduler", "tcp://x:1")
     assert code != 0 and "--scheduler needs --engine dask." in output
+
+
+def test_dprp_chain_plan_for_a_cluster_says_it_would_be_refused(tmp_path):
+    spec = tmp_path / "chain.toml"
+    spec.write_text(
+        '[budget]\nlabel = "big"\nepsilon = 2\ndelta = 1e-5\n'
+        "[domain]\nrecords = 600\n[domain.features]\nlower = [-1, -1, -1]\nupper = [1, 1, 1]\n"
+        '[[steps]]\nname = "pca"\nmechanism = "lap_pca"\nepsilon = 0.5\n'
+        "params = { dimension = 2 }\n"
+        '[[steps]]\nname = "proj"\nmechanism = "dprp"\nepsilon = 0.5\ndelta = 1e-6\n'
+    )
+    local = CliRunner().invoke(cli, ["chain", "plan", str(spec)])
+    assert local.exit_code == 0 and "would stop" not in local.output, local.output
+    dask = CliRunner().invoke(cli, ["chain", "plan", str(spec), "--engine", "dask"])
+    assert dask.exit_code == 0, dask.output
+    assert "A run would stop before step 1 'proj'" in dask.output
+    assert "reads the records on this process" in dask.output

@@ -13,7 +13,7 @@ from session_kit import make_dataset, untouchable
 from dpframe import ReleaseRef, Session
 from dpframe.calibration import gaussian_sigma
 from dpframe.errors import BudgetExceededError, LedgerError, ParameterError
-from dpframe.events import GaussianEvent, LaplaceEvent
+from dpframe.events import DiscreteLaplaceEvent, GaussianEvent
 from dpframe.ledger.store import composition
 from dpframe.plugins import registry
 from dpframe.release import Release
@@ -29,7 +29,7 @@ def test_plan_gives_event_and_cost_without_touching_the_data_or_the_ledger(ledge
     session = Session(dataset, ledger, "toy", cap=(1.0, 1e-6), accountant="pure")
     # a Laplace covariance of 0.25 under pure accounting: ε adds up
     plan = session.plan("laplace", epsilon=0.25, query="covariance")
-    assert plan.event == LaplaceEvent(4.0)
+    assert plan.event == DiscreteLaplaceEvent(4.0)
     assert plan.cost == pytest.approx(0.25, rel=1e-12)
     assert (plan.spent, plan.total, plan.remaining, plan.fits) == (0.0, 0.25, 0.75, True)
     share = session.plan("laplace", share=0.5)
@@ -253,7 +253,9 @@ def test_the_default_accountant_is_never_looser_than_rdp(ledger):
         session.release("laplace", epsilon=eps)
     session.release("gaussian", epsilon=0.5, delta=1e-7)
     events = [c.event for c in ledger.charges("toy")]
-    assert ledger.budget("toy").accountant == "best"
+    # the default is 'best', recorded with its members (pld when dp-accounting is installed)
+    assert ledger.budget("toy").accountant == registry().accountant("best").spec
+    assert ledger.budget("toy").accountant.startswith("best[pure,gdp,zcdp,rdp,approx")
     spent = ledger.remaining("toy").spent
     rdp = registry().accountant("rdp")
     assert spent <= rdp.epsilon(composition(rdp, events), 1e-6 * (1 + 1e-9))

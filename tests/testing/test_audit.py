@@ -11,6 +11,7 @@ from synthetic import LeakyRelease, NoisySum, OverclaimingPlan, TwoStageGaussian
 
 import dpframe
 from dpframe import Domain, SeededSampler
+from dpframe.accountants.zcdp import zcdp_epsilon
 from dpframe.calibration import gdp_mu as calibrated_mu
 from dpframe.calibration import split_gaussian
 from dpframe.events import (
@@ -100,7 +101,9 @@ def test_the_claim_comes_from_the_plan():
     assert claimed_tradeoff(laplace, laplace.params(epsilon=0.5), data) == ApproxDP(0.5, 0.0)
     claim = claimed_tradeoff(gaussian, gaussian.params(epsilon=1.0, delta=1e-5), data)
     assert isinstance(claim, GaussianDP)
-    assert claim.mu == pytest.approx(calibrated_mu(1.0, 1e-5), rel=1e-9)
+    # the discrete Gaussian's multiplier z, audited as mu = 1/z: its zCDP rho = mu^2/2
+    # converts to the parameters' (1, 1e-5)
+    assert zcdp_epsilon(claim.mu**2 / 2, 1e-5) == pytest.approx(1.0, rel=1e-6)
 
     class Opaque(NoisySum):
         def plan(self, params, domain):

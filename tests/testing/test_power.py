@@ -110,12 +110,13 @@ def test_without_clipping_sees_the_generated_records():
     ],
     ids=["sum", "two-stage", "class sums", "label mean"],
 )
-def test_the_self_check_catches_all_three_mutants(mechanism, params, domain):
+def test_the_self_check_catches_all_four_mutants(mechanism, params, domain):
     outcome = Kit(mechanism, params, domain).check_power("fast")
     assert outcome == {
         "sensitivity halved": "caught by Layer A",
         "clipping removed": "caught by Layer A",
         "noise halved": "caught by Layer B",
+        "float noise": "caught by the floating-point check",
     }
 
 

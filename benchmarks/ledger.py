@@ -1,0 +1,153 @@
+"""Benchmark: the ledger's charge time against its length, and verify/audit time.
+
+Target (issue 16): a charge at 100,000 earlier charges costs at most 2x one at 100, and at
+most 20 ms on this machine, for pure, approx, RDP and zCDP budgets; `verify` and `audit`
+of 100,000 entries in at most 10 s.
+
+A charge is what `dpframe.execute` pays the ledger: the reservation (state from the last
+checkpoint, every later row checked, the anchor checked, the running total, the append)
+and the commit, around a Laplace or Gaussian release of 200 x 3 records. The earlier
+charges are appended in bulk through the store's own append path (the same rows, MACs and
+checkpoints a real run writes, only faster to make), then each point is timed over
+`--repeats` real charges: min and median.
+
+Usage: python benchmarks/ledger.py [--lengths 100,1000,10000,100000] [--repeats 15]
+                                   [--accountants pure,approx,rdp,zcdp] [--audit]
+"""
+
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+import numpy as np
+
+import dpframe
+from dpframe import Dataset, Domain
+from dpframe.ledger import Ledger
+from dpframe.ledger.state import CHECKPOINT_EVERY
+
+CAPS = {"pure": (1e9, 0.0), "approx": (1e9, 1e-3), "rdp": (1e9, 1e-3), "zcdp": (1e9, 1e-3)}
+MECHANISM = {"pure": "laplace", "approx": "laplace", "rdp": "gaussian", "zcdp": "gaussian"}
+
+
+def dataset() -> Dataset:
+    x = np.random.default_rng(0).uniform(0, 1, size=(200, 3))
+    return Dataset.from_arrays(x, domain=Domain(lower=0.0, upper=1.0))
+
+
+def charge(ledger: Ledger, name: str, data: Dataset) -> None:
+    mechanism = dpframe.mechanism(MECHANISM[name])
+    params = (
+        mechanism.params(epsilon=0.5)
+        if MECHANISM[name] == "laplace"
+        else mechanism.params(epsilon=0.5, delta=1e-9)
+    )
+    dpframe.execute(mechanism, data, params, ledger=ledger, request={"budget_label": name})
+
+
+def fill(ledger: Ledger, name: str, target: int) -> None:
+    """Append charges (reserve + commit rows, copies of the last real one) until the
+    budget holds ``target`` charges."""
+    template = [e for e in ledger.entries() if e.budget_id is not None][-2:]
+    reserve, commit = template
+    assert (reserve.kind, commit.kind) == ("reserve", "commit")
+    budget = ledger.budget(name)
+    have = ledger.remaining(name).charges
+    while have < target:
+        with ledger._writing() as fold:
+            for _ in range(min(5000, target - have)):
+                entry = ledger._append("reserve", reserve.body, budget)
+                ledger._append("commit", commit.body, budget, ref=entry.entry_id)
+                if fold.seq - fold.checkpoint_seq >= CHECKPOINT_EVERY:
+                    ledger._write_checkpoint(fold)
+                have += 1
+
+
+def timed(function, repeats: int) -> tuple[float, float]:
+    values = []
+    for _ in range(repeats):
+        start = time.perf_counter()
+        function()
+        values.append(time.perf_counter() - start)
+    return min(values), statistics.median(values)
+
+
+def main(argv: list[str]) -> None:
+    parser = argparse.ArgumentParser()
+    parser.add_argument("--lengths", default="100,1000,10000,100000")
+    parser.add_argument("--repeats", type=int, default=15)
+    parser.add_argument("--accountants", default="pure,approx,rdp,zcdp")
+    parser.add_argument("--audit", action="store_true", help="also time verify and audit")
+    parser.add_argument("--dir", default=None, help="where the ledgers go (default: a tmpdir)")
+    args = parser.parse_args(argv)
+    lengths = [int(x) for x in args.lengths.split(",")]
+    data = dataset()
+    print(f"# load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+    print("accountant,prior_charges,charge_min_ms,charge_median_ms", flush=True)
+    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
+        best, median = floor(Path(tmp), args.repeats)
+        print(
+            f"# floor (two durable SQLite commits, WAL + FULL): min {best * 1e3:.2f} ms, "
+            f"median {median * 1e3:.2f} ms",
+            flush=True,
+        )
+        for name in args.accountants.split(","):
+            path = Path(tmp) / f"{name}.ledger"
+            with Ledger.open(path, create=True) as ledger:
+                ledger.create_budget(name, CAPS[name], accountant=name)
+                charge(ledger, name, data)
+                for length in lengths:
+                    fill(ledger, name, length)
+                    best, median = timed(lambda n=name: charge(ledger, n, data), args.repeats)
+                    print(f"{name},{length},{best * 1e3:.2f},{median * 1e3:.2f}", flush=True)
+                    if args.audit and name == "pure":
+                        verify(ledger, length)
+
+    print("done", flush=True)
+
+
+def floor(directory: Path, repeats: int) -> tuple[float, float]:
+    """What the disk alone costs a charge: two committed one-row transactions in a WAL
+    database with ``synchronous = FULL`` (a reservation and its commit)."""
+    from dpframe.ledger import schema
+
+    conn = schema.connect(str(directory / "floor.sqlite"), 60.0)
+    conn.execute("CREATE TABLE t (x TEXT)")
+
+    def two_commits() -> None:
+        for _ in range(2):
+            conn.execute("BEGIN IMMEDIATE")
+            conn.execute("INSERT INTO t VALUES (?)", ("x" * 1500,))
+            conn.execute("COMMIT")
+
+    try:
+        return timed(two_commits, repeats)
+    finally:
+        conn.close()
+
+
+def verify(ledger: Ledger, length: int) -> None:
+    from dpframe.audit import audit
+
+    start = time.perf_counter()
+    report = ledger.verify()
+    seconds = time.perf_counter() - start
+    assert report.ok, report.problems[:3]
+    start = time.perf_counter()
+    audited = audit(ledger, accountants=["pure"])
+    audit_seconds = time.perf_counter() - start
+    print(
+        f"# verify {report.entries} entries ({length} charges): {seconds:.2f} s; "
+        f"audit: {audit_seconds:.2f} s (ok={audited.ok})",
+        flush=True,
+    )
+
+
+if __name__ == "__main__":
+    main(sys.argv[1:])

@@ -1,0 +1,324 @@
+"""scikit-learn idioms on the dpframe plugins: synthesizers with ``fit(X, y)`` and
+``sample(n)``, and a DP PCA transformer with ``fit``/``transform``.
+
+::
+
+    from dpframe.sklearn import GMMSynthesizer
+
+    synth = GMMSynthesizer(
+        domain="ctg.domain.toml", epsilon=2.0, delta=1e-6, params={"noise": "gaussian"},
+        ledger="privacy.ledger", budget="ctg", cap=(4.0, 1e-6),
+    )
+    X_syn, y_syn = synth.fit(X, y).sample()
+
+Each ``fit`` is one release of the named mechanism, through the same plugin as the CLI and
+:class:`~dpframe.session.Session`, charged to budget ``budget`` of ``ledger`` (created
+with ``cap`` and ``accountant`` on the first charge) before the data are read, and
+refused (:class:`~dpframe.errors.BudgetExceededError`, nothing charged) when it does not
+fit. Refitting is a new release and is charged again: privacy is spent by ``fit``, not by
+``sample`` or ``transform``, which post-process the release. ``ledger=None`` runs without
+a ledger and warns (:class:`UnrecordedReleaseWarning`): the release is private, but
+nothing keeps count.
+
+The ``domain`` (a :class:`~dpframe.domain.Domain` or the path of a domain file) is
+required: bounds taken from ``X`` would not be private. ``X`` may be an array or a pandas
+DataFrame with the domain's feature names; ``sample`` and ``transform`` answer in kind.
+
+``fit`` is randomised: two fits of the same data give different releases unless ``seed``
+is set (which makes the run reproducible and NOT secure; the ledger flags it). The
+estimator checks of scikit-learn that assume a deterministic or unconstrained estimator
+cannot apply; ``tests/core/test_sklearn.py`` runs the others and lists why each excluded
+one does not (:data:`NOT_APPLICABLE`).
+
+scikit-learn is imported when this module is (the ``eval`` and ``dev`` extras); the rest
+of dpframe never imports it.
+"""
+
+from __future__ import annotations
+
+import os
+import warnings
+from pathlib import Path
+from typing import Any
+
+import numpy as np
+from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils.validation import check_is_fitted, validate_data
+
+from dpframe.dataset import Dataset, is_dataframe
+from dpframe.domain import Domain
+from dpframe.errors import ParameterError
+from dpframe.release import Release
+
+
+class UnrecordedReleaseWarning(UserWarning):
+    """A release was made without a ledger: nothing keeps count of the privacy spent."""
+
+
+NOT_APPLICABLE = {
+    "check_dtype_object": "the check relabels y with a class the domain does not declare; "
+    "the class list is public and fixed before any data are seen, so an undeclared class "
+    "is refused (DataError naming the row), never added from the data",
+    "check_fit2d_1sample": "DP-CDA only: a synthetic record averages l records of one "
+    "class, so a class needs at least l records (a clear DataError otherwise)",
+}
+"""scikit-learn estimator checks that cannot apply to a private estimator bound to a
+public domain, and why (the test suite runs all the others, with a seed: unseeded fits
+are tagged ``non_deterministic``, under which scikit-learn skips the checks that compare
+two fits)."""
+
+
+class _Release(BaseEstimator):
+    """One release of ``mechanism_name`` per ``fit``, charged to ``ledger``'s budget."""
+
+    mechanism_name: str = ""
+
+    def __init__(
+        self,
+        *,
+        domain: Domain | str | os.PathLike[str] | None = None,
+        epsilon: float = 1.0,
+        delta: float = 0.0,
+        params: dict[str, Any] | None = None,
+        ledger: Any = None,
+        budget: str | None = None,
+        cap: Any = None,
+        accountant: str | None = None,
+        seed: int | None = None,
+    ) -> None:
+        self.domain = domain
+        self.epsilon = epsilon
+        self.delta = delta
+        self.params = params
+        self.ledger = ledger
+        self.budget = budget
+        self.cap = cap
+        self.accountant = accountant
+        self.seed = seed
+
+    # -- fitting -------------------------------------------------------------------------
+
+    def _domain(self) -> Domain:
+        if self.domain is None:
+            raise ParameterError(
+                f"{type(self).__name__} needs domain= (a Domain or a domain file): bounds "
+                "taken from the data would not be private."
+            )
+        if isinstance(self.domain, Domain):
+            return self.domain
+        return Domain.from_toml(Path(self.domain))
+
+    def _dataset(self, X: Any, y: Any) -> Dataset:
+        domain = self._domain()
+        if domain.labels is None:
+            y = None  # an unlabelled domain: y is ignored, as by unsupervised estimators
+        self._frame = is_dataframe(X)
+        # scikit-learn's checks of the input (shape, sparse, complex, NaN, feature names);
+        # the Dataset then checks it against the domain and clips it.
+        checked = validate_data(self, X, reset=True, dtype=np.float64)
+        if self._frame:
+            if y is not None:
+                column = getattr(y, "name", None) or "label"
+                X = X.assign(**{str(column): np.asarray(y)})
+                label = str(column)
+            else:
+                label = None
+            return Dataset.from_dataframe(X, domain, label=label)
+        if y is None and domain.labels is not None:
+            domain = _without_labels(domain)
+        return Dataset.from_arrays(checked, y, domain)
+
+    def _mechanism_params(self) -> dict[str, Any]:
+        return dict(self.params or {})
+
+    def _release(self, dataset: Dataset) -> Release:
+        from dpframe.mechanism import execute
+        from dpframe.plugins import registry
+        from dpframe.samplers import make_sampler
+        from dpframe.session import Session
+
+        values = self._mechanism_params()
+        if self.ledger is None:
+            warnings.warn(
+                f"{type(self).__name__}.fit without a ledger: the release is private but "
+                "nothing keeps count of the budget spent; pass ledger= and budget=.",
+                UnrecordedReleaseWarning,
+                stacklevel=3,
+            )
+            mechanism = registry().mechanism(self.mechanism_name)()
+            params = mechanism.params(epsilon=self.epsilon, delta=self.delta, **values)
+            return execute(mechanism, dataset, params, make_sampler(self.seed))
+        if not self.budget:
+            raise ParameterError("give budget= (the label of the ledger's budget) with ledger=.")
+        with Session(
+            dataset,
+            self.ledger,
+            self.budget,
+            cap=self.cap,
+            accountant=self.accountant,
+            seed=self.seed,
+        ) as session:
+            return session.release(
+                self.mechanism_name, epsilon=self.epsilon, delta=self.delta, **values
+            )
+
+    def _fit(self, X: Any, y: Any = None) -> Dataset:
+        dataset = self._dataset(X, y)
+        self.release_ = self._release(dataset)
+        return dataset
+
+    def __sklearn_tags__(self) -> Any:
+        tags = super().__sklearn_tags__()
+        tags.non_deterministic = self.seed is None  # a seeded fit is reproducible
+        return tags
+
+
+class _Synthesizer(_Release):
+    """``fit(X, y)`` releases synthetic data; ``sample(n)`` post-processes it."""
+
+    def fit(self, X: Any, y: Any = None) -> _Synthesizer:
+        """One DP release of synthetic records from ``X`` (and ``y``); charged to the
+        ledger's budget before the data are read."""
+        self._fit(X, y)
+        return self
+
+    def sample(self, n: int | None = None, random_state: int | None = None) -> Any:
+        """The released synthetic records (``(X, y)`` when labelled): all of them, or ``n``
+        drawn uniformly from them (with replacement when ``n`` exceeds their number).
+        Post-processing: no budget. ``random_state`` seeds the draw (a dpframe sampler:
+        secure without it). For more distinct records, fit with a larger ``n_synthetic``
+        in ``params`` (drawn from the DP model at no extra cost)."""
+        check_is_fitted(self, "release_")
+        release = self.release_
+        if "synthetic" not in release.arrays:
+            raise ParameterError("this release has no synthetic records.")
+        total = release["synthetic"].shape[0]
+        if n is None:
+            rows = np.arange(total)
+        else:
+            if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
+                raise ParameterError(f"n must be a whole number >= 1, got {n!r}.")
+            from dpframe.samplers import make_sampler
+
+            sampler = make_sampler(random_state)
+            rows = (
+                sampler.integers(0, total, int(n)) if n > total else sampler.subset(total, int(n))
+            )
+        has_labels = "labels" in release.arrays
+        if getattr(self, "_frame", False):
+            frame = release.to_pandas().iloc[rows].reset_index(drop=True)
+            if not has_labels:
+                return frame
+            label = frame.columns[-1]
+            return frame.drop(columns=[label]), frame[label]
+        x = release["synthetic"][rows]
+        return (x, release["labels"][rows]) if has_labels else x
+
+
+class GMMSynthesizer(_Synthesizer):
+    """Class-conditional Gaussian mixture (``gmm``)."""
+
+    mechanism_name = "gmm"
+
+
+class RONGaussSynthesizer(_Synthesizer):
+    """RON-Gauss (``ron_gauss``); ``params`` must give ``dimension``. Mapped back to the
+    feature axes (``output_space = "original"``) unless ``params`` says otherwise."""
+
+    mechanism_name = "ron_gauss"
+
+    def _mechanism_params(self) -> dict[str, Any]:
+        return {"output_space": "original", **(self.params or {})}
+
+
+class PCAGaussSynthesizer(_Synthesizer):
+    """PCA-Gauss (``pca_gauss``); ``params`` must give ``dimension`` (Algorithm 1:
+    records in principal coordinates) or ``supervised`` and ``projection``."""
+
+    mechanism_name = "pca_gauss"
+
+
+class DPRPSynthesizer(_Synthesizer):
+    """DPRP (``dprp``, Gaussian noise: ``delta > 0``)."""
+
+    mechanism_name = "dprp"
+
+
+class DPCDASynthesizer(_Synthesizer):
+    """DP-CDA (``dpcda``, Gaussian noise: ``delta > 0``)."""
+
+    mechanism_name = "dpcda"
+
+
+class DPPCA(TransformerMixin, _Release):
+    """DP principal components (``lap_pca``): ``fit`` releases the top
+    ``n_components`` directions, ``transform`` projects records on them (post-processing).
+
+    ``components_`` is ``n_components x n_features`` (scikit-learn's layout) and
+    ``mean_`` the domain's public centre the records are centred at (never the private
+    mean). With ``params={"units": "rescaled"}`` the directions are those of the records
+    rescaled by the public bounds, and ``transform`` rescales first.
+    """
+
+    mechanism_name = "lap_pca"
+
+    def __init__(
+        self,
+        n_components: int = 2,
+        *,
+        domain: Domain | str | os.PathLike[str] | None = None,
+        epsilon: float = 1.0,
+        delta: float = 0.0,
+        params: dict[str, Any] | None = None,
+        ledger: Any = None,
+        budget: str | None = None,
+        cap: Any = None,
+        accountant: str | None = None,
+        seed: int | None = None,
+    ) -> None:
+        super().__init__(
+            domain=domain,
+            epsilon=epsilon,
+            delta=delta,
+            params=params,
+            ledger=ledger,
+            budget=budget,
+            cap=cap,
+            accountant=accountant,
+            seed=seed,
+        )
+        self.n_components = n_components
+
+    def _mechanism_params(self) -> dict[str, Any]:
+        return {"dimension": self.n_components, **(self.params or {})}
+
+    def fit(self, X: Any, y: Any = None) -> DPPCA:
+        """One DP release of the principal directions of ``X`` (``y`` is ignored)."""
+        from dpframe.units import UnitMap
+
+        dataset = self._fit(X, None)
+        release = self.release_
+        self.components_ = release["components"].T.copy()
+        self.explained_variance_ = release["eigenvalues"].copy()
+        self.mean_ = dataset.domain.centre()
+        rescaled = str(release.info.get("units", "")).startswith("rescaled")
+        self._units = UnitMap.of(dataset.domain) if rescaled else None
+        return self
+
+    def transform(self, X: Any) -> Any:
+        """``(X - mean_) @ components_.T`` (after the public rescaling, if used)."""
+        check_is_fitted(self, "components_")
+        x = validate_data(self, X, reset=False, dtype=np.float64)
+        if self._units is not None:
+            return self._units.features(x) @ self.components_.T
+        return (x - self.mean_) @ self.components_.T
+
+    def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
+        check_is_fitted(self, "components_")
+        return np.asarray([f"dppca{j}" for j in range(self.components_.shape[0])], dtype=object)
+
+
+def _without_labels(domain: Domain) -> Domain:
+    import attrs
+
+    return attrs.evolve(domain, labels=None)

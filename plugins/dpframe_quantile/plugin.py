@@ -1,0 +1,14 @@
+"""Entry point of the ``quantile`` plugin: registers its mechanism through the hook, by name
+and import path: the implementation is imported on first use."""
+
+from __future__ import annotations
+
+from typing import Any
+
+from dpframe import hookimpl
+from dpframe.plugins import Lazy
+
+
+@hookimpl
+def register_mechanisms(register: Any) -> None:
+    register(Lazy("quantile", "dpframe_quantile.mechanism:Quantile"))

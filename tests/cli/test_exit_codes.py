@@ -1,0 +1,233 @@
+"""Every exit code of the table in docs/cli.md, provoked through the CLI, in text and with
+``--json`` (one object on stdout: ``{"error": {"code", "exit_code", "message"}}``, next to
+the command's result when it has one)."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+import subprocess
+import sys
+from pathlib import Path
+
+import pytest
+from click.testing import CliRunner
+
+import dpframe.cli.plugins_cmd
+from dpframe.cli import cli
+from dpframe.demo import spec_path
+from dpframe.errors import (
+    EXIT_BUDGET_REFUSED,
+    EXIT_COMPUTE,
+    EXIT_DATA,
+    EXIT_INTERNAL,
+    EXIT_INTERRUPTED,
+    EXIT_LEDGER,
+    EXIT_OK,
+    EXIT_USAGE,
+)
+from dpframe.ledger import schema
+
+CTG = spec_path().parent / "ctg.csv"
+DOMAIN = """
+[features]
+names = ["LB", "AC", "ASTV", "ALTV", "MLTV"]
+lower = [50, 0, 0, 0, 0]
+upper = [240, 0.0667, 100, 100, 190]
+[labels]
+column = "NSP"
+classes = [1, 2, 3]
+"""
+
+
+@pytest.fixture(autouse=True)
+def workdir(tmp_path, monkeypatch):
+    monkeypatch.chdir(tmp_path)
+    monkeypatch.setenv("DPFRAME_LEDGER", str(tmp_path / "test.ledger"))
+    (tmp_path / "ctg.toml").write_text(DOMAIN)
+    return tmp_path
+
+
+def run(*args: str):
+    return CliRunner().invoke(cli, list(args))
+
+
+def check(args: list[str], exit_code: int, code: str | None, fragment: str = "") -> dict:
+    """Run ``args`` as text and with --json; both exit ``exit_code``; the text error is
+    one sentence on stderr, the JSON one an object on stdout. Returns the JSON."""
+    text = run(*args)
+    assert text.exit_code == exit_code, text.output
+    assert "Traceback" not in text.output
+    if code is not None:
+        last = text.stderr.strip().splitlines()[-1]
+        assert last.startswith("Error: ") and fragment in last, text.stderr
+    doc = run(*args, "--json")
+    assert doc.exit_code == exit_code, doc.output
+    parsed = json.loads(doc.stdout)
+    if code is None:
+        assert not (isinstance(parsed, dict) and "error" in parsed)
+        return parsed
+    error = parsed["error"]
+    assert error == {"code": code, "exit_code": exit_code, "message": error["message"]}
+    assert fragment in error["message"] and "\n" not in error["message"]
+    return parsed
+
+
+def release(*extra: str) -> list[str]:
+    return ["release", "laplace", "--data", str(CTG), "--domain", "ctg.toml", "--out", "rel",
+            "--param", "query=mean", *extra]  # fmt: skip
+
+
+def test_0_success():
+    rows = check(["plugins"], EXIT_OK, None)
+    assert any(r["name"] == "laplace" for r in rows)
+
+
+def test_1_refused_by_the_budget_and_nothing_charged(workdir):
+    assert run("ledger", "budget", "create", "ctg", "--epsilon", "1").exit_code == 0
+    check(release("--budget-label", "ctg", "--epsilon", "2"), EXIT_BUDGET_REFUSED,
+          "budget_refused", "nothing was charged")  # fmt: skip
+    # no budget for these data at all: refused by the ledger, also exit 1
+    check(release("--budget-label", "other", "--epsilon", "0.5"), EXIT_BUDGET_REFUSED,
+          "budget_refused")  # fmt: skip
+    assert not (workdir / "rel").exists()
+    shown = json.loads(run("ledger", "show", "--json").stdout)
+    assert shown["charges"] == []
+
+
+def test_2_usage_errors_ours_and_clicks():
+    check(["describe", "no-such-mechanism"], EXIT_USAGE, "usage", "no-such-mechanism")
+    check(release("--budget-epsilon", "1", "--epsilon", "-1"), EXIT_USAGE, "usage", "epsilon")
+    # click's own: a missing option, an unknown option, a value of the wrong type
+    check(["release", "laplace", "--data", str(CTG)], EXIT_USAGE, "usage", "--epsilon")
+    check(["ledger", "show", "--bogus"], EXIT_USAGE, "usage", "--bogus")
+    check(release("--epsilon", "lots"), EXIT_USAGE, "usage", "lots")
+    check(["no-such-command"], EXIT_USAGE, "usage", "no-such-command")
+    check(["--bogus", "plugins"], EXIT_USAGE, "usage", "--bogus")  # the root's options
+
+
+def test_3_data_and_domain_errors(workdir):
+    check(["release", "laplace", "--data", "missing.csv", "--domain", "ctg.toml",
+           "--epsilon", "1", "--budget-epsilon", "1", "--out", "o"],
+          EXIT_DATA, "data", "missing.csv")  # fmt: skip
+    (workdir / "bad.toml").write_text("[features]\nlower = [1]\nupper = [0]\n")
+    check(["release", "laplace", "--data", str(CTG), "--domain", "bad.toml",
+           "--epsilon", "1", "--budget-epsilon", "1", "--out", "o"],
+          EXIT_DATA, "data", "exceeds")  # fmt: skip
+
+
+def test_4_a_damaged_ledger(workdir):
+    (workdir / "damaged.ledger").write_bytes(b"this is not a ledger" * 100)
+    check(["ledger", "show", "--ledger", "damaged.ledger"], EXIT_LEDGER, "ledger", "damaged")
+
+
+def test_4_a_ledger_locked_by_another_process(workdir, monkeypatch):
+    assert run("ledger", "init").exit_code == 0
+    connect = schema.connect
+    monkeypatch.setattr(schema, "connect", lambda path, timeout: connect(path, 0.2))
+    holder = sqlite3.connect(workdir / "test.ledger", isolation_level=None)
+    holder.execute("BEGIN IMMEDIATE")  # another process's write transaction
+    try:
+        check(["ledger", "budget", "create", "b", "--epsilon", "1"], EXIT_LEDGER, "ledger",
+              "locked")  # fmt: skip
+    finally:
+        holder.execute("ROLLBACK")
+        holder.close()
+
+
+def test_4_a_tampered_ledger_fails_verification_with_the_report(workdir):
+    assert run("ledger", "budget", "create", "ctg", "--epsilon", "1").exit_code == 0
+    conn = sqlite3.connect(workdir / "test.ledger")
+    conn.execute("DROP TRIGGER entries_no_update")
+    conn.execute("UPDATE entries SET body = replace(body, '\"ctg\"', '\"gtc\"')")
+    conn.commit()
+    conn.close()
+    doc = check(["ledger", "verify"], EXIT_LEDGER, "ledger", "failed verification")
+    assert doc["ok"] is False and doc["problems"]  # the report and the error, one object
+
+
+def test_5_a_chain_step_that_fails_while_running(workdir, monkeypatch):
+    sys.path.insert(0, str(Path(__file__).parents[1] / "session"))
+    from session_kit import FailingLaplace, register
+
+    register(monkeypatch, FailingLaplace)
+    (workdir / "chain.toml").write_text(
+        f'[budget]\nlabel = "ctg"\nepsilon = 10\n[data]\npath = "{CTG}"\n'
+        '[domain]\nfile = "ctg.toml"\n[[steps]]\nname = "broken"\n'
+        f'mechanism = "{FailingLaplace.name}"\nepsilon = 1\n'
+    )
+    text = run("chain", "run", "chain.toml", "--out", "run1")
+    assert text.exit_code == EXIT_COMPUTE, text.output
+    doc = run("chain", "run", "chain.toml", "--out", "run2", "--json")
+    parsed = json.loads(doc.stdout)
+    assert doc.exit_code == EXIT_COMPUTE and parsed["error"]["code"] == "compute"
+    assert parsed["steps"][0]["status"] == "failed"  # the chain's summary, with the error
+
+
+def test_70_internal_error(monkeypatch):
+    def broken() -> list:
+        raise RuntimeError("a bug")
+
+    monkeypatch.setattr(dpframe.cli.plugins_cmd, "plugin_rows", broken)
+    check(["plugins"], EXIT_INTERNAL, "internal", "RuntimeError: a bug")
+
+
+def test_130_interrupted_in_a_real_process():
+    code = (
+        "import os, signal, sys\n"
+        "import dpframe.cli.plugins_cmd as p\n"
+        "from dpframe.cli import main\n"
+        "p.plugin_rows = lambda: os.kill(os.getpid(), signal.SIGINT) or []\n"
+        "main(sys.argv[1:])\n"
+    )
+    for extra in ([], ["--json"]):
+        proc = subprocess.run(
+            [sys.executable, "-c", code, "plugins", *extra], capture_output=True, text=True
+        )
+        assert proc.returncode == EXIT_INTERRUPTED, proc.stderr
+        assert "Traceback" not in proc.stderr
+        if extra:
+            assert json.loads(proc.stdout)["error"]["code"] == "interrupted"
+        else:
+            assert proc.stderr.strip() == "Error: interrupted."
+
+
+def test_shell_completion_script_is_produced():
+    proc = subprocess.run(
+        [str(Path(sys.executable).parent / "dpframe")],
+        env={"_DPFRAME_COMPLETE": "bash_source", "PATH": str(Path(sys.executable).parent)},
+        capture_output=True,
+        text=True,
+    )
+    assert proc.returncode == 0, proc.stderr
+    assert "_dpframe_completion()" in proc.stdout and "complete " in proc.stdout
+    words = subprocess.run(
+        [str(Path(sys.executable).parent / "dpframe")],
+        env={
+            "_DPFRAME_COMPLETE": "bash_complete",
+            "COMP_WORDS": "dpframe led",
+            "COMP_CWORD": "1",
+            "PATH": str(Path(sys.executable).parent),
+        },
+        capture_output=True,
+        text=True,
+    )
+    assert "plain,ledger" in words.stdout.split()
+
+
+def test_1_a_refused_chain_prints_its_reason_once_and_its_summary(workdir):
+    (workdir / "chain.toml").write_text(
+        f'[budget]\nlabel = "ctg"\nepsilon = 1\naccountant = "pure"\n[data]\npath = "{CTG}"\n'
+        '[domain]\nfile = "ctg.toml"\n[[steps]]\nname = "mean"\nmechanism = "laplace"\n'
+        'epsilon = 2\nparams = { query = "mean" }\n'
+    )
+    text = run("chain", "run", "chain.toml", "--out", "run1")
+    assert text.exit_code == EXIT_BUDGET_REFUSED, text.output
+    output = text.stdout + text.stderr
+    assert output.count("above its cap") == 1, output  # the reason, once: in the summary
+    assert "[1] mean: refused" in text.stderr.splitlines()
+    assert text.stderr.strip().splitlines()[-1].startswith("Error: the chain stopped before")
+    doc = run("chain", "run", "chain.toml", "--out", "run2", "--json")
+    parsed = json.loads(doc.stdout)
+    assert doc.exit_code == EXIT_BUDGET_REFUSED and parsed["error"]["code"] == "budget_refused"
+    assert "above its cap" in parsed["stop"]["reason"]

@@ -1,0 +1,112 @@
+"""Releases on a grid: the rounding-inflated sensitivities attacked with worst-case
+neighbours, the grid chosen from public quantities only, and the float path opt-in."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+
+from dpframe.errors import ParameterError
+from dpframe.noise import GRID_LIMIT, grid_for, grid_release
+from dpframe.samplers import SeededSampler, make_sampler
+
+
+def worst_case_pair(grid, delta: float, norm: str, rng: np.random.Generator):
+    """Neighbouring statistics within ``delta`` of each other placed so that nearest
+    rounding gains a whole step on every coordinate: each starts just below a half step
+    and moves by just over a whole number ``m`` of steps, so it rounds ``m + 1`` away."""
+    d, gamma = grid.coordinates, grid.granularity
+    tiny = 1e-3
+    per_coordinate = delta / d if norm == "l1" else delta / math.sqrt(d)
+    m = math.floor(per_coordinate / gamma - 2 * tiny)
+    start = (rng.integers(-1000, 1000, d) + 0.5 - tiny) * gamma
+    return start, start + (m + 2 * tiny) * gamma
+
+
+@pytest.mark.parametrize("norm", ["l1", "l2"])
+@pytest.mark.parametrize(("delta", "coordinates"), [(0.1, 1), (1e-3, 7), (2.0, 300)])
+def test_rounded_sensitivity_bounds_the_worst_case_neighbours(norm, delta, coordinates):
+    family = "laplace" if norm == "l1" else "gaussian"
+    grid = grid_for(family, delta, 2.0, coordinates)
+    rng = np.random.default_rng(0)
+    pairs = [worst_case_pair(grid, delta, norm, rng)]
+    for _ in range(200):  # and random neighbours
+        v = rng.normal(size=coordinates) * 100 * grid.granularity
+        move = rng.normal(size=coordinates)
+        move *= delta / np.linalg.norm(move, 1 if norm == "l1" else 2)
+        pairs.append((v, v + move))
+    order = 1 if norm == "l1" else 2
+    worst = 0.0
+    for v, w in pairs:
+        shift = np.rint(v / grid.granularity) - np.rint(w / grid.granularity)
+        worst = max(worst, float(np.linalg.norm(shift, order)))
+    assert worst <= grid.grid_sensitivity
+    # The attack needs the inflation: the worst pair moves more than Δ/γ grid steps.
+    assert worst > delta / grid.granularity
+    # The integer noise keeps the noise multiplier: t (or σ) / grid sensitivity >= z.
+    assert grid.noise / grid.grid_sensitivity >= 2.0
+
+
+@pytest.mark.parametrize("family", ["laplace", "gaussian"])
+def test_the_grid_is_a_power_of_two_fine_against_the_noise(family):
+    grid = grid_for(family, 0.37, 3.0, 50)
+    assert math.frexp(grid.granularity)[0] == 0.5
+    # The rounding inflation adds at most 2^-12 of the noise (plus one step of ceiling).
+    nominal = 3.0 * 0.37
+    assert nominal <= grid.noise * grid.granularity <= nominal * (1 + 2.0**-12) + grid.granularity
+
+
+def test_grid_release_is_exactly_on_the_grid_and_recorded():
+    sampler = SeededSampler(3)
+    value = np.array([0.1, 1 / 3, -2.5e-7, 12.0])
+    out = grid_release(value, "gaussian", 0.01, 4.0, sampler)
+    (grid,) = sampler.grids
+    gamma = grid["granularity"]
+    assert np.all(np.mod(out, gamma) == 0) and np.all(np.abs(out / gamma) < GRID_LIMIT)
+    assert grid["coordinates"] == 4 and grid["family"] == "gaussian"
+    # the grid does not depend on the value (public inputs only)
+    other = SeededSampler(3)
+    grid_release(value * 1000 + 5, "gaussian", 0.01, 4.0, other)
+    assert other.grids == sampler.grids
+
+
+def test_values_beyond_the_grid_range_are_clamped_not_wrapped():
+    sampler = SeededSampler(4)
+    out = grid_release(np.array([1e300, -1e300]), "laplace", 1.0, 1.0, sampler)
+    gamma = sampler.grids[0]["granularity"]
+    assert np.all(np.isfinite(out)) and out[0] > 0 > out[1]
+    assert np.all(np.abs(out) <= (GRID_LIMIT + 1e9) * gamma)
+
+
+def test_non_finite_statistics_are_one_sentence():
+    with pytest.raises(ParameterError, match="NaN or infinite"):
+        grid_release(np.array([np.nan]), "laplace", 1.0, 1.0, SeededSampler(0))
+
+
+def test_the_float_path_is_opt_in_and_recorded():
+    exact = make_sampler(1)
+    unsafe = make_sampler(1, unsafe_float_noise=True)
+    assert "noise" not in exact.describe()
+    assert unsafe.describe()["noise"] == "float-unsafe"
+    assert unsafe.spawn().unsafe_float_noise and not exact.spawn().unsafe_float_noise
+    value = np.full(1000, 0.1)
+    floats = grid_release(value, "laplace", 0.1, 1.0, unsafe)
+    assert not unsafe.grids  # no grid: plain value + float noise
+    # float noise uses bits far below any grid: the smallest power of two dividing all
+    # outputs is about the spacing of doubles near the smallest output
+    assert not np.all(np.mod(floats, 2.0**-40) == 0)
+
+
+def test_each_release_records_only_its_own_grids():
+    import dpframe
+    from dpframe import Dataset, Domain, execute
+
+    data = Dataset.from_arrays(np.zeros((10, 2)), domain=Domain(lower=0, upper=1))
+    mech = dpframe.mechanism("laplace")
+    parent = SeededSampler(1)  # a session's root: its children share one grid log
+    first = execute(mech, data, mech.params(epsilon=1.0), parent.spawn())
+    second = execute(mech, data, mech.params(epsilon=0.5, query="covariance"), parent.spawn())
+    assert len(first.info["noise_grids"]) == len(second.info["noise_grids"]) == 1
+    assert second.info["noise_grids"][0]["coordinates"] == 3  # the covariance's triangle

@@ -1,0 +1,76 @@
+"""pandas in, pandas out (issue 17.2): DataFrames by column name, releases as DataFrames."""
+
+from __future__ import annotations
+
+import numpy as np
+import pytest
+
+import dpframe
+from dpframe import Dataset, Domain, Session, execute
+from dpframe.domain import Classes
+from dpframe.errors import DataError, ParameterError
+from dpframe.samplers import SeededSampler
+
+pd = pytest.importorskip("pandas")
+
+DOMAIN = Domain(
+    feature_names=("b", "a"),
+    lower=(0.0, 0.0),
+    upper=(10.0, 1.0),
+    integer=("b",),
+    labels=Classes(("x", "y"), column="kind"),
+)
+
+
+@pytest.fixture
+def frame():
+    rng = np.random.default_rng(0)
+    return pd.DataFrame(
+        {
+            "a": rng.uniform(size=200),
+            "other": np.arange(200),
+            "b": rng.integers(0, 11, 200),
+            "kind": rng.choice(["x", "y"], 200),
+        }
+    )
+
+
+def test_load_dataset_takes_a_dataframe_by_column_name(frame):
+    data = dpframe.load_dataset(frame, DOMAIN)
+    np.testing.assert_array_equal(data.features[:, 0], frame["b"])
+    np.testing.assert_array_equal(data.features[:, 1], frame["a"])
+    assert data.label_values(data.labels).tolist() == frame["kind"].tolist()
+
+
+def test_load_dataset_refuses_other_objects_in_one_sentence():
+    with pytest.raises(DataError, match="file path or a pandas DataFrame"):
+        dpframe.load_dataset(np.zeros((3, 2)), DOMAIN)
+
+
+def test_session_takes_a_dataframe_and_the_release_comes_back_named(frame, tmp_path):
+    with Session(
+        frame, tmp_path / "l.ledger", "p", cap=(1.0, 0.0), domain=DOMAIN, seed=1
+    ) as session:
+        release = session.release("gmm", epsilon=1.0)
+    out = release.to_pandas()
+    assert list(out.columns) == ["b", "a", "kind"]
+    assert out["b"].dtype.kind == "i" and out["b"].between(0, 10).all()
+    assert set(out["kind"]) <= {"x", "y"}
+    path = release.to_csv(tmp_path / "s.csv")
+    back = pd.read_csv(path)
+    assert list(back.columns) == ["b", "a", "kind"] and back["b"].dtype.kind == "i"
+
+
+def test_session_refuses_a_domain_with_a_dataset(frame, tmp_path):
+    data = Dataset.from_dataframe(frame, DOMAIN)
+    with pytest.raises(ParameterError, match="DataFrame only"):
+        Session(data, tmp_path / "l.ledger", "p", domain=DOMAIN)
+
+
+def test_projected_output_is_named_by_coordinate(frame):
+    data = Dataset.from_dataframe(frame, DOMAIN)
+    gmm = dpframe.mechanism("gmm")
+    release = execute(
+        gmm, data, gmm.params(epsilon=1.0, reduction="ron", dimension=1), SeededSampler(0)
+    )
+    assert list(release.to_pandas().columns) == ["z0", "kind"]

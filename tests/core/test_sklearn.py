@@ -1,0 +1,133 @@
+"""dpframe.sklearn: fit/sample and fit/transform on the same plugins, charged to the ledger."""
+
+from __future__ import annotations
+
+import warnings
+
+import numpy as np
+import pytest
+
+pytest.importorskip("sklearn")
+
+from sklearn.base import clone
+from sklearn.exceptions import NotFittedError
+from sklearn.utils.estimator_checks import check_estimator
+
+from dpframe import Domain
+from dpframe.domain import Classes
+from dpframe.errors import BudgetExceededError
+from dpframe.ledger import Ledger
+from dpframe.sklearn import (
+    DPPCA,
+    NOT_APPLICABLE,
+    DPCDASynthesizer,
+    DPRPSynthesizer,
+    GMMSynthesizer,
+    PCAGaussSynthesizer,
+    RONGaussSynthesizer,
+    UnrecordedReleaseWarning,
+)
+
+BOX = Domain(lower=-20.0, upper=20.0)
+LABELLED = Domain(lower=-20.0, upper=20.0, labels=Classes((0, 1, 2)))
+
+ESTIMATORS = [
+    DPPCA(2, domain=BOX, seed=1),
+    GMMSynthesizer(domain=LABELLED, seed=1),
+    RONGaussSynthesizer(domain=BOX, params={"dimension": 1}, seed=1),
+    PCAGaussSynthesizer(domain=BOX, params={"dimension": 1}, seed=1),
+    DPRPSynthesizer(domain=LABELLED, delta=1e-5, params={"k1": 2}, seed=1),
+    DPCDASynthesizer(domain=LABELLED, delta=1e-5, seed=1),
+]
+
+
+@pytest.mark.parametrize("estimator", ESTIMATORS, ids=lambda e: type(e).__name__)
+def test_scikit_learn_estimator_checks(estimator):
+    """Every check of scikit-learn passes except the documented NOT_APPLICABLE ones (and
+    the array-API check, which scikit-learn itself skips without SCIPY_ARRAY_API)."""
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        results = check_estimator(estimator, on_fail=None)
+    failed = {r["check_name"] for r in results if r["status"] == "failed"}
+    assert failed <= set(NOT_APPLICABLE), failed
+    assert sum(r["status"] == "passed" for r in results) > 30
+
+
+def _data(n=300, seed=0):
+    rng = np.random.default_rng(seed)
+    x = rng.normal(0, 3, (n, 4))
+    y = (x[:, 0] > 0).astype(int) + (x[:, 1] > 2).astype(int)
+    return x, y
+
+
+def test_fit_sample_and_params_round_trip():
+    x, y = _data()
+    synth = GMMSynthesizer(domain=LABELLED, epsilon=2.0, seed=3, params={"class_floor": 0.05})
+    assert synth.get_params()["params"] == {"class_floor": 0.05}
+    copy = clone(synth).set_params(epsilon=4.0)
+    assert copy.epsilon == 4.0 and synth.epsilon == 2.0
+    with pytest.raises(NotFittedError):
+        synth.sample()
+    with pytest.warns(UnrecordedReleaseWarning):
+        xs, ys = synth.fit(x, y).sample()
+    assert xs.shape == x.shape and set(np.unique(ys)) <= {0, 1, 2}
+    assert np.all(np.abs(xs) <= 20)
+    few_x, few_y = synth.sample(10, random_state=0)
+    assert few_x.shape == (10, 4) and few_y.shape == (10,)
+    # the same seed gives the same release
+    with pytest.warns(UnrecordedReleaseWarning):
+        again, _ = clone(synth).fit(x, y).sample()
+    np.testing.assert_array_equal(again, xs)
+
+
+def test_fit_is_charged_to_the_ledger_and_refused_beyond_the_cap(tmp_path):
+    x, y = _data()
+    path = tmp_path / "sk.ledger"
+    synth = GMMSynthesizer(
+        domain=LABELLED, epsilon=1.0, ledger=str(path), budget="sk", cap=(1.5, 0.0)
+    )
+    synth.fit(x, y)
+    assert synth.release_.ledger_entry
+    with pytest.raises(BudgetExceededError):
+        synth.fit(x, y)  # a second fit is a second release: 2.0 > 1.5
+    with Ledger.open(path) as ledger:
+        charges = ledger.charges(ledger.find_budget(label="sk"))
+    assert len(charges) == 1
+
+
+def test_dppca_transform_and_pandas_round_trip():
+    pd = pytest.importorskip("pandas")
+    x, _ = _data()
+    x[:, 2] *= 2.5  # one clearly dominant direction
+    frame = pd.DataFrame(x, columns=["a", "b", "c", "d"])
+    domain = Domain(lower=-20.0, upper=20.0, feature_names=("a", "b", "c", "d"))
+    with pytest.warns(UnrecordedReleaseWarning):
+        pca = DPPCA(2, domain=domain, epsilon=50.0, seed=2).fit(frame)
+    z = pca.transform(frame)
+    assert z.shape == (300, 2)
+    np.testing.assert_allclose(z, (x - pca.mean_) @ pca.components_.T)
+    assert list(pca.feature_names_in_) == ["a", "b", "c", "d"]
+    # at a large epsilon the top direction is the real one (the data's largest variance)
+    real = np.linalg.eigh(np.cov(x.T))[1][:, -1]
+    assert abs(pca.components_[0] @ real) > 0.9
+
+
+def test_synthesizer_answers_in_kind_with_pandas():
+    pd = pytest.importorskip("pandas")
+    x, y = _data()
+    frame = pd.DataFrame(x, columns=["a", "b", "c", "d"])
+    target = pd.Series(y, name="state")
+    domain = Domain(
+        lower=-20.0,
+        upper=20.0,
+        feature_names=("a", "b", "c", "d"),
+        labels=Classes((0, 1, 2), column="state"),
+    )
+    with pytest.warns(UnrecordedReleaseWarning):
+        xs, ys = GMMSynthesizer(domain=domain, seed=1).fit(frame, target).sample()
+    assert list(xs.columns) == ["a", "b", "c", "d"] and ys.name == "state"
+
+
+def test_domain_is_required():
+    with pytest.raises(ValueError, match="needs domain="):
+        GMMSynthesizer().fit(*_data())

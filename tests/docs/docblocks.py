@@ -1,0 +1,280 @@
+"""Run a Markdown document's code blocks the way a reader would, in one temporary directory.
+
+Every fenced block whose language is in :data:`RUN` runs, in document order, unless the
+HTML comment just before it says why it cannot: ``<!-- not-run: needs a Dask scheduler -->``.
+The blocks of one document share a terminal: the working directory and the exported
+variables a bash block leaves (``cd``, ``export``) hold for the next blocks, and the Python
+blocks share one interpreter (names defined in one are seen by the next). Bash blocks run
+with ``set -eo pipefail``, so a failing command fails its block; a command expected to fail
+is shown as ``cmd || echo "exit status $?"``. The interpreter's ``bin`` directory (the
+virtualenv, with the ``dpframe`` script) comes first on ``PATH``.
+
+A block marked ``<!-- docs-setup -->`` is also run first for every other document, so that
+a page can start where the README's tutorial leaves a reader (the data and its domain).
+"""
+
+from __future__ import annotations
+
+import os
+import re
+import shutil
+import subprocess
+import sys
+import tempfile
+import threading
+import uuid
+from collections.abc import Iterator
+from pathlib import Path
+
+import attrs
+
+BASH = ("bash", "sh", "shell")
+PYTHON = ("python", "py")
+RUN = BASH + PYTHON
+TIMEOUT = 300.0
+"""Seconds one block may take before it counts as failed."""
+
+_FENCE = re.compile(r"^(?P<indent>\s*)(?P<fence>```+|~~~+)\s*(?P<lang>[\w+-]*)")
+_MARKER = re.compile(r"<!--\s*not-run:(?P<reason>.*?)-->")
+_SETUP = re.compile(r"<!--\s*docs-setup\s*-->")
+
+
+@attrs.frozen
+class Block:
+    """One fenced code block: its language, first code line (1-based), code, and the reason
+    it is not run (None when it runs)."""
+
+    lang: str
+    line: int
+    code: str
+    not_run: str | None
+    setup: bool = False
+
+    @property
+    def runs(self) -> bool:
+        return self.lang in RUN and self.not_run is None
+
+
+def blocks(text: str) -> list[Block]:
+    """The fenced code blocks of a Markdown text, with their not-run markers."""
+    lines = text.splitlines()
+    found: list[Block] = []
+    i = 0
+    while i < len(lines):
+        match = _FENCE.match(lines[i])
+        if not match:
+            i += 1
+            continue
+        fence, indent = match["fence"], match["indent"]
+        start = i + 1
+        i = start
+        while i < len(lines) and not lines[i].strip().startswith(fence):
+            i += 1
+        body = [line[len(indent) :] if line.startswith(indent) else line for line in lines[start:i]]
+        comments = _comments(lines, start - 1)
+        found.append(
+            Block(
+                match["lang"].lower(),
+                start + 1,
+                "\n".join(body) + "\n",
+                _not_run(comments),
+                any(_SETUP.search(line) for _, line in comments),
+            )
+        )
+        i += 1
+    return found
+
+
+def _comments(lines: list[str], fence: int) -> list[tuple[int, str]]:
+    """The HTML comment lines right above line ``fence`` (0-based), with their indices."""
+    found = []
+    j = fence - 1
+    while j >= 0 and lines[j].strip().startswith("<!--"):
+        found.append((j, lines[j]))
+        j -= 1
+    return found
+
+
+def _not_run(comments: list[tuple[int, str]]) -> str | None:
+    """The reason of a ``not-run`` marker among ``comments``."""
+    for j, line in comments:
+        match = _MARKER.search(line)
+        if match:
+            reason = match["reason"].strip()
+            if not reason:
+                raise ValueError(f"line {j + 1}: a not-run marker must say why.")
+            return reason
+    return None
+
+
+def runnable(path: Path) -> bool:
+    """Whether the document has at least one block to run."""
+    return any(b.runs for b in blocks(path.read_text()))
+
+
+class BlockFailed(AssertionError):
+    """A block of a document failed; the message names the line and shows the output."""
+
+
+_DRIVER = r"""
+import os, sys, traceback
+namespace = {"__name__": "__main__"}
+token = sys.argv[1]
+while True:
+    header = sys.stdin.readline()
+    if not header:
+        break
+    size, line, name, cwd = header.rstrip("\n").split("\t", 3)
+    code = sys.stdin.read(int(size))
+    env = {}
+    for item in sys.stdin.read(int(sys.stdin.readline())).split("\0"):
+        key, _, value = item.partition("=")
+        if key:
+            env[key] = value
+    os.chdir(cwd)
+    os.environ.clear()
+    os.environ.update(env)
+    status = 0
+    try:
+        exec(compile("\n" * (int(line) - 1) + code, name, "exec"), namespace)
+    except SystemExit as exc:
+        status = 0 if exc.code in (None, 0) else 1
+    except BaseException as exc:  # the traceback from the block on (not this driver)
+        traceback.print_exception(type(exc), exc, exc.__traceback__.tb_next)
+        status = 1
+    sys.stdout.flush()
+    sys.stderr.flush()
+    print(f"\n{token} {status}", flush=True)
+"""
+
+
+class Terminal:
+    """A reader's terminal for one document: a working directory, exported variables,
+    and one Python interpreter."""
+
+    def __init__(self, cwd: Path, env: dict[str, str] | None = None) -> None:
+        base = dict(os.environ if env is None else env)
+        for key in [k for k in base if k.startswith("DPFRAME_") or k.startswith("PYTEST")]:
+            del base[key]
+        bindir = str(Path(sys.executable).parent)
+        base["PATH"] = bindir + os.pathsep + base.get("PATH", "")
+        base.setdefault("MPLBACKEND", "Agg")
+        self.cwd, self.env = Path(cwd), base
+        self._python: subprocess.Popen[str] | None = None
+        self._token = f"__docblock_{uuid.uuid4().hex}__"
+        self._state = Path(tempfile.mkdtemp(prefix="docblocks-"))  # outside the reader's files
+
+    def run(self, block: Block, name: str) -> str:
+        """Run one block; its output, or :class:`BlockFailed`."""
+        if block.lang in BASH:
+            return self._bash(block, name)
+        return self._run_python(block, name)
+
+    def _bash(self, block: Block, name: str) -> str:
+        state = self._state / "shell"
+        script = (
+            "set -eo pipefail\n"
+            f"trap 'pwd > {state}.cwd; export -p > {state}.env' EXIT\n" + block.code
+        )
+        try:
+            proc = subprocess.run(
+                ["bash", "-c", script],
+                cwd=self.cwd,
+                env=self.env,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                text=True,
+                timeout=TIMEOUT,
+            )
+        except subprocess.TimeoutExpired as exc:
+            raise BlockFailed(f"{name}:{block.line}: timed out after {TIMEOUT:.0f} s") from exc
+        if Path(f"{state}.cwd").exists():
+            self.cwd = Path(Path(f"{state}.cwd").read_text().strip())
+            self.env = _exported(Path(f"{state}.env"), self.env)
+        if proc.returncode != 0:
+            raise BlockFailed(
+                f"{name}:{block.line}: the bash block exited {proc.returncode}:\n{proc.stdout}"
+            )
+        return proc.stdout
+
+    def _run_python(self, block: Block, name: str) -> str:
+        if self._python is None:
+            self._python = subprocess.Popen(
+                [sys.executable, "-u", "-c", _DRIVER, self._token],
+                stdin=subprocess.PIPE,
+                stdout=subprocess.PIPE,
+                stderr=subprocess.STDOUT,
+                cwd=self.cwd,
+                env={**self.env, "PYTHONIOENCODING": "utf-8"},
+                text=True,
+                encoding="utf-8",
+            )
+        proc = self._python
+        assert proc.stdin is not None and proc.stdout is not None
+        env = "\0".join(f"{k}={v}" for k, v in self.env.items())
+        proc.stdin.write(f"{len(block.code)}\t{block.line}\t{name}\t{self.cwd}\n{block.code}")
+        proc.stdin.write(f"{len(env)}\n{env}")
+        proc.stdin.flush()
+        output: list[str] = []
+        timer = threading.Timer(TIMEOUT, proc.kill)  # a block that hangs dies, and fails
+        timer.start()
+        try:
+            return self._python_output(proc, block, name, output)
+        finally:
+            timer.cancel()
+
+    def _python_output(
+        self, proc: subprocess.Popen[str], block: Block, name: str, output: list[str]
+    ) -> str:
+        assert proc.stdout is not None
+        for line in proc.stdout:
+            if line.startswith(self._token):
+                if line.split()[1] != "0":
+                    raise BlockFailed(
+                        f"{name}:{block.line}: the Python block failed:\n" + "".join(output)
+                    )
+                return "".join(output)
+            output.append(line)
+        raise BlockFailed(f"{name}:{block.line}: the Python interpreter died:\n" + "".join(output))
+
+    def close(self) -> None:
+        shutil.rmtree(self._state, ignore_errors=True)
+        if self._python is not None:
+            assert self._python.stdin is not None
+            self._python.stdin.close()
+            self._python.wait(timeout=30)
+            self._python = None
+
+
+def _exported(path: Path, previous: dict[str, str]) -> dict[str, str]:
+    """The variables ``export -p`` wrote, read back by bash itself."""
+    proc = subprocess.run(
+        ["bash", "-c", f'source "{path}" 2>/dev/null; env -0'],
+        env={},
+        capture_output=True,
+        text=True,
+        check=False,
+    )
+    env = dict(item.partition("=")[::2] for item in proc.stdout.split("\0") if "=" in item)
+    env.pop("PWD", None), env.pop("OLDPWD", None), env.pop("SHLVL", None), env.pop("_", None)
+    return env or previous
+
+
+def run_document(path: Path, cwd: Path, setup: Path | None = None) -> Iterator[tuple[Block, str]]:
+    """Run every runnable block of the document at ``path`` in ``cwd``, in order, after
+    the ``docs-setup`` blocks of ``setup``; yields each of the document's blocks with its
+    output, and raises :class:`BlockFailed` at the first failure."""
+    terminal = Terminal(cwd)
+    try:
+        if setup is not None:
+            for block in blocks(setup.read_text()):
+                if block.runs and block.setup:
+                    terminal.run(block, f"{setup} (setup)")
+        for block in blocks(path.read_text()):
+            if block.runs:
+                yield block, terminal.run(block, str(path))
+    finally:
+        terminal.close()
+
+
+__all__ = ["Block", "BlockFailed", "Terminal", "blocks", "run_document", "runnable"]

@@ -1,0 +1,319 @@
+"""Attacks on the ledger file, rollbacks, lost writes, and the files dpframe creates.
+
+Each test edits the database the way someone with write access to it (but not to the key
+or the anchor) could, then checks that no charge is decided on the edited rows: the
+charge is refused, naming the row, and nothing is written.
+"""
+
+from __future__ import annotations
+
+import contextlib
+import os
+import shutil
+import sqlite3
+import subprocess
+import threading
+from pathlib import Path
+
+import pytest
+from ledger_testkit import charge
+
+from dpframe.errors import BudgetExceededError, LedgerError
+from dpframe.ledger import Ledger, export_jsonl
+from dpframe.ledger.state import CHECKPOINT_EVERY
+
+
+def sql(path: Path, *statements: str) -> None:
+    """Edit the database directly, triggers dropped (what a writer of the file can do)."""
+    conn = sqlite3.connect(path)
+    conn.execute("DROP TRIGGER IF EXISTS entries_no_update")
+    conn.execute("DROP TRIGGER IF EXISTS entries_no_delete")
+    for statement in statements:
+        assert conn.execute(statement).rowcount > 0, statement
+    conn.commit()
+    conn.close()
+
+
+def rows(path: Path) -> int:
+    conn = sqlite3.connect(path)
+    (count,) = conn.execute("SELECT COUNT(*) FROM entries").fetchone()
+    conn.close()
+    return count
+
+
+@pytest.fixture
+def full(ledger):
+    """A pure budget of ε = 1 spent by ten charges of 0.1 (rows 1..23)."""
+    ledger.create_budget("d", (1.0, 0.0), accountant="pure")
+    for _ in range(10):
+        charge(ledger, 0.1)
+    with pytest.raises(BudgetExceededError):
+        charge(ledger, 0.1)
+    return ledger
+
+
+@pytest.mark.parametrize(
+    "edit",
+    [
+        "UPDATE entries SET kind = 'note' WHERE kind = 'reserve'",
+        "UPDATE entries SET budget_id = NULL WHERE kind = 'reserve'",
+        "UPDATE entries SET body = replace(body, '\"noise_multiplier\":10.0', "
+        "'\"noise_multiplier\":1000.0') WHERE kind = 'reserve'",
+    ],
+    ids=["kind", "budget_id-null", "lowered-event"],
+)
+def test_edited_reservations_refuse_the_charge_naming_the_row(full, ledger_file, edit):
+    before = rows(ledger_file)
+    sql(ledger_file, edit)
+    with pytest.raises(LedgerError, match=r"ledger row 4 \(.*nothing was charged"):
+        charge(full, 0.1)
+    assert rows(ledger_file) == before
+    assert not full.verify().ok
+
+
+def test_edits_before_a_checkpoint_cannot_free_budget(ledger, ledger_file):
+    ledger.create_budget("d", (1.0, 0.0), accountant="pure")
+    charges = CHECKPOINT_EVERY // 2 + 2  # enough rows for a checkpoint
+    for _ in range(charges):
+        charge(ledger, 1.0 / charges)
+    sql(ledger_file, "UPDATE entries SET kind = 'note' WHERE kind = 'reserve' AND seq < 20")
+    with pytest.raises(BudgetExceededError):  # the decision used the checkpoint, not the rows
+        charge(ledger, 0.1)
+    problems = ledger.verify().problems
+    assert problems and problems[0].seq == 4
+
+
+def test_a_changed_checkpoint_refuses_every_write(ledger, ledger_file):
+    ledger.create_budget("d", (1.0, 0.0), accountant="pure")
+    for _ in range(CHECKPOINT_EVERY // 2 + 2):
+        charge(ledger, 0.01)
+    sql(ledger_file, "UPDATE checkpoints SET state = replace(state, '\"charges\":', '\"x\":')")
+    with pytest.raises(LedgerError, match=r"checkpoint at row \d+ was changed"):
+        charge(ledger, 0.01)
+    assert any("checkpoint" in p.message for p in ledger.verify().problems)
+
+
+def test_a_deleted_checkpoint_is_found_by_verify(ledger, ledger_file):
+    ledger.create_budget("d", (1.0, 0.0), accountant="pure")
+    for _ in range(CHECKPOINT_EVERY + 2):  # two checkpoints
+        charge(ledger, 0.001)
+    sql(ledger_file, "DELETE FROM checkpoints WHERE seq = (SELECT MIN(seq) FROM checkpoints)")
+    assert any("checkpoint" in p.message for p in ledger.verify().problems)
+
+
+def test_tail_deletion_is_refused_with_or_without_a_rewritten_head(full, ledger_file):
+    sql(ledger_file, "DELETE FROM entries WHERE seq > 13")  # the last five charges gone
+    with pytest.raises(LedgerError, match="head anchor records row 23"):
+        charge(full, 0.1)
+    assert rows(ledger_file) == 13
+    # the old format kept the head in meta; rewriting it there changes nothing now
+    sql(ledger_file, "INSERT OR REPLACE INTO meta VALUES ('head_seq', '13')")
+    with pytest.raises(LedgerError, match="head anchor records row 23"):
+        charge(full, 0.1)
+    assert any("head anchor records row 23" in p.message for p in full.verify().problems)
+
+
+def test_an_older_copy_put_back_is_refused(ledger, ledger_file, tmp_path):
+    ledger.create_budget("d", (1.0, 0.0), accountant="pure")
+    charge(ledger, 0.5)
+    ledger.close()
+    saved = tmp_path / "saved"
+    saved.mkdir()
+    shutil.copy(ledger_file, saved / "copy")
+    with Ledger.open(ledger_file) as again:
+        charge(again, 0.5)
+    shutil.copy(saved / "copy", ledger_file)  # the rollback: half the budget back
+    with Ledger.open(ledger_file) as rolled, pytest.raises(LedgerError, match="rollback"):
+        charge(rolled, 0.5)
+
+
+def test_a_torn_wal_loses_the_last_transaction_and_the_anchor_says_so(ledger, ledger_file):
+    """A write-ahead log cut short (a disk that lied about a flush) silently drops the
+    last committed transaction; the anchor, written after the commit, notices."""
+    ledger.create_budget("d", (1.0, 0.0), accountant="pure")
+    charge(ledger, 0.25)
+    wal = Path(f"{ledger_file}-wal")
+    size = wal.stat().st_size
+    charge(ledger, 0.25)  # reserve + commit: two more transactions in the WAL
+    assert wal.stat().st_size > size
+    torn = ledger_file.with_name("torn.ledger")
+    shutil.copy(ledger_file, torn)
+    shutil.copy(wal, f"{torn}-wal")
+    os.truncate(f"{torn}-wal", size)
+    shutil.copy(ledger.key_file, f"{torn}.key")
+    shutil.copy(ledger.anchor_file, f"{torn}.anchor")
+    with Ledger.open(torn) as opened:
+        assert opened.head()[0] < ledger.head()[0]  # the WAL lost rows
+        with pytest.raises(LedgerError, match="rollback, or a lost write"):
+            charge(opened, 0.25)
+        assert not opened.verify().ok
+
+
+def test_a_missing_or_foreign_anchor_refuses_writes(full, ledger_file, tmp_path):
+    anchor = full.anchor_file.read_text()
+    full.anchor_file.unlink()
+    with pytest.raises(LedgerError, match=r"anchor '.*' is missing"):
+        full.create_budget("other", (1.0, 0.0))
+    with Ledger.open(tmp_path / "else.ledger", create=True) as other:
+        shutil.copy(other.anchor_file, full.anchor_file)
+    with pytest.raises(LedgerError, match="does not belong to this ledger"):
+        full.create_budget("other", (1.0, 0.0))
+    full.anchor_file.write_text(anchor)
+    full.create_budget("other", (1.0, 0.0))
+
+
+def test_reanchor_accepts_the_database_after_a_deliberate_restore(full):
+    full.anchor_file.unlink()
+    anchor = full.reanchor()
+    assert anchor.seq == full.head()[0] and anchor.valid(full._key)
+    full.create_budget("other", (1.0, 0.0))
+
+
+def test_a_ledger_without_its_key_reads_but_refuses_to_charge(full, ledger_file, tmp_path):
+    moved = tmp_path / "elsewhere.key"
+    full.key_file.rename(moved)
+    with Ledger.open(ledger_file) as keyless:
+        assert keyless.remaining("d").spent == pytest.approx(1.0)
+        report = keyless.verify()
+        assert report.ok and not report.authenticated
+        with pytest.raises(LedgerError, match=r"key '.*' is missing"):
+            charge(keyless, 0.1)
+    with Ledger.open(ledger_file, key_file=moved) as keyed:
+        assert keyed.verify().authenticated
+
+
+def test_a_downgrade_to_the_unkeyed_format_is_refused(full, ledger_file):
+    """Rewriting the init row to claim format 1 (whose rows carry no MACs) and
+    re-hashing the chain must not turn a keyed ledger into an unauthenticated one."""
+    sql(ledger_file, "UPDATE entries SET body = replace(body, '\"format\":2', '\"format\":1')")
+    with pytest.raises(LedgerError, match="claims the old unkeyed format"):
+        Ledger.open(ledger_file)
+
+
+def test_no_secret_is_stored_in_the_database(full, ledger_file):
+    secret = full.key_file.read_text().split('"key": "')[1][:64]
+    data = ledger_file.read_bytes() + Path(f"{ledger_file}-wal").read_bytes()
+    assert secret.encode() not in data
+    assert full.fingerprint_key.hex().encode() not in data
+
+
+# -- files -----------------------------------------------------------------------------------
+
+
+def test_every_file_is_private_whatever_the_umask(tmp_path):
+    old = os.umask(0)
+    try:
+        path = tmp_path / "open.ledger"
+        with Ledger.open(path, create=True) as ledger:
+            ledger.create_budget("d", (1.0, 0.0), accountant="pure")
+            charge(ledger, 0.1)
+            export_jsonl(ledger, tmp_path / "export.jsonl")
+            made = sorted(p for p in tmp_path.iterdir() if p.name != "export.jsonl")
+            modes = {p.name: p.stat().st_mode & 0o777 for p in made}
+            modes["export.jsonl"] = (tmp_path / "export.jsonl").stat().st_mode & 0o777
+    finally:
+        os.umask(old)
+    assert {"open.ledger", "open.ledger-wal", "open.ledger-shm", "open.ledger.key"} <= set(modes)
+    assert {"open.ledger.anchor", "export.jsonl"} <= set(modes)
+    assert set(modes.values()) == {0o600}, modes
+
+
+def test_readers_never_wait_for_a_writer(full, ledger_file):
+    writer = sqlite3.connect(ledger_file, isolation_level=None)
+    writer.execute("BEGIN IMMEDIATE")  # another process holds the write lock
+    try:
+        with Ledger.open(ledger_file, timeout=0.5) as reader:
+            assert reader.remaining("d").charges == 10
+            assert reader.verify().ok
+            assert len(reader.charges()) == 10
+            with pytest.raises(LedgerError, match="stayed locked"):
+                reader.create_budget("other", (1.0, 0.0))
+    finally:
+        writer.execute("ROLLBACK")
+        writer.close()
+
+
+def test_an_empty_file_is_never_initialised(tmp_path):
+    empty = tmp_path / "empty.ledger"
+    empty.touch()
+    with pytest.raises(LedgerError, match="empty file, not a ledger"):
+        Ledger.open(empty, create=True)
+    assert empty.stat().st_size == 0
+
+
+def test_a_ledger_shared_by_threads_works(ledger):
+    ledger.create_budget("d", (100.0, 0.0), accountant="pure")
+    errors: list[BaseException] = []
+
+    def work() -> None:
+        try:
+            for _ in range(5):
+                charge(ledger, 0.1)
+        except BaseException as exc:  # pragma: no cover - reported below
+            errors.append(exc)
+
+    threads = [threading.Thread(target=work) for _ in range(4)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join()
+    assert errors == []
+    balance = ledger.remaining("d")
+    assert (balance.charges, balance.committed) == (20, 20)
+    assert balance.spent == pytest.approx(2.0)
+    assert ledger.verify().ok
+
+
+@contextlib.contextmanager
+def tmpfs(path: Path, size: str):
+    path.mkdir()
+    done = subprocess.run(
+        ["mount", "-t", "tmpfs", "-o", f"size={size}", "tmpfs", str(path)],
+        capture_output=True,
+        text=True,
+    )
+    if done.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs here ({done.stderr.strip()})")
+    try:
+        yield path
+    finally:
+        subprocess.run(["umount", "-l", str(path)], check=False)
+
+
+def test_a_full_disk_is_one_sentence_and_charges_nothing(tmp_path):
+    with (
+        tmpfs(tmp_path / "small", "512k") as disk,
+        Ledger.open(disk / "l.ledger", create=True) as ledger,
+    ):
+        ledger.create_budget("d", (5.0, 0.0), accountant="pure")
+        charge(ledger, 0.1)
+        before = ledger.remaining("d").charges
+        filler = disk / "filler"
+        with open(filler, "wb", buffering=0) as handle, contextlib.suppress(OSError):
+            while True:
+                handle.write(b"\0" * 4096)
+        done = 0
+        with pytest.raises(LedgerError) as caught:
+            for _ in range(50):  # until the WAL needs a page it cannot get
+                charge(ledger, 0.01)
+                done += 1
+        message = str(caught.value)
+        assert "full" in message and "\n" not in message
+        assert "cannot rollback" not in message
+        filler.unlink()
+        balance = ledger.remaining("d")
+        # a refused reservation charges nothing; one whose run could not be closed on
+        # the full disk stays charged, as pending
+        assert balance.charges - balance.pending == before + done
+        assert balance.pending <= 1
+        assert ledger.verify().ok
+
+
+def test_a_read_only_file_system_is_one_sentence(tmp_path):
+    with tmpfs(tmp_path / "ro", "1m") as disk:
+        with Ledger.open(disk / "l.ledger", create=True) as ledger:
+            ledger.create_budget("d", (5.0, 0.0), accountant="pure")
+        subprocess.run(["mount", "-o", "remount,ro", str(disk)], check=True)
+        with pytest.raises(LedgerError, match="read-only file system") as caught:
+            Ledger.open(disk / "l.ledger").close()
+        assert "\n" not in str(caught.value)

@@ -1,0 +1,54 @@
+"""BLAS threads during chunked passes: a file pass leaves a core to the reader, a Dask
+partition runs single-threaded, and the caller's setting comes back afterwards."""
+
+from __future__ import annotations
+
+import os
+
+import numpy as np
+import pytest
+from threadpoolctl import threadpool_info, threadpool_limits
+
+from dpframe.sources import SourceDataset, _partition_reduce, open_source
+from dpframe.stats import reduce
+
+
+def _blas_threads() -> set[int]:
+    return {i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"}
+
+
+@pytest.fixture(autouse=True)
+def _needs_a_blas_library():
+    np.ones((2, 2)) @ np.ones((2, 2))  # loads numpy's BLAS
+    if not _blas_threads():
+        pytest.skip("threadpoolctl sees no BLAS library here")
+
+
+def test_a_file_pass_leaves_one_core_to_the_reader_and_restores_the_setting(files, domain):
+    cores = len(os.sched_getaffinity(0))
+    seen: list[set[int]] = []
+
+    def chunk_map(features, labels):
+        seen.append(_blas_threads())
+        return features.sum(axis=0)
+
+    with threadpool_limits(cores, user_api="blas"):
+        dataset = SourceDataset(open_source(files["parquet"], domain), domain, chunk_rows=500)
+        reduce(dataset, chunk_map, chunk_rows=500)
+        assert _blas_threads() == {cores}  # restored after the pass
+    assert len(seen) > 1
+    assert all(threads == {max(1, cores - 1)} for threads in seen)
+
+
+def test_a_dask_partition_runs_with_one_blas_thread(domain):
+    seen: list[set[int]] = []
+
+    def chunk_map(features, labels):
+        seen.append(_blas_threads())
+        return features.sum(axis=0)
+
+    bound = domain.bind(3).with_records(10)
+    x = np.zeros((10, 3))
+    y = np.zeros(10, dtype=np.int64)
+    _partition_reduce(chunk_map, bound, 4, x, y, 0)
+    assert seen and all(threads == {1} for threads in seen)
