@@ -119,7 +119,7 @@ class MST(Mechanism):
     )
     privacy = "ρ-zCDP (Gaussian measurements, exponential-mechanism selections), as (ε, δ)"
     relations = (Relation.REPLACE_ONE, Relation.ADD_REMOVE)
-    outputs = ("synthetic", "labels", "tree")
+    outputs = ("synthetic", "labels", "tree", "one_way", "two_way")
     Params = MSTParams
 
     def budget(self, params: MSTParams, domain: Domain) -> MSTBudget:
@@ -159,13 +159,25 @@ class MST(Mechanism):
         ]
         return grid, one_way + two_way, np.asarray(tree, dtype=np.int64).reshape(-1, 2)
 
+    def noisy_stages(
+        self, dataset: Dataset, params: MSTParams, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        """The private part of ``count`` runs (measurements and tree, as released by
+        ``run``), without the post-processing fit: what the testing kit audits."""
+        stages: dict[str, list[np.ndarray]] = {"one_way": [], "two_way": [], "tree": []}
+        for _ in range(count):
+            _, measurements, tree = self.measure(dataset, params, sampler)
+            for name, value in _measured_arrays(measurements, tree).items():
+                stages[name].append(value.ravel())
+        return {name: np.stack(values) for name, values in stages.items()}
+
     def run(self, dataset: Dataset, params: MSTParams, sampler: Sampler) -> Release:
         grid, measurements, tree = self.measure(dataset, params, sampler)
         total = _total(dataset, measurements)
         fitted = model.fit(grid.names, grid.sizes, measurements, total, params.iters)
         rows = params.n_synthetic or dataset.n_records
         features, labels = grid.decode(model.sample(fitted, grid.names, rows, sampler), sampler)
-        arrays = {"synthetic": features, "tree": tree}
+        arrays = {"synthetic": features, **_measured_arrays(measurements, tree)}
         if labels is not None:
             arrays["labels"] = (
                 np.asarray(dataset.domain.classes().values)[labels]
@@ -180,6 +192,15 @@ class MST(Mechanism):
             },
             info={"attributes": list(grid.names), "bins": params.bins},
         )
+
+
+def _measured_arrays(measurements: list, tree: np.ndarray) -> dict[str, np.ndarray]:
+    """The released measurements (one-way, then two-way in tree order) and the tree."""
+    return {
+        "one_way": np.concatenate([noisy for c, noisy, _ in measurements if len(c) == 1]),
+        "two_way": np.concatenate([noisy for c, noisy, _ in measurements if len(c) == 2]),
+        "tree": tree,
+    }
 
 
 def grid_noise(measurements: list, order: int) -> float | None:
