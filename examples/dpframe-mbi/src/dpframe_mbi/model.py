@@ -1,0 +1,110 @@
+"""Estimation with ``mbi`` and synthetic records drawn from its model through the Sampler.
+
+Everything here is post-processing of released noisy marginals: ``mbi`` fits a graphical
+model to them (Private-PGM's estimation), and records are then drawn attribute by attribute
+along the model's junction tree. ``mbi``'s own ``synthetic_data`` draws from numpy's global
+random state, which dpframe forbids (every draw goes through a Sampler), so the drawing is
+done here.
+"""
+
+from __future__ import annotations
+
+import warnings
+from collections.abc import Sequence
+from typing import Any
+
+import numpy as np
+from dpframe.samplers import Sampler
+
+from dpframe_mbi.marginals import Clique
+
+
+def _mbi() -> Any:
+    import jax
+
+    jax.config.update("jax_enable_x64", True)
+    with warnings.catch_warnings():
+        warnings.simplefilter("ignore")
+        import mbi
+    return mbi
+
+
+def fit(
+    names: Sequence[str],
+    sizes: Sequence[int],
+    measurements: Sequence[tuple[Clique, np.ndarray, float]],
+    total: float,
+    iters: int,
+    warm_start: Any = None,
+) -> Any:
+    """The ``mbi`` model fitted to ``(clique, noisy counts, noise std)`` measurements."""
+    mbi = _mbi()
+    domain = mbi.Domain(list(names), list(sizes))
+    linear = [
+        mbi.LinearMeasurement(
+            np.asarray(noisy, dtype=np.float64), tuple(names[a] for a in clique), stddev=sigma
+        )
+        for clique, noisy, sigma in measurements
+    ]
+    return mbi.estimation.MirrorDescent().estimate(
+        domain, linear, known_total=float(total), iters=iters, warm_start=warm_start
+    )
+
+
+def marginal(model: Any, names: Sequence[str], clique: Clique) -> np.ndarray:
+    """The model's flattened count vector on ``clique``."""
+    factor = model.project(tuple(names[a] for a in clique))
+    return np.asarray(factor.datavector(flatten=True), dtype=np.float64)
+
+
+def marginals(model: Any, names: Sequence[str], cliques: Sequence[Clique]) -> list[np.ndarray]:
+    """The model's flattened count vectors on many ``cliques`` at once (belief propagation
+    over the junction tree, Koller and Friedman 10.3: far cheaper than one elimination per
+    clique)."""
+    mbi = _mbi()
+    queries = [tuple(names[a] for a in clique) for clique in cliques]
+    found = mbi.marginal_oracles.calculate_many_marginals(
+        model.potentials, queries, float(model.total)
+    )
+    return [
+        np.asarray(found.project(q).datavector(flatten=True), dtype=np.float64) for q in queries
+    ]
+
+
+def sample(model: Any, names: Sequence[str], rows: int, sampler: Sampler) -> np.ndarray:
+    """``rows`` synthetic records (cell indices, ``(rows, attributes)``) from ``model``.
+
+    Attributes are drawn in the reverse of the junction tree's elimination order; each is
+    drawn from its conditional distribution given the already drawn attributes it shares a
+    junction-tree clique with, which is the exact ancestral sampling of the model.
+    """
+    mbi = _mbi()
+    tree, order = mbi.junction_tree.make_junction_tree(
+        model.domain, [tuple(c) for c in model.cliques]
+    )
+    cliques = [set(c) for c in tree.nodes]
+    index = {name: j for j, name in enumerate(names)}
+    codes = np.zeros((rows, len(names)), dtype=np.int64)
+    drawn: list[str] = []
+    for name in reversed(order):
+        near = set().union(*(c for c in cliques if name in c)) if cliques else set()
+        parents = [p for p in drawn if p in near]
+        table = np.asarray(
+            model.project((*parents, name)).datavector(flatten=False), dtype=np.float64
+        )
+        table = np.clip(table, 0.0, None).reshape(-1, table.shape[-1])
+        if parents:
+            shape = tuple(model.domain[p] for p in parents)
+            rows_parent = np.ravel_multi_index(tuple(codes[:, index[p]] for p in parents), shape)
+        else:
+            rows_parent = np.zeros(rows, dtype=np.int64)
+        totals = table.sum(axis=1, keepdims=True)
+        uniform = np.full_like(table, 1.0 / table.shape[1])
+        conditional = np.divide(table, totals, out=uniform, where=totals > 0)
+        cdf = np.cumsum(conditional, axis=1)
+        cdf[:, -1] = 1.0
+        u = sampler.uniform(size=rows)
+        choice = (cdf[rows_parent] <= u[:, None]).sum(axis=1)
+        codes[:, index[name]] = np.minimum(choice, table.shape[1] - 1)
+        drawn.append(name)
+    return codes

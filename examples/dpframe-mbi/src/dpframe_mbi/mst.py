@@ -1,0 +1,255 @@
+"""MST: the maximum-spanning-tree synthesizer (McKenna, Miklau, Sheldon 2021).
+
+The algorithm, in our words (zCDP budget ρ from the requested (ε, δ), split in thirds):
+
+1. Measure every one-way marginal with Gaussian noise (ρ/3 over the k attributes).
+2. Select k - 1 pairs of attributes that form a spanning tree, by a private Kruskal: each
+   step picks, by the exponential mechanism (ρ/3 over the k - 1 steps, ε²/8 each), among
+   the pairs that join two components of the forest so far, one whose true two-way
+   marginal is far (in L1) from what the one-way measurements predict.
+3. Measure the selected two-way marginals with Gaussian noise (ρ/3 over k - 1 pairs).
+4. Fit a graphical model to all measurements with Private-PGM (``mbi``) and draw records
+   from it: post-processing.
+
+The events (planned before any data are read): k Gaussian measurements, k - 1 selections
+and k - 1 Gaussian measurements, composed. Sensitivities are in
+:mod:`dpframe_mbi.marginals`; the plugin README has the proofs.
+"""
+
+from __future__ import annotations
+
+import math
+
+import attrs
+import numpy as np
+from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, param
+from dpframe.errors import ParameterError
+from dpframe.events import PrivacyEvent, SelfComposedEvent, compose
+from dpframe.params import positive_int
+from dpframe.relation import Relation
+from dpframe.samplers import Sampler
+from dpframe.synthesis import n_synthetic_param
+
+from dpframe_mbi import model, privacy
+from dpframe_mbi.budget import rho_for
+from dpframe_mbi.discretise import Discretisation
+from dpframe_mbi.marginals import counts, l1_sensitivity, l2_sensitivity
+
+
+@attrs.frozen(kw_only=True)
+class MSTParams(PrivacyParams):
+    bins: int = param(8, help="equal-width public bins per numeric column", constraint=">= 2")
+    iters: int = param(
+        1000,
+        help="mirror-descent iterations of the estimation (post-processing)",
+        constraint=">= 1",
+        validator=positive_int,
+    )
+    n_synthetic: int | None = n_synthetic_param()
+
+    def __attrs_post_init__(self) -> None:
+        if not 0 < self.delta < 1:
+            raise ParameterError("MST is (ε, δ)-DP through zCDP; give 0 < delta < 1.")
+        if isinstance(self.bins, bool) or not isinstance(self.bins, int) or self.bins < 2:
+            raise ParameterError(f"bins must be an integer >= 2, got {self.bins!r}.")
+
+
+@attrs.frozen
+class MSTBudget:
+    """How MST spends ρ on k attributes (see the module docstring)."""
+
+    rho: float
+    attributes: int
+    relation: Relation
+
+    def __attrs_post_init__(self) -> None:
+        if self.attributes < 2:
+            raise ParameterError("MST needs at least two attributes (features and label).")
+
+    @property
+    def pairs(self) -> int:
+        return self.attributes - 1
+
+    @property
+    def sigma_one_way(self) -> float:
+        """Noise std of each one-way measurement: k of them cost ρ/3."""
+        return l2_sensitivity(self.relation) * math.sqrt(3 * self.attributes / (2 * self.rho))
+
+    @property
+    def sigma_two_way(self) -> float:
+        """Noise std of each two-way measurement: k - 1 of them cost ρ/3."""
+        return l2_sensitivity(self.relation) * math.sqrt(3 * self.pairs / (2 * self.rho))
+
+    @property
+    def selection_epsilon(self) -> float:
+        """ε of each selection: k - 1 of them cost (k - 1) ε²/8 = ρ/3."""
+        return math.sqrt(8 * self.rho / (3 * self.pairs))
+
+    def event(self) -> PrivacyEvent:
+        sensitivity = l2_sensitivity(self.relation)
+        one = privacy.measurement_event(self.sigma_one_way, sensitivity, self.relation)
+        two = privacy.measurement_event(self.sigma_two_way, sensitivity, self.relation)
+        pick = privacy.selection_event(self.selection_epsilon, self.relation)
+        return compose(
+            SelfComposedEvent(one, self.attributes),
+            SelfComposedEvent(pick, self.pairs),
+            SelfComposedEvent(two, self.pairs),
+        )
+
+
+def _attributes(domain: Domain) -> int:
+    if domain.n_features is None:
+        raise ParameterError(
+            "MST plans from the domain's feature count; declare feature names or one bound "
+            "per feature."
+        )
+    return domain.n_features + (domain.labels is not None)
+
+
+class MST(Mechanism):
+    """MST on public bins of the declared domain (see the module docstring)."""
+
+    name = "mst"
+    title = "MST: maximum-spanning-tree marginals with Private-PGM"
+    summary = "synthetic data from noisy one- and two-way marginals on a private spanning tree"
+    reference = (
+        "R. McKenna, G. Miklau, D. Sheldon. Winning the NIST Contest: A scalable and general "
+        "approach to differentially private synthetic data. Journal of Privacy and "
+        "Confidentiality 11(3), 2021."
+    )
+    privacy = "ρ-zCDP (Gaussian measurements, exponential-mechanism selections), as (ε, δ)"
+    relations = (Relation.REPLACE_ONE, Relation.ADD_REMOVE)
+    outputs = ("synthetic", "labels", "tree", "one_way", "two_way")
+    Params = MSTParams
+
+    def budget(self, params: MSTParams, domain: Domain) -> MSTBudget:
+        """The split of ρ for these parameters and this domain."""
+        return MSTBudget(
+            rho_for(params.epsilon, params.delta), _attributes(domain), domain.relation
+        )
+
+    def plan(self, params: MSTParams, domain: Domain) -> PrivacyEvent:
+        self.check_relation(domain)
+        return self.budget(params, domain).event()
+
+    def measure(
+        self, dataset: Dataset, params: MSTParams, sampler: Sampler
+    ) -> tuple[Discretisation, list[tuple[tuple[int, ...], np.ndarray, float]], np.ndarray]:
+        """Steps 1-3, the private part: the measurements and the selected tree."""
+        budget = self.budget(params, dataset.domain)
+        grid = Discretisation.of(dataset.domain, params.bins, dataset.n_features)
+        codes = grid.encode(dataset.features, dataset.labels)
+        sizes = grid.sizes
+        one_way = [
+            (
+                (a,),
+                privacy.measure(counts(codes, (a,), sizes), budget.sigma_one_way, sampler),
+                budget.sigma_one_way,
+            )
+            for a in range(grid.n_attributes)
+        ]
+        tree = _private_tree(codes, sizes, one_way, budget, sampler)
+        two_way = [
+            (
+                pair,
+                privacy.measure(counts(codes, pair, sizes), budget.sigma_two_way, sampler),
+                budget.sigma_two_way,
+            )
+            for pair in tree
+        ]
+        return grid, one_way + two_way, np.asarray(tree, dtype=np.int64).reshape(-1, 2)
+
+    def noisy_stages(
+        self, dataset: Dataset, params: MSTParams, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        """The private part of ``count`` runs (measurements and tree, as released by
+        ``run``), without the post-processing fit: what the testing kit audits."""
+        stages: dict[str, list[np.ndarray]] = {"one_way": [], "two_way": [], "tree": []}
+        for _ in range(count):
+            _, measurements, tree = self.measure(dataset, params, sampler)
+            for name, value in _measured_arrays(measurements, tree).items():
+                stages[name].append(value.ravel())
+        return {name: np.stack(values) for name, values in stages.items()}
+
+    def run(self, dataset: Dataset, params: MSTParams, sampler: Sampler) -> Release:
+        grid, measurements, tree = self.measure(dataset, params, sampler)
+        total = _total(dataset, measurements)
+        fitted = model.fit(grid.names, grid.sizes, measurements, total, params.iters)
+        rows = params.n_synthetic or dataset.n_records
+        features, labels = grid.decode(model.sample(fitted, grid.names, rows, sampler), sampler)
+        arrays = {"synthetic": features, **_measured_arrays(measurements, tree)}
+        if labels is not None:
+            arrays["labels"] = (
+                np.asarray(dataset.domain.classes().values)[labels]
+                if grid.label_is_class
+                else labels
+            )
+        return Release(
+            arrays=arrays,
+            noise_scales={
+                "one_way": grid_noise(measurements, 1),
+                "two_way": grid_noise(measurements, 2),
+            },
+            info={"attributes": list(grid.names), "bins": params.bins},
+        )
+
+
+def _measured_arrays(measurements: list, tree: np.ndarray) -> dict[str, np.ndarray]:
+    """The released measurements (one-way, then two-way in tree order) and the tree."""
+    return {
+        "one_way": np.concatenate([noisy for c, noisy, _ in measurements if len(c) == 1]),
+        "two_way": np.concatenate([noisy for c, noisy, _ in measurements if len(c) == 2]),
+        "tree": tree,
+    }
+
+
+def grid_noise(measurements: list, order: int) -> float | None:
+    """The noise std of the measurements of cliques of ``order`` attributes."""
+    sigmas = {sigma for clique, _, sigma in measurements if len(clique) == order}
+    return sigmas.pop() if sigmas else None
+
+
+def _total(dataset: Dataset, measurements: list) -> float:
+    """The record count the model is fitted to: public under replace-one, else estimated
+    from the noisy one-way measurements (post-processing)."""
+    if dataset.domain.relation is Relation.REPLACE_ONE:
+        return float(dataset.n_records)
+    totals = [noisy.sum() for clique, noisy, _ in measurements if len(clique) == 1]
+    return max(1.0, float(np.mean(totals)))
+
+
+def _private_tree(
+    codes: np.ndarray,
+    sizes: tuple[int, ...],
+    one_way: list,
+    budget: MSTBudget,
+    sampler: Sampler,
+) -> list[tuple[int, int]]:
+    """Private Kruskal: k - 1 exponential-mechanism picks among pairs that join two
+    components, scored by the L1 distance between the true two-way marginal and the
+    independent prediction from the noisy one-way marginals."""
+    k = len(sizes)
+    total = max(1.0, float(np.mean([noisy.sum() for _, noisy, _ in one_way])))
+    shares = [np.clip(noisy, 0, None) for _, noisy, _ in one_way]
+    shares = [s / s.sum() if s.sum() > 0 else np.full(s.size, 1 / s.size) for s in shares]
+    scores = {}
+    for a in range(k):
+        for b in range(a + 1, k):
+            predicted = total * np.outer(shares[a], shares[b]).ravel()
+            scores[(a, b)] = float(np.abs(counts(codes, (a, b), sizes) - predicted).sum())
+    component = list(range(k))
+
+    def root(a: int) -> int:
+        while component[a] != a:
+            a = component[a]
+        return a
+
+    tree: list[tuple[int, int]] = []
+    for _ in range(budget.pairs):
+        candidates = [pair for pair in scores if root(pair[0]) != root(pair[1])]
+        values = np.asarray([scores[pair] for pair in candidates])
+        sensitivity = l1_sensitivity(budget.relation)
+        pick = candidates[privacy.select(values, budget.selection_epsilon, sensitivity, sampler)]
+        tree.append(pick)
+        component[root(pick[0])] = root(pick[1])
+    return tree

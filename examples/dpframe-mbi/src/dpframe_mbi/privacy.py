@@ -1,0 +1,43 @@
+"""The two privacy primitives of MST and AIM, and their events.
+
+* A *measurement* adds exact discrete Gaussian noise (Canonne, Kamath, Steinke 2020) of
+  variance parameter ``sigma²`` to a marginal's integer counts. Counts are integers and one
+  record shifts them by an integer vector (L2 norm from :mod:`dpframe_mbi.marginals`), so
+  no grid or rounding is needed and the release is exact on real hardware; its event is a
+  :class:`~dpframe.events.DiscreteGaussianEvent` (``ρ = Δ²/(2σ²)``).
+* A *selection* picks one candidate by the exponential mechanism with quality scores of
+  known sensitivity, drawn exactly by the Sampler (no floating-point step decides the
+  pick); its event is an :class:`~dpframe.events.ExponentialMechanismEvent` (ε-DP and
+  ε-bounded-range, so ``ε²/8``-zCDP).
+"""
+
+from __future__ import annotations
+
+from fractions import Fraction
+
+import numpy as np
+from dpframe.events import DiscreteGaussianEvent, ExponentialMechanismEvent, PrivacyEvent
+from dpframe.relation import Relation
+from dpframe.samplers import Sampler
+
+
+def measure(counts: np.ndarray, sigma: float, sampler: Sampler) -> np.ndarray:
+    """Integer ``counts`` plus discrete Gaussian noise with ``sigma²`` as variance parameter."""
+    noise = sampler.discrete_gaussian(Fraction(sigma) ** 2, counts.shape)
+    return counts + noise.astype(np.float64)
+
+
+def measurement_event(sigma: float, sensitivity: float, relation: Relation) -> PrivacyEvent:
+    """The event of one measurement with noise ``sigma`` on counts of L2 ``sensitivity``."""
+    return DiscreteGaussianEvent(sigma / sensitivity, relation=relation)
+
+
+def select(scores: np.ndarray, epsilon: float, sensitivity: float, sampler: Sampler) -> int:
+    """The exponential mechanism: index ``i`` with probability proportional to
+    ``exp(epsilon * scores[i] / (2 * sensitivity))``, drawn exactly."""
+    return int(sampler.exponential_mechanism(scores, epsilon, sensitivity))
+
+
+def selection_event(epsilon: float, relation: Relation) -> PrivacyEvent:
+    """The event of one exponential-mechanism selection at ``epsilon``."""
+    return ExponentialMechanismEvent(epsilon, relation=relation)

@@ -1,0 +1,50 @@
+"""MST and AIM through dpframe's testing kit, from this distribution's own tests, as any
+third-party plugin runs it.
+
+MST's private part (measurements and the selected tree) is what ``noisy_stages`` returns,
+so the kit's statistical audits run on it without the post-processing fit. AIM refits a
+graphical model in every round of a release, so the checks that need hundreds of its
+releases are skipped with that reason; its budget arithmetic is attacked in
+``test_mbi_privacy.py``.
+"""
+
+from __future__ import annotations
+
+from dpframe import Domain
+from dpframe.domain import Classes
+from dpframe.testing import conformance
+
+from dpframe_mbi.aim import AIM
+from dpframe_mbi.mst import MST
+
+SMALL = Domain(lower=[0.0, 0.0], upper=[1.0, 1.0], feature_names=("a", "b"), labels=Classes((0, 1)))
+SLOW = (
+    "each AIM release refits a graphical model (mbi, JAX) in every round, seconds per "
+    "release; the kit's audits need hundreds of releases"
+)
+
+TestMST = conformance(
+    MST,
+    {"epsilon": 1.0, "delta": 1e-5, "bins": 2, "iters": 10},
+    SMALL,
+    skip={
+        "test_release_audit": "each MST release fits a graphical model (seconds); "
+        "test_audit audits the same private outputs through noisy_stages"
+    },
+)
+TestAIM = conformance(
+    AIM,
+    {"epsilon": 1.0, "delta": 1e-5, "bins": 2, "iters": 10, "rounds": 3},
+    SMALL,
+    skip={
+        name: SLOW
+        for name in (
+            "test_audit",
+            "test_release_audit",
+            "test_power_self_check",
+            "test_noisy_stages_match_run",
+            "test_floating_point",
+            "test_noise_follows_sensitivity",
+        )
+    },
+)

@@ -1,0 +1,91 @@
+"""The privacy arithmetic of MST and AIM: sensitivities attacked, budgets re-added by hand."""
+
+from __future__ import annotations
+
+import math
+
+import numpy as np
+import pytest
+from dpframe import Domain
+from dpframe.accountants.zcdp import ZCDPAccountant, zcdp_epsilon
+from dpframe.domain import Classes
+from dpframe.relation import Relation
+
+from dpframe_mbi.aim import AIM
+from dpframe_mbi.budget import rho_for
+from dpframe_mbi.marginals import counts, l1_sensitivity, l2_sensitivity
+from dpframe_mbi.mst import MST
+
+
+@pytest.mark.parametrize("relation", list(Relation))
+def test_marginal_sensitivities_hold_and_are_attained(relation):
+    rng = np.random.default_rng(7)
+    sizes = (3, 4, 2)
+    worst_l1 = worst_l2 = 0.0
+    for _ in range(300):
+        codes = np.column_stack([rng.integers(0, s, 20) for s in sizes])
+        if relation is Relation.REPLACE_ONE:
+            other = codes.copy()
+            other[rng.integers(20)] = [rng.integers(0, s) for s in sizes]
+        else:
+            other = np.delete(codes, rng.integers(20), axis=0)
+        for clique in [(0,), (0, 1), (1, 2), (0, 1, 2)]:
+            change = counts(codes, clique, sizes) - counts(other, clique, sizes)
+            worst_l1 = max(worst_l1, np.abs(change).sum())
+            worst_l2 = max(worst_l2, np.linalg.norm(change))
+    assert worst_l1 == l1_sensitivity(relation)
+    assert math.isclose(worst_l2, l2_sensitivity(relation))
+
+
+def test_rho_is_the_largest_that_converts_within_epsilon():
+    for epsilon, delta in [(0.5, 1e-6), (1.0, 1e-5), (10.0, 1e-9)]:
+        rho = rho_for(epsilon, delta)
+        assert zcdp_epsilon(rho, delta) <= epsilon
+        assert zcdp_epsilon(rho * (1 + 1e-6), delta) > epsilon * (1 - 1e-9)
+
+
+def _domain(relation: Relation) -> Domain:
+    return Domain(
+        lower=[0, 0, 0],
+        upper=[1, 1, 1],
+        feature_names=("a", "b", "c"),
+        labels=Classes((0, 1), column="y"),
+        relation=relation,
+        records=100 if relation is Relation.REPLACE_ONE else None,
+    )
+
+
+@pytest.mark.parametrize("relation", list(Relation))
+def test_mst_plan_spends_exactly_rho_in_thirds(relation):
+    mst = MST()
+    params = mst.params(epsilon=1.0, delta=1e-6)
+    domain = _domain(relation)
+    budget = mst.budget(params, domain)
+    k = 4  # three features and the label
+    d2 = math.sqrt(2) if relation is Relation.REPLACE_ONE else 1.0
+    by_hand = (
+        k * d2**2 / (2 * budget.sigma_one_way**2)
+        + (k - 1) * budget.selection_epsilon**2 / 8
+        + (k - 1) * d2**2 / (2 * budget.sigma_two_way**2)
+    )
+    assert math.isclose(by_hand, rho_for(1.0, 1e-6), rel_tol=1e-9)
+    spent = ZCDPAccountant(relation).epsilon(mst.plan(params, domain), 1e-6)
+    assert spent <= 1.0 + 1e-9
+
+
+def test_aim_plans_its_whole_rho_and_never_spends_more(dependent):
+    aim = AIM()
+    params = aim.params(epsilon=1.0, delta=1e-6, bins=3, rounds=4, iters=50)
+    event = aim.plan(params, dependent.domain)
+    assert math.isclose(event.rho, rho_for(1.0, 1e-6))
+    from dpframe import SeededSampler
+
+    release = aim.run(dependent, params, SeededSampler(3))
+    d2 = math.sqrt(2)
+    sigma0 = d2 * math.sqrt(4 / (2 * 0.9 * event.rho))
+    rounds = release.noise_scales["rounds"]
+    spent = 4 * d2**2 / (2 * sigma0**2) + sum(
+        d2**2 / (2 * r["sigma"] ** 2) + r["epsilon"] ** 2 / 8 for r in rounds
+    )
+    assert spent <= event.rho * (1 + 1e-9)
+    assert spent >= event.rho * (1 - 1e-6)
