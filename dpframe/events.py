@@ -424,6 +424,21 @@ class PoissonSampledEvent(PrivacyEvent):
         return f"poisson({self.sampling_probability:.4g}) ∘ {self.event.describe()}"
 
 
+LEAF_EVENTS: tuple[type[PrivacyEvent], ...] = (
+    NoOpEvent,
+    NonPrivateEvent,
+    GaussianEvent,
+    LaplaceEvent,
+    EpsilonDeltaEvent,
+    ZCDPEvent,
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
+    ExponentialMechanismEvent,
+)
+"""The leaf events the approx, rdp and zcdp accountants all understand (a new leaf event
+type is added here and to each accountant's per-event bound)."""
+
+
 def compose(*events: PrivacyEvent) -> PrivacyEvent:
     """Sequential composition, flattening nested compositions and dropping no-ops."""
     flat: list[PrivacyEvent] = []

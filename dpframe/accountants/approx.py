@@ -65,6 +65,7 @@ from dpframe.accountants.zcdp import zcdp_epsilon
 from dpframe.calibration import gdp_epsilon
 from dpframe.errors import UnsupportedEventError
 from dpframe.events import (
+    LEAF_EVENTS,
     ComposedEvent,
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
@@ -339,19 +340,6 @@ class ApproxAccountant(Accountant):
 def _leaf_support(event: PrivacyEvent) -> Support:
     if isinstance(event, (PoissonSampledEvent, SampledWithoutReplacementEvent)):
         return find_unsupported(event.event, _leaf_support)
-    if isinstance(
-        event,
-        (
-            NoOpEvent,
-            NonPrivateEvent,
-            GaussianEvent,
-            LaplaceEvent,
-            EpsilonDeltaEvent,
-            ZCDPEvent,
-            DiscreteGaussianEvent,
-            DiscreteLaplaceEvent,
-            ExponentialMechanismEvent,
-        ),
-    ):
+    if isinstance(event, LEAF_EVENTS):
         return SUPPORTED
     return unsupported(event, f"the approx accountant has no bound for {type(event).__name__}.")

@@ -63,6 +63,7 @@ from dpframe.accountants.running import AdditiveTotal
 from dpframe.accountants.subsampled import SubsampledGaussian, poisson_general
 from dpframe.errors import UnsupportedEventError
 from dpframe.events import (
+    LEAF_EVENTS,
     ComposedEvent,
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
@@ -296,20 +297,7 @@ def _top_k(k: int, values: list[float]) -> float:
 
 
 def _leaf_support(event: PrivacyEvent) -> Support:
-    if isinstance(
-        event,
-        (
-            NoOpEvent,
-            NonPrivateEvent,
-            GaussianEvent,
-            LaplaceEvent,
-            ZCDPEvent,
-            EpsilonDeltaEvent,
-            DiscreteGaussianEvent,
-            DiscreteLaplaceEvent,
-            ExponentialMechanismEvent,
-        ),
-    ):
+    if isinstance(event, LEAF_EVENTS):
         return SUPPORTED
     if isinstance(event, PoissonSampledEvent) and isinstance(event.event, LaplaceEvent):
         return SUPPORTED  # Zhu-Wang's general bound

@@ -41,6 +41,7 @@ from dpframe.accountants.renyi import cks_epsilon, cks_log_delta, exp_up, log_tv
 from dpframe.accountants.running import AdditiveTotal
 from dpframe.errors import UnsupportedEventError
 from dpframe.events import (
+    LEAF_EVENTS,
     ComposedEvent,
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
@@ -222,20 +223,7 @@ _FIELDS = ("rho", "pure", "opaque_epsilon", "opaque_delta")
 
 
 def _leaf_support(event: PrivacyEvent) -> Support:
-    if isinstance(
-        event,
-        (
-            NoOpEvent,
-            NonPrivateEvent,
-            GaussianEvent,
-            LaplaceEvent,
-            EpsilonDeltaEvent,
-            ZCDPEvent,
-            DiscreteGaussianEvent,
-            DiscreteLaplaceEvent,
-            ExponentialMechanismEvent,
-        ),
-    ):
+    if isinstance(event, LEAF_EVENTS):
         return SUPPORTED
     return unsupported(
         event,

@@ -35,7 +35,6 @@ EXAMPLES: dict[str, dict] = {
     "gmm": {"epsilon": 1.0, "reduction": "ron", "dimension": 2},
     "quantile": {"epsilon": 1.0, "candidates": 16},
     "lap_pca": {"epsilon": 1.0, "dimension": 2},
-    "quantile": {"epsilon": 1.0},
 }
 
 

@@ -28,27 +28,26 @@ import math
 
 import attrs
 import numpy as np
-from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, param
+from dpframe import Dataset, Domain, Mechanism, Release, param
 from dpframe.errors import ParameterError
 from dpframe.events import PrivacyEvent, ZCDPEvent
 from dpframe.params import positive_int
 from dpframe.relation import Relation
 from dpframe.samplers import Sampler
-from dpframe.synthesis import n_synthetic_param
 
 from dpframe_mbi import model, privacy
 from dpframe_mbi.budget import rho_for
 from dpframe_mbi.discretise import Discretisation
 from dpframe_mbi.marginals import Clique, cells, counts, l1_sensitivity, l2_sensitivity
 from dpframe_mbi.mst import _attributes, _total
+from dpframe_mbi.params import MarginalParams
 
 ALPHA = 0.9
 """The share of each round's budget spent on measurement (the paper's α)."""
 
 
 @attrs.frozen(kw_only=True)
-class AIMParams(PrivacyParams):
-    bins: int = param(8, help="equal-width public bins per numeric column", constraint=">= 2")
+class AIMParams(MarginalParams):
     degree: int = param(2, help="size of the workload's attribute sets", constraint="2 | 3")
     rounds: int | None = param(
         None,
@@ -67,13 +66,9 @@ class AIMParams(PrivacyParams):
         constraint=">= 1",
         validator=positive_int,
     )
-    n_synthetic: int | None = n_synthetic_param()
 
     def __attrs_post_init__(self) -> None:
-        if not 0 < self.delta < 1:
-            raise ParameterError("AIM is (ε, δ)-DP through zCDP; give 0 < delta < 1.")
-        if isinstance(self.bins, bool) or not isinstance(self.bins, int) or self.bins < 2:
-            raise ParameterError(f"bins must be an integer >= 2, got {self.bins!r}.")
+        super().__attrs_post_init__()
         if self.degree not in (2, 3):
             raise ParameterError(f"degree must be 2 or 3, got {self.degree!r}.")
         if self.rounds is not None and (

@@ -22,36 +22,28 @@ import math
 
 import attrs
 import numpy as np
-from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, param
+from dpframe import Dataset, Domain, Mechanism, Release, param
 from dpframe.errors import ParameterError
 from dpframe.events import PrivacyEvent, SelfComposedEvent, compose
 from dpframe.params import positive_int
 from dpframe.relation import Relation
 from dpframe.samplers import Sampler
-from dpframe.synthesis import n_synthetic_param
 
 from dpframe_mbi import model, privacy
 from dpframe_mbi.budget import rho_for
 from dpframe_mbi.discretise import Discretisation
 from dpframe_mbi.marginals import counts, l1_sensitivity, l2_sensitivity
+from dpframe_mbi.params import MarginalParams
 
 
 @attrs.frozen(kw_only=True)
-class MSTParams(PrivacyParams):
-    bins: int = param(8, help="equal-width public bins per numeric column", constraint=">= 2")
+class MSTParams(MarginalParams):
     iters: int = param(
         1000,
         help="mirror-descent iterations of the estimation (post-processing)",
         constraint=">= 1",
         validator=positive_int,
     )
-    n_synthetic: int | None = n_synthetic_param()
-
-    def __attrs_post_init__(self) -> None:
-        if not 0 < self.delta < 1:
-            raise ParameterError("MST is (ε, δ)-DP through zCDP; give 0 < delta < 1.")
-        if isinstance(self.bins, bool) or not isinstance(self.bins, int) or self.bins < 2:
-            raise ParameterError(f"bins must be an integer >= 2, got {self.bins!r}.")
 
 
 @attrs.frozen
