@@ -9,10 +9,13 @@ Steinke 2020) certifies at most ε at δ, found by bisection and rounded down.
 
 from __future__ import annotations
 
+import functools
+
 from dpframe.accountants.zcdp import zcdp_epsilon
 from dpframe.errors import ParameterError
 
 
+@functools.lru_cache(maxsize=256)
 def rho_for(epsilon: float, delta: float) -> float:
     """The largest ρ (to 1e-12 relative) with ``zcdp_epsilon(ρ, δ) <= ε``."""
     if not 0 < delta < 1:
