@@ -297,7 +297,11 @@ def data_coordinates(cls: type) -> type:
 
     for name in ("plan", "sensitivity"):
         setattr(cls, name, on_domain(getattr(cls, name)))
+    from dpframe.mechanism import Mechanism
+
     for name in ("query", "noisy_stages"):
-        setattr(cls, name, on_dataset(getattr(cls, name)))
+        method = getattr(cls, name)
+        if method is not getattr(Mechanism, name):  # the defaults call the wrapped run
+            setattr(cls, name, on_dataset(method))
     cls.run = on_run(cls.run)
     return cls
