@@ -89,3 +89,14 @@ def test_aim_plans_its_whole_rho_and_never_spends_more(dependent):
     )
     assert spent <= event.rho * (1 + 1e-9)
     assert spent >= event.rho * (1 - 1e-6)
+
+
+def test_the_measurement_variance_is_never_below_the_planned_one():
+    from fractions import Fraction
+
+    from dpframe_mbi.privacy import noise_variance
+
+    rng = np.random.default_rng(11)
+    for sigma in [*rng.uniform(0.5, 500.0, 200), 1.0, 32.0, 2.0**0.5]:
+        assert noise_variance(float(sigma)) >= Fraction(float(sigma)) ** 2
+        assert noise_variance(float(sigma)).denominator <= 2**10

@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import math
 from fractions import Fraction
 
 import numpy as np
@@ -20,10 +21,21 @@ from dpframe.events import DiscreteGaussianEvent, ExponentialMechanismEvent, Pri
 from dpframe.relation import Relation
 from dpframe.samplers import Sampler
 
+VARIANCE_STEP = 2**10
+"""``sigma²`` is rounded *up* to a multiple of ``1/VARIANCE_STEP``: a small denominator keeps
+the exact sampler in int64 arithmetic, and more noise than planned only helps privacy."""
+
+
+def noise_variance(sigma: float) -> Fraction:
+    """The discrete Gaussian's variance parameter for a planned ``sigma``: at least
+    ``sigma²`` (one step above the rounded float square, whatever its rounding)."""
+    return Fraction(math.ceil(sigma * sigma * VARIANCE_STEP) + 1, VARIANCE_STEP)
+
 
 def measure(counts: np.ndarray, sigma: float, sampler: Sampler) -> np.ndarray:
-    """Integer ``counts`` plus discrete Gaussian noise with ``sigma²`` as variance parameter."""
-    noise = sampler.discrete_gaussian(Fraction(sigma) ** 2, counts.shape)
+    """Integer ``counts`` plus discrete Gaussian noise of variance parameter at least
+    ``sigma²`` (:func:`noise_variance`)."""
+    noise = sampler.discrete_gaussian(noise_variance(sigma), counts.shape)
     return counts + noise.astype(np.float64)
 
 
