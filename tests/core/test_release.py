@@ -35,9 +35,12 @@ def test_metadata_records_event_sampler_plugin_and_noise(release):
     (grid,) = meta["info"]["noise_grids"]
     gamma = grid["granularity"]
     assert math.frexp(gamma)[0] == 0.5  # a power of two
-    assert 3 * gamma <= (3 / 50) * 2.0**-12  # d·γ: a tiny part of the sensitivity
+    # d·γ is a tiny part of the sensitivity, which is in rescaled units ([0, 1] -> [-1, 1]):
+    # 3 features of width 2, over n = 50
+    assert 3 * gamma <= (6 / 50) * 2.0**-12
     assert grid["rounding"] == "nearest" and grid["coordinates"] == 3
-    assert np.all(np.mod(release["mean"], gamma) == 0)  # the release lies on the grid
+    # the release lies on the grid: k·γ in rescaled units, 0.5 + 0.5·k·γ once mapped back
+    assert np.all(np.mod(release["mean"], gamma / 2) == 0)
     assert meta["sampler"]["kind"] == "seeded" and meta["sampler"]["seed"] == 5
     # L1 in rescaled units ([0, 1] -> [-1, 1]): 3 features of width 2, over n = 50
     assert meta["noise_scales"]["mean"] == pytest.approx(6 / 50)
