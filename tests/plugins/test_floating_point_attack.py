@@ -22,7 +22,9 @@ from dpframe import Dataset, Domain
 from dpframe.samplers import SeededSampler
 
 MECH = dpframe.mechanism("laplace")
-PARAMS = MECH.params(epsilon=1.0)
+# In the declared units, as the attack was first run: the mean plus noise, nothing mapped
+# back (the default rescaling of issue 21 adds a public affine map after the noise).
+PARAMS = MECH.params(epsilon=1.0, units="raw")
 DOMAIN = Domain(lower=0, upper=1)
 D = Dataset.from_arrays(np.zeros((10, 1)), domain=DOMAIN)
 D_PRIME = Dataset.from_arrays(np.vstack([np.ones((1, 1)), np.zeros((9, 1))]), domain=DOMAIN)

@@ -10,7 +10,7 @@ import pytest
 from scipy.optimize import minimize
 
 from dpframe import SeededSampler
-from dpframe.calibration import gdp_mu
+from dpframe.accountants.zcdp import zcdp_epsilon
 from dpframe.errors import ParameterError
 from dpframe.linalg import from_svec, svec, upper_triangle
 from dpframe.noise import plan_stages, symmetric_entries, symmetric_matrix
@@ -124,8 +124,11 @@ def test_plan_stages_compose_exactly():
     gaussian = plan_stages(
         "gaussian", 1.0, 1e-6, {"a": (0.5, 1.0), "b": (0.5, 2.0)}, Relation.REPLACE_ONE
     )
-    mu = math.sqrt(sum(1 / s.noise_multiplier**2 for s in gaussian.values()))
-    assert mu <= gdp_mu(1.0, 1e-6) and mu == pytest.approx(gdp_mu(1.0, 1e-6), rel=1e-12)
+    # Gaussian stages are discrete Gaussians calibrated through zCDP: their ρ = Σ 1/(2 z²)
+    # converts to at most the requested ε, and to all of it (none wasted)
+    rho = sum(1 / (2 * s.noise_multiplier**2) for s in gaussian.values())
+    assert zcdp_epsilon(rho, 1e-6) <= 1.0
+    assert zcdp_epsilon(rho, 1e-6) == pytest.approx(1.0, rel=1e-6)
     with pytest.raises(ParameterError):
         plan_stages("laplace", 1.0, 0.0, {"a": (1.0, 0.0)}, Relation.REPLACE_ONE)
 
