@@ -258,7 +258,8 @@ def test_the_default_accountant_is_never_looser_than_rdp(ledger):
     assert ledger.budget("toy").accountant.startswith("best[pure,gdp,zcdp,rdp,approx")
     spent = ledger.remaining("toy").spent
     rdp = registry().accountant("rdp")
-    assert spent <= rdp.epsilon(composition(rdp, events), 1e-6 * (1 + 1e-9))
+    # the ledger's running total rounds up (by an ulp at most) where the composition rounds
+    assert spent <= rdp.epsilon(composition(rdp, events), 1e-6 * (1 + 1e-9)) * (1 + 1e-12)
     assert spent < 0.5 + 0.7 + 0.5 + 1e-12  # also at least as tight as basic composition
     assert math.isfinite(spent)
 
