@@ -15,9 +15,9 @@ import attrs
 import numpy as np
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Relation, Release, Sensitivity, param
-from dpframe.calibration import gaussian_sigma, laplace_scale
 from dpframe.errors import ParameterError
-from dpframe.events import ExponentialMechanismEvent, GaussianEvent, LaplaceEvent, PrivacyEvent
+from dpframe.events import ExponentialMechanismEvent, PrivacyEvent
+from dpframe.noise import NoisyStage, batch_perturb, plan_stages
 from dpframe.params import nonnegative_int, positive_int
 from dpframe.samplers import Sampler
 from dpframe_histogram.sensitivity import counts_sensitivity
@@ -79,38 +79,35 @@ class Histogram(Mechanism):
         value = counts_sensitivity(domain.relation, norm)
         return {"counts": Sensitivity(value, norm, domain.relation)}
 
+    def stage(self, params: HistogramParams, domain: Domain) -> NoisyStage:
+        """The one noisy stage: exact discrete Laplace or discrete Gaussian noise on the
+        integer counts (``dpframe.noise``), its noise computed from ``sensitivity()``."""
+        declared = self.sensitivity(params, domain)["counts"].value
+        return plan_stages(
+            params.noise,
+            params.epsilon,
+            params.delta,
+            {"counts": (1.0, declared)},
+            domain.relation,
+        )["counts"]
+
     def plan(self, params: HistogramParams, domain: Domain) -> PrivacyEvent:
         bin_edges(domain, params.column, params.bins)
-        if params.noise == "laplace":
-            return LaplaceEvent(1.0 / params.epsilon, relation=domain.relation)
-        multiplier = gaussian_sigma(params.epsilon, params.delta, 1.0)
-        return GaussianEvent(multiplier, relation=domain.relation)
+        return self.stage(params, domain).event()
 
     def query(self, dataset: Dataset, params: HistogramParams) -> dict[str, np.ndarray]:
         return {"counts": bin_counts(dataset, params.column, params.bins)}
 
-    def scale(self, params: HistogramParams, domain: Domain) -> float:
-        declared = self.sensitivity(params, domain)["counts"].value
-        if params.noise == "laplace":
-            return laplace_scale(params.epsilon, declared)
-        return gaussian_sigma(params.epsilon, params.delta, declared)
-
-    def _noise(self, params: HistogramParams, sampler: Sampler, scale: float, shape) -> np.ndarray:
-        draw = sampler.laplace if params.noise == "laplace" else sampler.gaussian
-        return draw(scale, shape)
-
     def run(self, dataset: Dataset, params: HistogramParams, sampler: Sampler) -> Release:
-        counts = self.query(dataset, params)["counts"]
-        scale = self.scale(params, dataset.domain)
-        noisy = counts + self._noise(params, sampler, scale, counts.shape)
-        return Release(arrays={"counts": noisy}, noise_scales={"counts": scale})
+        stage = self.stage(params, dataset.domain)
+        noisy = stage.perturb(self.query(dataset, params)["counts"], sampler)
+        return Release(arrays={"counts": noisy}, noise_scales={"counts": stage.scale})
 
     def noisy_stages(
         self, dataset: Dataset, params: HistogramParams, sampler: Sampler, count: int
     ) -> dict[str, np.ndarray]:
-        counts = self.query(dataset, params)["counts"]
-        scale = self.scale(params, dataset.domain)
-        return {"counts": counts + self._noise(params, sampler, scale, (count, counts.size))}
+        stages = {"counts": self.stage(params, dataset.domain)}
+        return batch_perturb(stages, self.query(dataset, params), sampler, count)
 
 
 class ModeBin(Mechanism):
