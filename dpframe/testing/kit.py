@@ -534,13 +534,19 @@ class Kit:
         count = 200
         if type(self.mechanism).noisy_stages is not Mechanism.noisy_stages:
             return self.mechanism.noisy_stages(dataset, params, SeededSampler(seed), count)
-        stages = set(self._declared(dataset))
+        # the declared stages' arrays; for a black-box mechanism, every numeric array
+        stages = set(self._declared(dataset)) if self.has_hook("sensitivity") else None
         sampler = SeededSampler(seed)
         runs = [self.mechanism.run(dataset, params, sampler) for _ in range(count // 10)]
+        values = {
+            name: [_numeric(r.arrays[name]) for r in runs]
+            for name in runs[0].arrays
+            if stages is None or name in stages
+        }
         return {
-            name: np.stack([_numeric(r.arrays[name]).ravel() for r in runs])
-            for name in stages
-            if name in runs[0].arrays
+            name: np.stack([v.ravel() for v in arrays])
+            for name, arrays in values.items()
+            if all(v is not None for v in arrays)
         }
 
     def check_plan(self) -> None:
@@ -728,6 +734,8 @@ class Kit:
         float_missed = self._float_noise_caught()
         if float_missed is None:
             outcome["float noise"] = "caught by the floating-point check"
+        elif not float_missed:
+            outcome["float noise"] = "not applicable: the mechanism draws no exact integer noise"
         else:
             missed.append(float_missed)
         if missed:
@@ -736,13 +744,13 @@ class Kit:
 
     @_quietly
     def _float_noise_caught(self) -> str | None:
-        """None when the floating-point check catches the float-noise mutant (or the
-        mechanism draws no exact integer noise for it to replace), else why not."""
+        """None when the floating-point check catches the float-noise mutant, "" when the
+        mechanism draws no exact integer noise for it to replace, else why it was missed."""
         dataset = self.dataset()
         recorder = RecordingSampler(SeededSampler(45))
         self.mechanism.run(dataset, self.params(dataset.domain), recorder)
         if not any(name.startswith("discrete_") for name, _ in recorder.log):
-            return None
+            return ""
         pairs = self.audit_pairs("fast")[:1]
         try:
             self.variant(float_noise(self.mechanism)).check_floating_point(pairs)
