@@ -167,19 +167,13 @@ class AIM(Mechanism):
             grid.names, sizes, measurements, total, 4 * params.iters, warm_start=fitted
         )
         rows = params.n_synthetic or dataset.n_records
-        features, labels = grid.decode(model.sample(fitted, grid.names, rows, sampler), sampler)
-        arrays: dict[str, np.ndarray] = {
-            "synthetic": features,
+        codes = model.sample(fitted, grid.names, rows, sampler)
+        arrays = {
+            **grid.synthetic(codes, sampler, dataset.domain),
             "cliques": np.asarray(
                 [list(c) + [-1] * (3 - len(c)) for c, _, _ in measurements], dtype=np.int64
             ),
         }
-        if labels is not None:
-            arrays["labels"] = (
-                np.asarray(dataset.domain.classes().values)[labels]
-                if grid.label_is_class
-                else labels
-            )
         return Release(
             arrays=arrays,
             noise_scales={"rounds": history},

@@ -103,6 +103,16 @@ class Discretisation:
             return values[:, :-1], codes[:, -1].copy()
         return values[:, :-1], values[:, -1]
 
+    def synthetic(self, codes: np.ndarray, sampler: Sampler, domain: Domain) -> dict:
+        """The released arrays for synthetic cells: ``synthetic`` records and, with a label,
+        ``labels`` as the declared class values (or the drawn target)."""
+        features, labels = self.decode(codes, sampler)
+        arrays = {"synthetic": features}
+        if labels is not None:
+            classes = np.asarray(domain.classes().values) if self.label_is_class else None
+            arrays["labels"] = labels if classes is None else classes[labels]
+        return arrays
+
 
 def _bin(column: np.ndarray, lower: float, upper: float, bins: int) -> np.ndarray:
     if upper <= lower:

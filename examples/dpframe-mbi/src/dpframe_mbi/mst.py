@@ -168,14 +168,11 @@ class MST(Mechanism):
         total = _total(dataset, measurements)
         fitted = model.fit(grid.names, grid.sizes, measurements, total, params.iters)
         rows = params.n_synthetic or dataset.n_records
-        features, labels = grid.decode(model.sample(fitted, grid.names, rows, sampler), sampler)
-        arrays = {"synthetic": features, **_measured_arrays(measurements, tree)}
-        if labels is not None:
-            arrays["labels"] = (
-                np.asarray(dataset.domain.classes().values)[labels]
-                if grid.label_is_class
-                else labels
-            )
+        codes = model.sample(fitted, grid.names, rows, sampler)
+        arrays = {
+            **grid.synthetic(codes, sampler, dataset.domain),
+            **_measured_arrays(measurements, tree),
+        }
         return Release(
             arrays=arrays,
             noise_scales={
