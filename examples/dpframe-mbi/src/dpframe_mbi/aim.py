@@ -94,8 +94,7 @@ class AIM(Mechanism):
 
     def plan(self, params: AIMParams, domain: Domain) -> PrivacyEvent:
         self.check_relation(domain)
-        if _attributes(domain) < 2:
-            raise ParameterError("AIM needs at least two attributes (features and label).")
+        _attributes(domain)  # one sentence without a feature count or with one attribute
         return ZCDPEvent(rho_for(params.epsilon, params.delta), relation=domain.relation)
 
     def run(self, dataset: Dataset, params: AIMParams, sampler: Sampler) -> Release:
@@ -135,7 +134,7 @@ class AIM(Mechanism):
                 for clique, weight in candidates.items()
                 if _model_cells([*chosen, clique], sizes) <= allowed
             ]
-            if not pool:  # nothing fits yet: measure the smallest candidate's one-way parts
+            if not pool:  # nothing fits the size cap yet: take the smallest candidate
                 pool = [min(candidates.items(), key=lambda item: cells(item[0], sizes))]
             estimates = model.marginals(fitted, grid.names, [c for c, _ in pool])
             scores = np.asarray(
@@ -195,7 +194,6 @@ def _candidates(attributes: int, degree: int) -> dict[Clique, float]:
 
 
 def _model_cells(cliques: list[Clique], sizes: tuple[int, ...]) -> int:
-    """Cells of a model on ``cliques``: an upper bound by the cliques of its junction tree
-    would need ``mbi``; the sum over the measured cliques is what AIM's size test uses on
-    small workloads (a documented simplification, see the README)."""
+    """The size AIM's model-size test uses: the cells of the measured cliques, summed (the
+    paper sums the junction tree's cliques; a documented simplification, see the README)."""
     return sum(cells(c, sizes) for c in cliques)

@@ -54,10 +54,6 @@ class MSTBudget:
     attributes: int
     relation: Relation
 
-    def __attrs_post_init__(self) -> None:
-        if self.attributes < 2:
-            raise ParameterError("MST needs at least two attributes (features and label).")
-
     @property
     def pairs(self) -> int:
         return self.attributes - 1
@@ -90,12 +86,16 @@ class MSTBudget:
 
 
 def _attributes(domain: Domain) -> int:
+    """The number of attributes (features, and the label if any) MST and AIM plan for."""
     if domain.n_features is None:
         raise ParameterError(
-            "MST plans from the domain's feature count; declare feature names or one bound "
-            "per feature."
+            "MST and AIM plan from the domain's feature count; declare feature names or one "
+            "bound per feature."
         )
-    return domain.n_features + (domain.labels is not None)
+    attributes = domain.n_features + (domain.labels is not None)
+    if attributes < 2:
+        raise ParameterError("MST and AIM need at least two attributes (features and label).")
+    return attributes
 
 
 class MST(Mechanism):
