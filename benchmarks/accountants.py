@@ -34,8 +34,8 @@ def _events(n: int) -> list[tuple[float, float]]:
 
 
 def time_ours(pairs: list[tuple[float, float]]) -> dict:
-    from dpframe.accountants import rdp
-    from dpframe.events import ComposedEvent, GaussianEvent, PoissonSampledEvent
+    from dpframe.privacy.accountants import rdp
+    from dpframe.privacy.events import ComposedEvent, GaussianEvent, PoissonSampledEvent
 
     rdp._grid_state.cache_clear()  # cold: no table, no cached curve
     events = [PoissonSampledEvent(q, GaussianEvent(s, relation="add_remove")) for q, s in pairs]

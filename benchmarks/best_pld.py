@@ -29,7 +29,7 @@ WITHOUT = "best[pure,gdp,zcdp,rdp,approx]"
 
 
 def _clear() -> None:
-    from dpframe.accountants import approx, rdp, zcdp
+    from dpframe.privacy.accountants import approx, rdp, zcdp
 
     rdp._grid_state.cache_clear()
     approx._CACHE.clear()
@@ -43,7 +43,7 @@ def _clear() -> None:
 
 
 def _cases():
-    from dpframe.events import (
+    from dpframe.privacy.events import (
         EpsilonDeltaEvent,
         GaussianEvent,
         LaplaceEvent,
@@ -82,7 +82,7 @@ def _time(fn, repeats: int) -> tuple[float, float, float]:
 
 
 def run(repeats: int) -> list[dict]:
-    from dpframe.plugins import registry
+    from dpframe.releases.plugins import registry
 
     with_pld = registry().accountant("best", relation="add_remove")
     without = registry().accountant(WITHOUT, relation="add_remove")

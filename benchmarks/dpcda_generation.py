@@ -20,10 +20,10 @@ import time
 from pathlib import Path
 
 import numpy as np
+from dpframe_reproduce.dpcda import domain, load_idx
 
 import dpframe
 from dpframe import Dataset, SeededSampler
-from dpframe.reproduce.dpcda import domain, load_idx
 
 ORDER = 4
 CLIP = 4.0

@@ -31,8 +31,8 @@ import numpy as np
 
 import dpframe
 from dpframe import Classes, Dataset, Domain, SeededSampler
-from dpframe.linalg import svec, upper_triangle
-from dpframe.noise import grid_release
+from dpframe.privacy.noise import grid_release
+from dpframe.releases.linalg import svec, upper_triangle
 
 RELEASES: list[tuple[str, dict]] = [
     ("gaussian", {"query": "covariance", "delta": 1e-6}),

@@ -133,7 +133,7 @@ def floor(directory: Path, repeats: int) -> tuple[float, float]:
 
 
 def verify(ledger: Ledger, length: int) -> None:
-    from dpframe.audit import audit
+    from dpframe.ledger.audit import audit
 
     start = time.perf_counter()
     report = ledger.verify()

@@ -19,7 +19,7 @@ import subprocess
 import sys
 from pathlib import Path
 
-CLI = "from dpframe.cli import main\ntry:\n    main({args!r})\nexcept SystemExit:\n    pass\n"
+CLI = "from dpframe.apps.cli import main\ntry:\n    main({args!r})\nexcept SystemExit:\n    pass\n"
 COMMANDS: list[tuple[str, str]] = [
     ("python (empty interpreter)", "pass"),
     ("import numpy", "import numpy"),

@@ -160,7 +160,7 @@ def dask_comparison(data: Path, rows: int) -> list[str]:
 
     import dpframe
     from dpframe import Classes, Domain, SeededSampler
-    from dpframe.sources import SourceDataset, open_source
+    from dpframe.data.sources import SourceDataset, open_source
 
     configs = [
         ("lap_pca", {"dimension": 10}, None),

@@ -2,7 +2,7 @@
 
 The public API: :class:`Domain` and :class:`Dataset` describe the data, mechanisms
 (looked up by name with :func:`mechanism`) plan a privacy event and run on a Dataset with a
-:class:`~dpframe.samplers.Sampler`, and :func:`execute` ties one release together.
+:class:`~dpframe.privacy.samplers.Sampler`, and :func:`execute` ties one release together.
 """
 
 from __future__ import annotations
@@ -12,68 +12,68 @@ import types
 from typing import TYPE_CHECKING
 
 _LAZY = {
-    "audit": "dpframe.audit",
-    "Budget": "dpframe.budget",
-    "Classes": "dpframe.domain",
+    "audit": "dpframe.ledger.audit",
+    "Budget": "dpframe.privacy.budget",
+    "Classes": "dpframe.data.domain",
     "DPFrameError": "dpframe.errors",
-    "Dataset": "dpframe.dataset",
-    "Domain": "dpframe.domain",
+    "Dataset": "dpframe.data.dataset",
+    "Domain": "dpframe.data.domain",
     "Ledger": "dpframe.ledger",
-    "Mechanism": "dpframe.mechanism",
+    "Mechanism": "dpframe.releases.mechanism",
     "NewBudget": "dpframe.ledger",
-    "PrivacyParams": "dpframe.params",
-    "Relation": "dpframe.relation",
-    "Release": "dpframe.release",
-    "ReleaseRef": "dpframe.session",
-    "Sampler": "dpframe.samplers",
-    "SecureSampler": "dpframe.samplers",
-    "SeededSampler": "dpframe.samplers",
-    "Sensitivity": "dpframe.mechanism",
-    "Session": "dpframe.session",
-    "Target": "dpframe.domain",
-    "execute": "dpframe.mechanism",
-    "hookimpl": "dpframe.hookspecs",
-    "load_dataset": "dpframe.loaders",
-    "load_spec": "dpframe.chain",
-    "make_sampler": "dpframe.samplers",
-    "param": "dpframe.params",
-    "plan_chain": "dpframe.chain",
-    "registry": "dpframe.plugins",
-    "run_chain": "dpframe.chain",
+    "PrivacyParams": "dpframe.releases.params",
+    "Relation": "dpframe.data.relation",
+    "Release": "dpframe.releases.release",
+    "ReleaseRef": "dpframe.releases.session",
+    "Sampler": "dpframe.privacy.samplers",
+    "SecureSampler": "dpframe.privacy.samplers",
+    "SeededSampler": "dpframe.privacy.samplers",
+    "Sensitivity": "dpframe.releases.mechanism",
+    "Session": "dpframe.releases.session",
+    "Target": "dpframe.data.domain",
+    "execute": "dpframe.releases.mechanism",
+    "hookimpl": "dpframe.releases.hookspecs",
+    "load_dataset": "dpframe.data.loaders",
+    "load_spec": "dpframe.releases.chain",
+    "make_sampler": "dpframe.privacy.samplers",
+    "param": "dpframe.releases.params",
+    "plan_chain": "dpframe.releases.chain",
+    "registry": "dpframe.releases.plugins",
+    "run_chain": "dpframe.releases.chain",
 }
 """Every other exported name, imported on first use (PEP 562), so that ``import dpframe``
 and the command line's start-up stay light (tests/core/test_startup.py checks the import
 graph)."""
 
+from dpframe import moved  # noqa: E402  (old module paths, deprecated)
+
+moved.install()
+
 if TYPE_CHECKING:  # for type checkers and IDEs: the same names, eagerly
-    from dpframe.audit import audit
-    from dpframe.budget import Budget
-    from dpframe.chain import load_spec, plan_chain, run_chain
-    from dpframe.dataset import Dataset
-    from dpframe.domain import Classes, Domain, Target
+    from dpframe.data.dataset import Dataset
+    from dpframe.data.domain import Classes, Domain, Target
+    from dpframe.data.loaders import load_dataset
+    from dpframe.data.relation import Relation
     from dpframe.errors import DPFrameError
-    from dpframe.hookspecs import hookimpl
     from dpframe.ledger import Ledger, NewBudget
-    from dpframe.loaders import load_dataset
-    from dpframe.mechanism import Mechanism, Sensitivity, execute
-    from dpframe.params import PrivacyParams, param
-    from dpframe.plugins import registry
-    from dpframe.relation import Relation
-    from dpframe.release import Release
-    from dpframe.samplers import Sampler, SecureSampler, SeededSampler, make_sampler
-    from dpframe.session import ReleaseRef, Session
+    from dpframe.ledger.audit import audit
+    from dpframe.privacy.budget import Budget
+    from dpframe.privacy.samplers import Sampler, SecureSampler, SeededSampler, make_sampler
+    from dpframe.releases.chain import load_spec, plan_chain, run_chain
+    from dpframe.releases.hookspecs import hookimpl
+    from dpframe.releases.mechanism import Mechanism, Sensitivity, execute
+    from dpframe.releases.params import PrivacyParams, param
+    from dpframe.releases.plugins import registry
+    from dpframe.releases.release import Release
+    from dpframe.releases.session import ReleaseRef, Session
 
 
 def __getattr__(name: str) -> object:
     if name == "__version__":
-        from importlib.metadata import PackageNotFoundError, version
+        from dpframe.version import __version__
 
-        try:
-            value = version("dpframe")
-        except PackageNotFoundError:  # pragma: no cover - running from a source tree
-            value = "0+unknown"
-        globals()["__version__"] = value
-        return value
+        globals()["__version__"] = __version__
+        return __version__
     if name in _LAZY:
         import importlib
 
@@ -89,7 +89,7 @@ def __dir__() -> list[str]:
 
 def mechanism(name: str) -> Mechanism:
     """An instance of the registered mechanism called ``name``."""
-    from dpframe.plugins import registry
+    from dpframe.releases.plugins import registry
 
     return registry().mechanism(name)()
 

@@ -1,5 +1,5 @@
 """``python -m dpframe`` runs the command line."""
 
-from dpframe.cli import main
+from dpframe.apps.cli import main
 
 main()

@@ -33,6 +33,17 @@ EXIT_COMPUTE = 5
 EXIT_INTERNAL = 70
 EXIT_INTERRUPTED = 130
 
+EXIT_CODES = {
+    "budget_refused": EXIT_BUDGET_REFUSED,
+    "usage": EXIT_USAGE,
+    "data": EXIT_DATA,
+    "ledger": EXIT_LEDGER,
+    "compute": EXIT_COMPUTE,
+    "internal": EXIT_INTERNAL,
+    "interrupted": EXIT_INTERRUPTED,
+}
+"""Each stable ``code`` and its exit code: the table above."""
+
 
 def error_object(code: str, exit_code: int, message: str) -> dict[str, str | int]:
     """The ``--json`` form of an error (the value of the ``"error"`` key)."""

@@ -12,7 +12,7 @@
     X_syn, y_syn = synth.fit(X, y).sample()
 
 Each ``fit`` is one release of the named mechanism, through the same plugin as the CLI and
-:class:`~dpframe.session.Session`, charged to budget ``budget`` of ``ledger`` (created
+:class:`~dpframe.releases.session.Session`, charged to budget ``budget`` of ``ledger`` (created
 with ``cap`` and ``accountant`` on the first charge) before the data are read, and
 refused (:class:`~dpframe.errors.BudgetExceededError`, nothing charged) when it does not
 fit. Refitting is a new release and is charged again: privacy is spent by ``fit``, not by
@@ -20,7 +20,7 @@ fit. Refitting is a new release and is charged again: privacy is spent by ``fit`
 a ledger and warns (:class:`UnrecordedReleaseWarning`): the release is private, but
 nothing keeps count.
 
-The ``domain`` (a :class:`~dpframe.domain.Domain` or the path of a domain file) is
+The ``domain`` (a :class:`~dpframe.data.domain.Domain` or the path of a domain file) is
 required: bounds taken from ``X`` would not be private. ``X`` may be an array or a pandas
 DataFrame with the domain's feature names; ``sample`` and ``transform`` answer in kind.
 
@@ -45,10 +45,10 @@ import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpframe.dataset import Dataset, is_dataframe
-from dpframe.domain import Domain
+from dpframe.data.dataset import Dataset, is_dataframe
+from dpframe.data.domain import Domain
 from dpframe.errors import ParameterError
-from dpframe.release import Release
+from dpframe.releases.release import Release
 
 
 class UnrecordedReleaseWarning(UserWarning):
@@ -132,10 +132,10 @@ class _Release(BaseEstimator):
         return dict(self.params or {})
 
     def _release(self, dataset: Dataset) -> Release:
-        from dpframe.mechanism import execute
-        from dpframe.plugins import registry
-        from dpframe.samplers import make_sampler
-        from dpframe.session import Session
+        from dpframe.privacy.samplers import make_sampler
+        from dpframe.releases.mechanism import execute
+        from dpframe.releases.plugins import registry
+        from dpframe.releases.session import Session
 
         values = self._mechanism_params()
         if self.ledger is None:
@@ -198,7 +198,7 @@ class _Synthesizer(_Release):
         else:
             if isinstance(n, bool) or not isinstance(n, (int, np.integer)) or n < 1:
                 raise ParameterError(f"n must be a whole number >= 1, got {n!r}.")
-            from dpframe.samplers import make_sampler
+            from dpframe.privacy.samplers import make_sampler
 
             sampler = make_sampler(random_state)
             rows = (
@@ -294,7 +294,7 @@ class DPPCA(TransformerMixin, _Release):
 
     def fit(self, X: Any, y: Any = None) -> DPPCA:
         """One DP release of the principal directions of ``X`` (``y`` is ignored)."""
-        from dpframe.units import UnitMap
+        from dpframe.data.units import UnitMap
 
         dataset = self._fit(X, None)
         release = self.release_

@@ -33,6 +33,6 @@ def datasets_dir() -> Path:
 @pytest.fixture
 def seeded():
     """A factory of seeded samplers: ``seeded(1234)``."""
-    from dpframe.samplers import SeededSampler
+    from dpframe.privacy.samplers import SeededSampler
 
     return SeededSampler

@@ -47,8 +47,8 @@ MECHANISM = '''
 import attrs
 
 from dpframe import Mechanism, PrivacyParams, Release, Sensitivity
-from dpframe.calibration import laplace_scale
-from dpframe.events import LaplaceEvent
+from dpframe.privacy.calibration import laplace_scale
+from dpframe.privacy.events import LaplaceEvent
 
 
 @attrs.frozen(kw_only=True)

@@ -15,13 +15,13 @@ from typing import Any
 import attrs
 import numpy as np
 
-from dpframe.budget import RTOL, Budget
+from dpframe.data.relation import Relation
 from dpframe.errors import LedgerError
-from dpframe.events import PrivacyEvent, event_from_dict
 from dpframe.ledger.chain import canonical_json
-from dpframe.relation import Relation
-from dpframe.release import Release, _savable
-from dpframe.samplers import FLOAT_NOISE_UNSAFE
+from dpframe.privacy.budget import RTOL, Budget
+from dpframe.privacy.events import PrivacyEvent, event_from_dict
+from dpframe.privacy.samplers import FLOAT_NOISE_UNSAFE
+from dpframe.releases.release import Release, _savable
 
 FLAG_SEEDED = "seeded_sampler"
 FLAG_INFERRED = "bounds_inferred"
@@ -121,7 +121,7 @@ class NewBudget:
 class ChargeRequest:
     """What :meth:`Ledger.reserve` needs, parsed from the mapping ``execute()`` passes.
 
-    Keys set by :func:`dpframe.mechanism.execute`: ``mechanism, plugin, distribution,
+    Keys set by :func:`dpframe.releases.mechanism.execute`: ``mechanism, plugin, distribution,
     version, params, event, sampler, domain, dataset_fingerprint``. Keys set by the
     caller: ``budget_label`` (required), ``create_budget`` (a :class:`NewBudget` or a
     mapping ``{"epsilon", "delta", "accountant"}``), ``data_changed`` (bind these data to
@@ -310,7 +310,7 @@ class Balance:
     """What a budget has spent and has left, at its delta under its accountant.
 
     ``remaining = cap.epsilon - spent``, or 0 once that is within the budget tolerance
-    (:data:`dpframe.budget.RTOL`) of the cap, where no further request fits. Under
+    (:data:`dpframe.privacy.budget.RTOL`) of the cap, where no further request fits. Under
     accountants whose composition is sub-additive (RDP, zCDP, PLD) a further release may
     fit although its own epsilon exceeds ``remaining``; :meth:`Ledger.spend_rest`
     computes the exact room.

@@ -3,7 +3,7 @@
 A :class:`Fold` is the state every charging decision reads: the budgets (label,
 accountant, relation, cap, bound data fingerprints), the open reservations, and per
 budget the counts of its charges and the accountant's running total of their events
-(:meth:`dpframe.accountants.base.Accountant.running`). It is derived only from rows whose
+(:meth:`dpframe.privacy.accountants.base.Accountant.running`). It is derived only from rows whose
 hash was checked, in chain order, so a decision never rests on an unverified row.
 
 The store saves the fold as a **checkpoint** (``to_dict``, authenticated under the
@@ -20,12 +20,12 @@ import math
 from collections.abc import Callable, Iterable
 from typing import Any
 
-from dpframe.accountants.base import Accountant, RunningTotal
+from dpframe.data.relation import Relation
 from dpframe.errors import DPFrameError, EventError
-from dpframe.events import event_from_dict
 from dpframe.ledger.chain import GENESIS, KINDS, Problem, Row, entry_mac, row_hash, where
 from dpframe.ledger.records import DatasetBudget, cap_from_dict
-from dpframe.relation import Relation
+from dpframe.privacy.accountants.base import Accountant, RunningTotal
+from dpframe.privacy.events import event_from_dict
 
 CHECKPOINT_EVERY = 64
 """Rows between checkpoints: a write re-verifies at most this many rows."""

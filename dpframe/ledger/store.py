@@ -34,9 +34,7 @@ from typing import Any
 
 import attrs
 
-from dpframe.accountants.base import Accountant, RunningTotal, group_identical, same_accountant
-from dpframe.budget import RTOL, Budget, within
-from dpframe.calibration import smallest_noise
+from dpframe.data.relation import Relation
 from dpframe.errors import (
     BudgetExceededError,
     BudgetRefusedError,
@@ -45,7 +43,6 @@ from dpframe.errors import (
     ParameterError,
     UnsupportedEventError,
 )
-from dpframe.events import PrivacyEvent
 from dpframe.ledger import keys, schema
 from dpframe.ledger.chain import (
     GENESIS,
@@ -74,8 +71,16 @@ from dpframe.ledger.records import (
     release_digest,
 )
 from dpframe.ledger.state import CHECKPOINT_EVERY, Fold, StaleTotal, verify_rows
-from dpframe.relation import Relation
-from dpframe.release import Release
+from dpframe.privacy.accountants.base import (
+    Accountant,
+    RunningTotal,
+    group_identical,
+    same_accountant,
+)
+from dpframe.privacy.budget import RTOL, Budget, within
+from dpframe.privacy.calibration import smallest_noise
+from dpframe.privacy.events import PrivacyEvent
+from dpframe.releases.release import Release
 
 ENV_VAR = "DPFRAME_LEDGER"
 DEFAULT_ACCOUNTANT = "best"
@@ -158,7 +163,7 @@ def _open_failure(path: Path) -> str:
 class Ledger:
     """A privacy ledger in one SQLite file. Open with :meth:`open` or :meth:`init`.
 
-    Implements :class:`dpframe.mechanism.Charger`, so ``execute(..., ledger=ledger,
+    Implements :class:`dpframe.releases.mechanism.Charger`, so ``execute(..., ledger=ledger,
     request={"budget_label": ...})`` charges it. One Ledger may be shared by threads (its
     operations take turns); processes open their own.
     """
@@ -415,7 +420,7 @@ class Ledger:
         Composes the events of every earlier reservation of the budget (committed, failed
         or pending) with the request's under the budget's accountant (its running total),
         and appends the reservation only if the epsilon at the budget's delta stays within
-        the cap (:func:`dpframe.budget.within`). Refusals raise
+        the cap (:func:`dpframe.privacy.budget.within`). Refusals raise
         :class:`BudgetExceededError`, :class:`UnsupportedEventError` or
         :class:`LedgerError` and charge nothing.
         """
@@ -459,7 +464,7 @@ class Ledger:
 
     def commit(self, reservation: Reservation, release: Release) -> str:
         """Record the finished release (its digest); returns the charge id, which
-        :func:`~dpframe.mechanism.execute` stores in ``release.ledger_entry``."""
+        :func:`~dpframe.releases.mechanism.execute` stores in ``release.ledger_entry``."""
         self._check_reservation(reservation)
         if release.dataset_fingerprint not in (None, reservation.dataset_fingerprint):
             raise LedgerError("this release was made from other data than its reservation.")
@@ -500,7 +505,7 @@ class Ledger:
 
         ``factory`` maps the one free noise parameter (a noise multiplier, or ``1/ε`` of
         a mechanism planned at ``ε``) to the event; more noise must never cost more.
-        The search (:func:`dpframe.calibration.smallest_noise`) never returns a value
+        The search (:func:`dpframe.privacy.calibration.smallest_noise`) never returns a value
         whose total exceeds the cap. Another process may charge the budget before this
         one reserves; the reservation then refuses as usual.
         """
@@ -958,7 +963,7 @@ class Ledger:
             )
 
     def _accountant(self, budget: DatasetBudget) -> Accountant:
-        from dpframe.plugins import registry
+        from dpframe.releases.plugins import registry
 
         reg = self._registry if self._registry is not None else registry()
         return reg.accountant(budget.accountant, relation=budget.relation)
@@ -1084,7 +1089,7 @@ def accounting_delta(budget: DatasetBudget) -> float:
 
 def composition(accountant: Accountant, events: list[PrivacyEvent]) -> PrivacyEvent:
     """The sequential composition of a budget's charges (see
-    :func:`~dpframe.accountants.base.group_identical`)."""
+    :func:`~dpframe.privacy.accountants.base.group_identical`)."""
     return group_identical(accountant, events)
 
 
@@ -1154,7 +1159,7 @@ def _append(
 def _create(target: Path, key_file: Path, anchor_file: Path, timeout: float) -> bool:
     """Create a new ledger at ``target`` with its key file (kept if it exists) and
     anchor; False if another process created one there first (then that one is used)."""
-    from dpframe import __version__
+    from dpframe.version import __version__
 
     key = keys.read_key(key_file) or keys.create_key(key_file)
 
@@ -1256,7 +1261,7 @@ def _lookup(budgets: dict[str, DatasetBudget], name: str | DatasetBudget | None)
 def _reserve_body(
     req: ChargeRequest, budget: DatasetBudget, alone: float, after: float
 ) -> dict[str, Any]:
-    from dpframe import __version__
+    from dpframe.version import __version__
 
     return {
         "budget_label": budget.label,

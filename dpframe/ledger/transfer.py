@@ -262,7 +262,7 @@ def migrate_ledger(
     records the source's ledger id and head (``migrated_from``), so the old file can be
     matched to the new ledger later. The source is not changed: retire it.
     """
-    from dpframe import __version__
+    from dpframe.version import __version__
 
     old_path = Path(source)
     with Ledger.open(old_path, **options) as old:

@@ -29,10 +29,11 @@ from typing import Any
 
 import attrs
 
-from dpframe.accountants.base import Accountant
-from dpframe.calibration import gdp_delta, gdp_epsilon
+from dpframe.data.relation import Relation
 from dpframe.errors import UnsupportedEventError
-from dpframe.events import (
+from dpframe.privacy.accountants.base import Accountant
+from dpframe.privacy.calibration import gdp_delta, gdp_epsilon
+from dpframe.privacy.events import (
     ComposedEvent,
     EpsilonDeltaEvent,
     ExponentialMechanismEvent,
@@ -47,7 +48,6 @@ from dpframe.events import (
     SelfComposedEvent,
     ZCDPEvent,
 )
-from dpframe.relation import Relation
 from dpframe.testing.audits import gdp_mu
 
 RTOL = 1e-6
@@ -121,7 +121,7 @@ def selection_oracle(event: PrivacyEvent, delta: float) -> Bracket:
     one has probability 1/2 on D and ``1/(1 + e^-eps)`` on D'; k runs give a binomial
     privacy loss); upper, the published bounds ``min(k eps, zCDP(k eps^2/8))`` (Cesar and
     Rogers 2021, converted by Canonne, Kamath, Steinke 2020)."""
-    from dpframe.accountants.zcdp import zcdp_epsilon
+    from dpframe.privacy.accountants.zcdp import zcdp_epsilon
 
     count = 1
     if isinstance(event, SelfComposedEvent):

@@ -42,8 +42,8 @@ import numpy as np
 from scipy import stats
 from scipy.special import ndtr, ndtri
 
-from dpframe.dataset import Dataset
-from dpframe.events import (
+from dpframe.data.dataset import Dataset
+from dpframe.privacy.events import (
     ComposedEvent,
     DiscreteGaussianEvent,
     GaussianEvent,
@@ -52,8 +52,8 @@ from dpframe.events import (
     PrivacyEvent,
     SelfComposedEvent,
 )
-from dpframe.mechanism import Mechanism
-from dpframe.samplers import SeededSampler
+from dpframe.privacy.samplers import SeededSampler
+from dpframe.releases.mechanism import Mechanism
 from dpframe.testing.neighbours import Pair
 
 ALPHA = 1e-6
@@ -179,7 +179,7 @@ def gdp_mu(event: PrivacyEvent) -> float | None:
 def claimed_tradeoff(mechanism: Mechanism, params: Any, dataset: Dataset) -> TradeOff:
     """The claim to audit: mu-GDP for an all-Gaussian event, pure epsilon-DP for an event
     the ``pure`` accountant supports, else the ``(epsilon, delta)`` of the parameters."""
-    from dpframe.accountants.pure import PureAccountant
+    from dpframe.privacy.accountants.pure import PureAccountant
 
     event = mechanism.plan(params, dataset.domain)
     mu = gdp_mu(event)
@@ -586,7 +586,7 @@ def _rounded(raw: Statistic, name: str, v0: np.ndarray, v1: np.ndarray) -> Stati
 
     Floating-point outputs carry ULP-level traces of the exact query they were computed
     from (Mironov 2012; dpframe's samplers do not mitigate this, see
-    :mod:`dpframe.samplers`). A threshold placed inside a group of near-equal values
+    :mod:`dpframe.privacy.samplers`). A threshold placed inside a group of near-equal values
     (the saturated Laplace ratio makes many) can read those traces and "refute" any
     calibration. Rounding the statistic far above rounding error makes the audit blind
     to them, so that it tests the noise calibration it is meant to test."""

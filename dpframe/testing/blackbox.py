@@ -23,10 +23,10 @@ from typing import Any
 
 import numpy as np
 
-from dpframe.dataset import Dataset
-from dpframe.mechanism import Mechanism
-from dpframe.relation import Relation
-from dpframe.samplers import SeededSampler
+from dpframe.data.dataset import Dataset
+from dpframe.data.relation import Relation
+from dpframe.privacy.samplers import SeededSampler
+from dpframe.releases.mechanism import Mechanism
 from dpframe.testing.audits import (
     PrivacyViolation,
     TradeOff,

@@ -26,11 +26,11 @@ from typing import Any
 import attrs
 import numpy as np
 
-from dpframe.dataset import Dataset
-from dpframe.domain import Classes
-from dpframe.mechanism import Mechanism, execute
-from dpframe.release import Release
-from dpframe.samplers import SeededSampler
+from dpframe.data.dataset import Dataset
+from dpframe.data.domain import Classes
+from dpframe.privacy.samplers import SeededSampler
+from dpframe.releases.mechanism import Mechanism, execute
+from dpframe.releases.release import Release
 
 STDLIB_FUNCTIONS = (
     "random",
@@ -190,8 +190,8 @@ def check_cli_secure_by_default(
     sampler. Returns the written release metadata. The mechanism must be registered."""
     from click.testing import CliRunner
 
-    from dpframe.cli import cli
-    from dpframe.cli.release_cmd import release as release_command
+    from dpframe.apps.cli import cli
+    from dpframe.apps.cli.release_cmd import release as release_command
 
     workdir.mkdir(parents=True, exist_ok=True)
     data = workdir / "data.npz"

@@ -23,19 +23,19 @@ from typing import Any
 import attrs
 import numpy as np
 
-from dpframe.calibration import gdp_epsilon
-from dpframe.dataset import Dataset
-from dpframe.domain import Domain
+from dpframe.data.dataset import Dataset
+from dpframe.data.domain import Domain
 from dpframe.errors import DataError, DomainError
-from dpframe.events import (
+from dpframe.privacy.calibration import gdp_epsilon
+from dpframe.privacy.events import (
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
     ExponentialMechanismEvent,
     GaussianEvent,
     LaplaceEvent,
 )
-from dpframe.mechanism import Mechanism, Sensitivity, execute
-from dpframe.samplers import SeededSampler
+from dpframe.privacy.samplers import SeededSampler
+from dpframe.releases.mechanism import Mechanism, Sensitivity, execute
 from dpframe.testing.audits import (
     ALPHA,
     AuditResult,
@@ -368,7 +368,7 @@ class Kit:
         first, second = SeededSampler(31), SeededSampler(31)
         one = self.mechanism.noisy_stages(dataset, params, first, 4)
         two = doubled.noisy_stages(dataset, params, second, 4)
-        # Releases on a grid (dpframe.noise) round the statistic: allow one step of the
+        # Releases on a grid (dpframe.privacy.noise) round the statistic: allow one step of the
         # coarsest grid used (the doubled sensitivity doubles the grid, not the integers).
         step = max((g["granularity"] for g in (*first.grids, *second.grids)), default=0.0)
         compared = [
@@ -527,7 +527,7 @@ class Kit:
                     f"finest power of two they use is {g1:.6g} on D and {g2:.6g} on D' "
                     f"(largest |value| {top1:.6g} and {top2:.6g}), so some output on one "
                     "dataset is impossible on the other (Mironov 2012). Add the noise with "
-                    f"dpframe.noise (exact integer noise on a grid).\n{pair.describe()}"
+                    f"dpframe.privacy.noise (exact integer noise on a grid).\n{pair.describe()}"
                 )
 
     def _noisy_values(self, dataset: Dataset, params: Any, seed: int) -> dict[str, np.ndarray]:
@@ -553,7 +553,7 @@ class Kit:
         """The planned event meets the parameters' (epsilon, delta): exactly through mu-GDP
         for Gaussian events, else with the most favourable registered accountant that
         supports it (skipped when none does)."""
-        from dpframe.plugins import registry
+        from dpframe.releases.plugins import registry
 
         dataset = self.dataset()
         params = self.params(dataset.domain)
@@ -695,7 +695,7 @@ class Kit:
 
     def registered(self) -> bool:
         """Whether ``dpframe`` (and its CLI) know this mechanism's class by its name."""
-        from dpframe.plugins import registry
+        from dpframe.releases.plugins import registry
 
         entry = registry().entries("mechanism").get(self.mechanism.name)
         return entry is not None and entry.obj is type(self.mechanism)

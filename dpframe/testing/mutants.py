@@ -25,11 +25,11 @@ import attrs
 import numpy as np
 from numpy.typing import ArrayLike
 
-from dpframe.dataset import Dataset
-from dpframe.domain import Domain
-from dpframe.mechanism import Mechanism, Sensitivity
-from dpframe.release import Release
-from dpframe.samplers import Sampler, Shape
+from dpframe.data.dataset import Dataset
+from dpframe.data.domain import Domain
+from dpframe.privacy.samplers import Sampler, Shape
+from dpframe.releases.mechanism import Mechanism, Sensitivity
+from dpframe.releases.release import Release
 from dpframe.testing.neighbours import unclipped
 
 SensitivityValue = Sensitivity | float

@@ -21,11 +21,11 @@ from typing import Any
 import attrs
 import numpy as np
 
-from dpframe.dataset import Dataset
-from dpframe.domain import Classes, ClipReport, Domain, Target
+from dpframe.data.dataset import Dataset
+from dpframe.data.domain import Classes, ClipReport, Domain, Target
+from dpframe.data.relation import Relation
 from dpframe.errors import DomainError
-from dpframe.relation import Relation
-from dpframe.samplers import Sampler
+from dpframe.privacy.samplers import Sampler
 
 OUTLIER_SCALE = 1e6  # "far outside": a million times the width of the box
 MAX_CORNERS = 128
@@ -295,7 +295,7 @@ class RecordSpace:
 def _fixed_bits(count: int, m: int) -> list[np.ndarray]:
     """``count`` reproducible pseudo-random 0/1 patterns of length ``m`` (no global RNG:
     a fixed-seed sampler)."""
-    from dpframe.samplers import SeededSampler
+    from dpframe.privacy.samplers import SeededSampler
 
     return list(SeededSampler(2024).integers(0, 2, (count, m)))
 

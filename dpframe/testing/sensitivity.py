@@ -32,11 +32,11 @@ from typing import Any
 import attrs
 import numpy as np
 
-from dpframe.dataset import Dataset
+from dpframe.data.dataset import Dataset
+from dpframe.data.relation import Relation
 from dpframe.errors import DPFrameError
-from dpframe.mechanism import Mechanism, Sensitivity
-from dpframe.relation import Relation
-from dpframe.samplers import SeededSampler
+from dpframe.privacy.samplers import SeededSampler
+from dpframe.releases.mechanism import Mechanism, Sensitivity
 from dpframe.testing.neighbours import (
     BaseFactory,
     Pair,

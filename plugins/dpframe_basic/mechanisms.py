@@ -2,13 +2,13 @@
 
 Each mechanism releases ``q(D) + noise`` for ``q`` the mean or the centred second moment
 (covariance about the domain's public centre) of the clipped rows, on a grid with exact
-integer noise (:func:`dpframe.noise.grid_release`: discrete Laplace or discrete Gaussian).
+integer noise (:func:`dpframe.privacy.noise.grid_release`: discrete Laplace or discrete Gaussian).
 The noise scale is ``sensitivity x noise_multiplier``; the sensitivity comes from
-:mod:`dpframe_basic.sensitivity`, the multiplier from :func:`dpframe.noise.plan_stages`
-and the grid's rounding inflation from :func:`dpframe.noise.grid_for`, so this file
+:mod:`dpframe_basic.sensitivity`, the multiplier from :func:`dpframe.privacy.noise.plan_stages`
+and the grid's rounding inflation from :func:`dpframe.privacy.noise.grid_for`, so this file
 contains no privacy arithmetic of its own.
 
-Units (:mod:`dpframe.units`). The mean is computed by default on the records rescaled to
+Units (:mod:`dpframe.data.units`). The mean is computed by default on the records rescaled to
 ``[-1, 1]`` by the public box and mapped back, so each column's noise is in proportion to
 its own range and the release does not depend on the units the domain is declared in;
 the mean is then clamped to the box (``in_domain``). The covariance about the public
@@ -24,19 +24,19 @@ import attrs
 import numpy as np
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
+from dpframe.data.stats import moments
+from dpframe.data.units import data_coordinates, in_domain_param, units_param
 from dpframe.errors import ParameterError
-from dpframe.events import PrivacyEvent
-from dpframe.linalg import psd_project
-from dpframe.noise import (
+from dpframe.privacy.events import PrivacyEvent
+from dpframe.privacy.noise import (
     NoisyStage,
     batch_perturb,
     plan_stages,
     symmetric_entries,
     symmetric_matrix,
 )
-from dpframe.samplers import Sampler
-from dpframe.stats import moments
-from dpframe.units import data_coordinates, in_domain_param, units_param
+from dpframe.privacy.samplers import Sampler
+from dpframe.releases.linalg import psd_project
 from dpframe_basic.sensitivity import covariance_sensitivity, mean_sensitivity
 
 Query = Literal["mean", "covariance"]
@@ -71,8 +71,8 @@ class GaussianParams(PrivacyParams):
 def _query_value(dataset: Dataset, query: str, family: str) -> np.ndarray:
     """The exact (pre-noise) query, as the vector of independently noised entries: for a
     covariance, its upper triangle (Laplace) or ``svec`` (Gaussian; off-diagonal entries
-    times sqrt(2), an isometry to the Frobenius norm, see :mod:`dpframe.noise`). One pass
-    over the data's chunks (:func:`dpframe.stats.moments`), so any source serves."""
+    times sqrt(2), an isometry to the Frobenius norm, see :mod:`dpframe.privacy.noise`). One pass
+    over the data's chunks (:func:`dpframe.data.stats.moments`), so any source serves."""
     if query == "mean":
         return moments(dataset, outer=False).total / dataset.n_records
     centre = dataset.domain.centre()

@@ -1,6 +1,6 @@
 """Sensitivities of the bounded queries, replace-one (the record count n is public).
 
-The lemmas are proved once, in :mod:`dpframe.sensitivities`, for records ``v = x - c``
+The lemmas are proved once, in :mod:`dpframe.privacy.sensitivities`, for records ``v = x - c``
 centred at the domain's public centre ``c`` with ``|v_j| <= r_j`` (box half-widths) and
 ``||v||_2 <= R`` (the domain's radius); neighbouring datasets differ in one record.
 
@@ -18,7 +18,7 @@ off-diagonal entries times sqrt(2)) under Gaussian noise:
 from __future__ import annotations
 
 from dpframe import Domain
-from dpframe.sensitivities import Region, public_count, second_moment, vector_sum
+from dpframe.privacy.sensitivities import Region, public_count, second_moment, vector_sum
 
 
 def mean_sensitivity(domain: Domain, norm: str) -> float:

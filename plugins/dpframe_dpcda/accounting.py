@@ -42,9 +42,10 @@ import math
 
 import attrs
 
-from dpframe.accountants import Accountant
+from dpframe.data.relation import Relation
 from dpframe.errors import DPFrameError, ParameterError
-from dpframe.events import (
+from dpframe.privacy.accountants import Accountant
+from dpframe.privacy.events import (
     GaussianEvent,
     ParallelEvent,
     PoissonSampledEvent,
@@ -52,7 +53,6 @@ from dpframe.events import (
     SampledWithoutReplacementEvent,
     SelfComposedEvent,
 )
-from dpframe.relation import Relation
 
 CALIBRATION_ACCOUNTANT = "rdp"
 """The accountant that turns a target (epsilon, delta) into a noise multiplier."""
@@ -111,7 +111,7 @@ class Pools:
 
 
 def _rdp_accountant(relation: Relation, purpose: str, fallback: str) -> Accountant:
-    from dpframe.plugins import registry
+    from dpframe.releases.plugins import registry
 
     try:
         return registry().accountant(CALIBRATION_ACCOUNTANT, relation=relation)
@@ -125,12 +125,12 @@ def _rdp_accountant(relation: Relation, purpose: str, fallback: str) -> Accounta
 @functools.lru_cache(maxsize=256)
 def calibrate_noise(pools: Pools, epsilon: float, delta: float) -> float:
     """The smallest noise multiplier whose event costs at most ``(epsilon, delta)`` under
-    the RDP accountant (:func:`dpframe.calibration.calibrate`)."""
+    the RDP accountant (:func:`dpframe.privacy.calibration.calibrate`)."""
     try:
-        from dpframe.calibration import calibrate
+        from dpframe.privacy.calibration import calibrate
     except ImportError:
         raise ParameterError(
-            "calibrating DP-CDA to a target epsilon needs dpframe.calibration.calibrate, "
+            "calibrating DP-CDA to a target epsilon needs dpframe.privacy.calibration.calibrate, "
             "which this dpframe does not have; give noise_multiplier instead."
         ) from None
     accountant = _rdp_accountant(

@@ -29,12 +29,12 @@ from scipy import sparse
 from scipy.stats import binom
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
+from dpframe.data.relation import Relation
+from dpframe.data.units import data_coordinates, in_domain_param
 from dpframe.errors import DomainError, ParameterError
-from dpframe.events import PrivacyEvent
-from dpframe.params import one_of, optional, positive, positive_int
-from dpframe.relation import Relation
-from dpframe.samplers import Sampler
-from dpframe.units import data_coordinates, in_domain_param
+from dpframe.privacy.events import PrivacyEvent
+from dpframe.privacy.samplers import Sampler
+from dpframe.releases.params import one_of, optional, positive, positive_int
 from dpframe_dpcda.accounting import (
     Pools,
     calibrate_noise,

@@ -24,7 +24,7 @@ from decimal import MAX_EMAX, MIN_EMIN, Decimal, localcontext
 import numpy as np
 
 from dpframe.errors import ParameterError, UnsupportedEventError
-from dpframe.events import (
+from dpframe.privacy.events import (
     ComposedEvent,
     GaussianEvent,
     NoOpEvent,

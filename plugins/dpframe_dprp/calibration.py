@@ -40,13 +40,13 @@ DiscreteGaussian(s2/Delta_2), EpsilonDelta(0, delta_R))`` is a valid description
 every accountant that is valid for a genuine composition.
 
 Exact noise. Both stages are released on a grid with discrete Gaussian noise
-(:func:`dpframe.noise.grid_release`): rounding inflates ``Delta_1`` and ``Delta_2`` in grid
+(:func:`dpframe.privacy.noise.grid_release`): rounding inflates ``Delta_1`` and ``Delta_2`` in grid
 units by ``⌈√d⌉`` (``d = n k1`` and ``d = w(w+1)/2``), and the integer noise is scaled to
 that, so the multipliers are unchanged. Conditioning on R is unaffected: for each R in G
 the rounded projection's integer shifts have L2 norm at most ``Delta_1/γ + ⌈√d⌉``.
 
 Calibration. ``delta_R = failure_share * delta``; the two discrete Gaussian stages split
-the rest through zCDP (:func:`dpframe.calibration.split_zcdp`, ``rho = 1/(2 z^2)`` per
+the rest through zCDP (:func:`dpframe.privacy.calibration.split_zcdp`, ``rho = 1/(2 z^2)`` per
 stage, CKS 2020): ``split_zcdp(epsilon, delta - delta_R, [b1, 1 - b1])``. The total is
 then ``(epsilon, delta)`` (conservatively: ``delta_G + delta_R >= delta_G + delta_R
 (1 - delta_G)``).
@@ -62,10 +62,10 @@ import math
 
 import attrs
 
-from dpframe.calibration import split_zcdp
+from dpframe.data.relation import Relation
 from dpframe.errors import ParameterError
-from dpframe.events import DiscreteGaussianEvent, EpsilonDeltaEvent, PrivacyEvent, compose
-from dpframe.relation import Relation
+from dpframe.privacy.calibration import split_zcdp
+from dpframe.privacy.events import DiscreteGaussianEvent, EpsilonDeltaEvent, PrivacyEvent, compose
 
 
 def laurent_massart_factor(k1: int, failure_probability: float) -> float:

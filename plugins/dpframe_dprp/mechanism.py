@@ -24,15 +24,15 @@ import attrs
 import numpy as np
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
-from dpframe.domain import Classes, Target
+from dpframe.data.domain import Classes, Target
+from dpframe.data.relation import Relation
+from dpframe.data.units import data_coordinates, in_domain_param
 from dpframe.errors import DomainError, ParameterError
-from dpframe.events import PrivacyEvent
-from dpframe.linalg import from_upper_triangle, psd_project, top_eigen, upper_triangle
-from dpframe.noise import grid_release
-from dpframe.params import one_of, optional, positive, positive_int, probability_open
-from dpframe.relation import Relation
-from dpframe.samplers import Sampler, SeededSampler
-from dpframe.units import data_coordinates, in_domain_param
+from dpframe.privacy.events import PrivacyEvent
+from dpframe.privacy.noise import grid_release
+from dpframe.privacy.samplers import Sampler, SeededSampler
+from dpframe.releases.linalg import from_upper_triangle, psd_project, top_eigen, upper_triangle
+from dpframe.releases.params import one_of, optional, positive, positive_int, probability_open
 from dpframe_dprp.calibration import Calibration, calibrate
 
 CHUNK_ROWS = 8192

@@ -21,9 +21,11 @@ import attrs
 import numpy as np
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
+from dpframe.data.stats import Scratch, reduce
+from dpframe.data.units import data_coordinates, in_domain_param, units_param
 from dpframe.errors import ParameterError
-from dpframe.events import ParallelEvent, PrivacyEvent, compose
-from dpframe.noise import (
+from dpframe.privacy.events import ParallelEvent, PrivacyEvent, compose
+from dpframe.privacy.noise import (
     batch_perturb,
     check_family,
     family_param,
@@ -31,12 +33,15 @@ from dpframe.noise import (
     symmetric_entries,
     symmetric_matrix,
 )
-from dpframe.params import one_of, optional, positive_int, probability_open
-from dpframe.samplers import Sampler
-from dpframe.sensitivities import Region, check_dimension, check_projection
-from dpframe.stats import Scratch, reduce
-from dpframe.synthesis import class_conditional, map_back, moments_to_gaussian, n_synthetic_param
-from dpframe.units import data_coordinates, in_domain_param, units_param
+from dpframe.privacy.samplers import Sampler
+from dpframe.privacy.sensitivities import Region, check_dimension, check_projection
+from dpframe.releases.params import one_of, optional, positive_int, probability_open
+from dpframe.releases.synthesis import (
+    class_conditional,
+    map_back,
+    moments_to_gaussian,
+    n_synthetic_param,
+)
 from dpframe_gmm.sensitivity import STAGES, feature_region, stages
 
 CHUNK_ROWS = 8192

@@ -1,4 +1,4 @@
-"""Calibration of the GMM; the proofs are in README.md and :mod:`dpframe.sensitivities`.
+"""Calibration of the GMM; the proofs are in README.md and :mod:`dpframe.privacy.sensitivities`.
 
 Replace-one, ``N`` public, classes from the domain's public class list. Each record
 enters only through ``u = W^T (x - c)`` (``W`` the identity, a Haar draw, or a supplied
@@ -11,7 +11,7 @@ for Laplace, svec for Gaussian). No private count enters a noise scale (the pape
 A replaced record either stays in its class (``u -> u'``: a *replace* change of one
 class's statistics) or moves from class ``k`` to ``l`` (an *add* change of class ``l``
 and a *remove* change of class ``k``). Per stage, with ``rep`` and ``add`` the bounds of
-:mod:`dpframe.sensitivities`:
+:mod:`dpframe.privacy.sensitivities`:
 
 ============  ====================  ===================  =============================
 stage         replace (one class)   add/remove (a class)  moving class (two classes)
@@ -45,8 +45,8 @@ import math
 import attrs
 
 from dpframe import Domain
-from dpframe.noise import NoisyStage, norm_of, plan_stages
-from dpframe.sensitivities import Region, public_count, second_moment, vector_sum
+from dpframe.privacy.noise import NoisyStage, norm_of, plan_stages
+from dpframe.privacy.sensitivities import Region, public_count, second_moment, vector_sum
 
 STAGES = ("counts", "sums", "second_moments")
 

@@ -19,9 +19,10 @@ import attrs
 import numpy as np
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
-from dpframe.events import PrivacyEvent, compose
-from dpframe.linalg import psd_project, top_eigen
-from dpframe.noise import (
+from dpframe.data.stats import Scratch, reduce
+from dpframe.data.units import data_coordinates, units_param
+from dpframe.privacy.events import PrivacyEvent, compose
+from dpframe.privacy.noise import (
     batch_perturb,
     check_family,
     family_param,
@@ -29,11 +30,10 @@ from dpframe.noise import (
     symmetric_entries,
     symmetric_matrix,
 )
-from dpframe.params import positive_int
-from dpframe.samplers import Sampler
-from dpframe.sensitivities import check_dimension
-from dpframe.stats import Scratch, reduce
-from dpframe.units import data_coordinates, units_param
+from dpframe.privacy.samplers import Sampler
+from dpframe.privacy.sensitivities import check_dimension
+from dpframe.releases.linalg import psd_project, top_eigen
+from dpframe.releases.params import positive_int
 from dpframe_lappca.sensitivity import stages
 
 

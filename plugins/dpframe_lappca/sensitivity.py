@@ -1,4 +1,4 @@
-"""Calibration of Lap-PCA; the proofs are in README.md and :mod:`dpframe.sensitivities`.
+"""Calibration of Lap-PCA; the proofs are in README.md and :mod:`dpframe.privacy.sensitivities`.
 
 The query is the second moment about the domain's public centre ``c``,
 ``C(D) = (1/N) sum_i (x_i - c)(x_i - c)^T``, released as its upper triangle (Laplace) or
@@ -17,8 +17,8 @@ Components and eigenvalues are post-processing of the noisy matrix.
 from __future__ import annotations
 
 from dpframe import Domain
-from dpframe.noise import NoisyStage, norm_of, plan_stages
-from dpframe.sensitivities import Region, public_count, second_moment
+from dpframe.privacy.noise import NoisyStage, norm_of, plan_stages
+from dpframe.privacy.sensitivities import Region, public_count, second_moment
 
 
 def covariance_sensitivity(domain: Domain, family: str) -> float:

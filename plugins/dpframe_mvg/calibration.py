@@ -44,10 +44,10 @@ import math
 import attrs
 import numpy as np
 
-from dpframe.calibration import gdp_mu
+from dpframe.data.relation import Relation
 from dpframe.errors import ParameterError
-from dpframe.events import EpsilonDeltaEvent, GaussianEvent, PrivacyEvent
-from dpframe.relation import Relation
+from dpframe.privacy.calibration import gdp_mu
+from dpframe.privacy.events import EpsilonDeltaEvent, GaussianEvent, PrivacyEvent
 from dpframe_mvg.allocation import max_pnr_linear, max_pnr_quadratic
 from dpframe_mvg.sensitivity import QuerySpec, WhitenedSensitivity
 

@@ -88,7 +88,8 @@ def check_signal_covariance(covariance: np.ndarray) -> np.ndarray:
     if smallest < -1e-9 * scale:
         raise ParameterError(
             f"signal_covariance must be positive semi-definite, but its smallest eigenvalue is "
-            f"{smallest:.3g}; project a noisy covariance first (dpframe.linalg.psd_project)."
+            f"{smallest:.3g}; project a noisy covariance first "
+            "(dpframe.releases.linalg.psd_project)."
         )
     return (c + c.T) / 2
 

@@ -17,12 +17,12 @@ import attrs
 import numpy as np
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
+from dpframe.data.units import data_coordinates, units_param
 from dpframe.errors import ParameterError
-from dpframe.events import PrivacyEvent
-from dpframe.linalg import psd_project
-from dpframe.params import one_of, optional, positive
-from dpframe.samplers import Sampler
-from dpframe.units import data_coordinates, units_param
+from dpframe.privacy.events import PrivacyEvent
+from dpframe.privacy.samplers import Sampler
+from dpframe.releases.linalg import psd_project
+from dpframe.releases.params import one_of, optional, positive
 from dpframe_mvg.allocation import binary_shares, check_powers, check_shares, uniform_shares
 from dpframe_mvg.calibration import Allocation, Calibration, calibrate_exact, calibrate_theorem
 from dpframe_mvg.directions import (

@@ -6,7 +6,7 @@ from __future__ import annotations
 from typing import Any
 
 from dpframe import hookimpl
-from dpframe.plugins import Lazy
+from dpframe.releases.hookspecs import Lazy
 
 
 @hookimpl

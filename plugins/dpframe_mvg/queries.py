@@ -19,9 +19,9 @@ from collections.abc import Callable
 import numpy as np
 
 from dpframe import Dataset
+from dpframe.data.stats import moments
 from dpframe.errors import ParameterError
-from dpframe.linalg import psd_project
-from dpframe.stats import moments
+from dpframe.releases.linalg import psd_project
 from dpframe_mvg.sensitivity import QuerySpec
 
 QueryFunction = Callable[[Dataset], np.ndarray]

@@ -31,10 +31,11 @@ import attrs
 import numpy as np
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
+from dpframe.data.stats import Scratch, reduce
+from dpframe.data.units import data_coordinates, in_domain_param, units_param
 from dpframe.errors import ParameterError
-from dpframe.events import PrivacyEvent, compose
-from dpframe.linalg import psd_project
-from dpframe.noise import (
+from dpframe.privacy.events import PrivacyEvent, compose
+from dpframe.privacy.noise import (
     batch_perturb,
     check_family,
     family_param,
@@ -42,12 +43,11 @@ from dpframe.noise import (
     symmetric_entries,
     symmetric_matrix,
 )
-from dpframe.params import one_of, optional, positive_int, probability_open
-from dpframe.samplers import Sampler
-from dpframe.sensitivities import Region, check_dimension, check_projection
-from dpframe.stats import Scratch, reduce
-from dpframe.synthesis import gaussian, map_back, n_synthetic_param, split_label
-from dpframe.units import data_coordinates, in_domain_param, units_param
+from dpframe.privacy.samplers import Sampler
+from dpframe.privacy.sensitivities import Region, check_dimension, check_projection
+from dpframe.releases.linalg import psd_project
+from dpframe.releases.params import one_of, optional, positive_int, probability_open
+from dpframe.releases.synthesis import gaussian, map_back, n_synthetic_param, split_label
 from dpframe_pcagauss.sensitivity import stages, supervised_regions
 
 CHUNK_ROWS = 8192

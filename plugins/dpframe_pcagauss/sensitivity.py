@@ -1,4 +1,4 @@
-"""Calibration of PCA-Gauss; the proofs are in README.md and :mod:`dpframe.sensitivities`.
+"""Calibration of PCA-Gauss; the proofs are in README.md and :mod:`dpframe.privacy.sensitivities`.
 
 Replace-one, ``N`` public. Records are centred at the domain's public centre ``c`` (or at
 a DP mean, clamped into the domain, after which every centred row is clipped back to the
@@ -34,8 +34,8 @@ from __future__ import annotations
 
 from dpframe import Domain
 from dpframe.errors import ParameterError
-from dpframe.noise import NoisyStage, norm_of, plan_stages
-from dpframe.sensitivities import (
+from dpframe.privacy.noise import NoisyStage, norm_of, plan_stages
+from dpframe.privacy.sensitivities import (
     Region,
     labelled_region,
     labelled_second_moment,

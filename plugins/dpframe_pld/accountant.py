@@ -49,7 +49,9 @@ import functools
 import math
 from typing import Any
 
-from dpframe.accountants.base import (
+from dpframe.data.relation import Relation
+from dpframe.errors import ParameterError, UnsupportedEventError
+from dpframe.privacy.accountants.base import (
     SUPPORTED,
     Accountant,
     EventCache,
@@ -58,9 +60,8 @@ from dpframe.accountants.base import (
     check_epsilon,
     unsupported,
 )
-from dpframe.accountants.rdp import gaussian_noise_multiplier
-from dpframe.errors import ParameterError, UnsupportedEventError
-from dpframe.events import (
+from dpframe.privacy.accountants.rdp import gaussian_noise_multiplier
+from dpframe.privacy.events import (
     ComposedEvent,
     DiscreteLaplaceEvent,
     EpsilonDeltaEvent,
@@ -74,7 +75,6 @@ from dpframe.events import (
     PrivacyEvent,
     SelfComposedEvent,
 )
-from dpframe.relation import Relation
 
 INSTALL_HINT = (
     "the 'pld' accountant needs dp-accounting; install it with `pip install dpframe[pld]`."

@@ -16,11 +16,11 @@ import attrs
 import numpy as np
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
+from dpframe.data.relation import Relation
 from dpframe.errors import DomainError, ParameterError
-from dpframe.events import ExponentialMechanismEvent, PrivacyEvent
-from dpframe.params import nonnegative_int, positive_int, probability_open
-from dpframe.relation import Relation
-from dpframe.samplers import Sampler
+from dpframe.privacy.events import ExponentialMechanismEvent, PrivacyEvent
+from dpframe.privacy.samplers import Sampler
+from dpframe.releases.params import nonnegative_int, positive_int, probability_open
 from dpframe_quantile.sensitivity import score_sensitivity
 
 

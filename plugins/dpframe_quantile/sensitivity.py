@@ -12,7 +12,7 @@
 
 from __future__ import annotations
 
-from dpframe.relation import Relation
+from dpframe.data.relation import Relation
 
 
 def score_sensitivity(quantile: float, relation: Relation) -> float:

@@ -23,9 +23,10 @@ import attrs
 import numpy as np
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
-from dpframe.events import PrivacyEvent, compose
-from dpframe.linalg import psd_project
-from dpframe.noise import (
+from dpframe.data.stats import Scratch, reduce
+from dpframe.data.units import data_coordinates, in_domain_param, units_param
+from dpframe.privacy.events import PrivacyEvent, compose
+from dpframe.privacy.noise import (
     batch_perturb,
     check_family,
     family_param,
@@ -33,12 +34,11 @@ from dpframe.noise import (
     symmetric_entries,
     symmetric_matrix,
 )
-from dpframe.params import one_of, positive_int, probability_open
-from dpframe.samplers import Sampler
-from dpframe.sensitivities import Region, check_dimension
-from dpframe.stats import Scratch, reduce
-from dpframe.synthesis import gaussian, map_back, n_synthetic_param, split_label
-from dpframe.units import data_coordinates, in_domain_param, units_param
+from dpframe.privacy.samplers import Sampler
+from dpframe.privacy.sensitivities import Region, check_dimension
+from dpframe.releases.linalg import psd_project
+from dpframe.releases.params import one_of, positive_int, probability_open
+from dpframe.releases.synthesis import gaussian, map_back, n_synthetic_param, split_label
 from dpframe_rongauss.sensitivity import stages
 
 CHUNK_ROWS = 8192

@@ -1,4 +1,4 @@
-"""Calibration of RON-Gauss; the proofs are in README.md and :mod:`dpframe.sensitivities`.
+"""Calibration of RON-Gauss; the proofs are in README.md and :mod:`dpframe.privacy.sensitivities`.
 
 Replace-one, ``n`` public. Every record enters the statistics only through unit vectors:
 ``u = (x - c)/||x - c||`` (pre-normalised) and ``z = W^T (u - mu~)/||u - mu~||`` with ``W``
@@ -26,8 +26,8 @@ Gaussian) mechanism and the two stages compose adaptively.
 from __future__ import annotations
 
 from dpframe import Domain
-from dpframe.noise import NoisyStage, norm_of, plan_stages
-from dpframe.sensitivities import (
+from dpframe.privacy.noise import NoisyStage, norm_of, plan_stages
+from dpframe.privacy.sensitivities import (
     Region,
     labelled_second_moment,
     public_count,

@@ -20,7 +20,8 @@ from dp_accounting import privacy_accountant as dpa_base
 from dp_accounting.pld import common, pld_privacy_accountant
 from dp_accounting.pld import privacy_loss_distribution as pld
 
-from dpframe.events import (
+from dpframe.data.relation import Relation
+from dpframe.privacy.events import (
     EpsilonDeltaEvent,
     GaussianEvent,
     LaplaceEvent,
@@ -29,8 +30,7 @@ from dpframe.events import (
     SelfComposedEvent,
     compose,
 )
-from dpframe.plugins import registry
-from dpframe.relation import Relation
+from dpframe.releases.plugins import registry
 
 AR = Relation.ADD_REMOVE
 R1 = Relation.REPLACE_ONE

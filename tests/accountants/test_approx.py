@@ -6,11 +6,11 @@ import math
 
 import pytest
 
-from dpframe.accountants.approx import ApproxAccountant
-from dpframe.accountants.composition import optimal_composition_epsilon
-from dpframe.accountants.zcdp import zcdp_epsilon
-from dpframe.calibration import gdp_epsilon
-from dpframe.events import (
+from dpframe.privacy.accountants.approx import ApproxAccountant
+from dpframe.privacy.accountants.composition import optimal_composition_epsilon
+from dpframe.privacy.accountants.zcdp import zcdp_epsilon
+from dpframe.privacy.calibration import gdp_epsilon
+from dpframe.privacy.events import (
     EpsilonDeltaEvent,
     GaussianEvent,
     LaplaceEvent,

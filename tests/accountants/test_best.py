@@ -4,11 +4,11 @@ from __future__ import annotations
 
 import pytest
 
-from dpframe.accountants.base import group_identical
-from dpframe.accountants.best import BestAccountant
-from dpframe.accountants.rdp import RDPAccountant
 from dpframe.errors import ParameterError, PluginError
-from dpframe.events import (
+from dpframe.privacy.accountants.base import group_identical
+from dpframe.privacy.accountants.best import BestAccountant
+from dpframe.privacy.accountants.rdp import RDPAccountant
+from dpframe.privacy.events import (
     EpsilonDeltaEvent,
     GaussianEvent,
     LaplaceEvent,
@@ -16,7 +16,7 @@ from dpframe.events import (
     SelfComposedEvent,
     compose,
 )
-from dpframe.plugins import registry
+from dpframe.releases.plugins import registry
 
 
 @pytest.mark.parametrize(

@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from dpframe.calibration import calibrate, gaussian_sigma
 from dpframe.errors import ParameterError, UnsupportedEventError
-from dpframe.events import (
+from dpframe.privacy.calibration import calibrate, gaussian_sigma
+from dpframe.privacy.events import (
     EpsilonDeltaEvent,
     GaussianEvent,
     LaplaceEvent,
@@ -17,7 +17,7 @@ from dpframe.events import (
     SelfComposedEvent,
     compose,
 )
-from dpframe.plugins import registry
+from dpframe.releases.plugins import registry
 
 CASES = [
     ("rdp", "add_remove", lambda z: SelfComposedEvent(

@@ -14,7 +14,7 @@ import math
 import mpmath as mp
 import pytest
 
-from dpframe.accountants.composition import (
+from dpframe.privacy.accountants.composition import (
     advanced_composition_epsilon,
     amplify,
     optimal_composition_delta,

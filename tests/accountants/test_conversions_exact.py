@@ -16,11 +16,11 @@ import math
 import numpy as np
 import pytest
 
-from dpframe.accountants.approx import ApproxAccountant
-from dpframe.accountants.renyi import DEFAULT_ORDERS, gaussian_rdp, rdp_delta, rdp_epsilon
-from dpframe.accountants.zcdp import zcdp_delta, zcdp_epsilon
-from dpframe.calibration import gdp_delta, gdp_epsilon
-from dpframe.events import EpsilonDeltaEvent, SelfComposedEvent, compose
+from dpframe.privacy.accountants.approx import ApproxAccountant
+from dpframe.privacy.accountants.renyi import DEFAULT_ORDERS, gaussian_rdp, rdp_delta, rdp_epsilon
+from dpframe.privacy.accountants.zcdp import zcdp_delta, zcdp_epsilon
+from dpframe.privacy.calibration import gdp_delta, gdp_epsilon
+from dpframe.privacy.events import EpsilonDeltaEvent, SelfComposedEvent, compose
 
 mp = pytest.importorskip("mpmath").mp
 mpmath = pytest.importorskip("mpmath")

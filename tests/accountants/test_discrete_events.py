@@ -10,13 +10,13 @@ import numpy as np
 import pytest
 
 from dpframe.errors import UnsupportedEventError
-from dpframe.events import (
+from dpframe.privacy.events import (
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
     compose,
     event_from_json,
 )
-from dpframe.plugins import registry
+from dpframe.releases.plugins import registry
 
 pld = pytest.importorskip("dp_accounting.pld.privacy_loss_distribution")
 

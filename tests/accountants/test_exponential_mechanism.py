@@ -12,14 +12,14 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpframe.accountants.approx import ApproxAccountant
-from dpframe.accountants.best import BestAccountant
-from dpframe.accountants.gdp import GDPAccountant
-from dpframe.accountants.pure import PureAccountant
-from dpframe.accountants.rdp import RDPAccountant
-from dpframe.accountants.renyi import bounded_range_rdp
-from dpframe.accountants.zcdp import ZCDPAccountant, zcdp_epsilon
-from dpframe.events import (
+from dpframe.privacy.accountants.approx import ApproxAccountant
+from dpframe.privacy.accountants.best import BestAccountant
+from dpframe.privacy.accountants.gdp import GDPAccountant
+from dpframe.privacy.accountants.pure import PureAccountant
+from dpframe.privacy.accountants.rdp import RDPAccountant
+from dpframe.privacy.accountants.renyi import bounded_range_rdp
+from dpframe.privacy.accountants.zcdp import ZCDPAccountant, zcdp_epsilon
+from dpframe.privacy.events import (
     ExponentialMechanismEvent,
     GaussianEvent,
     SelfComposedEvent,
@@ -51,7 +51,7 @@ def test_totals_match_the_published_bounds(eps_em: float, k: int) -> None:
 
 
 def test_zcdp_charges_a_quarter_of_the_generic_pure_bound() -> None:
-    from dpframe.events import EpsilonDeltaEvent
+    from dpframe.privacy.events import EpsilonDeltaEvent
 
     em = ZCDPAccountant().bound(ExponentialMechanismEvent(0.4)).rho
     generic = ZCDPAccountant().bound(EpsilonDeltaEvent(0.4)).rho

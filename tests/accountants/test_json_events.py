@@ -6,9 +6,9 @@ import math
 
 import pytest
 
-from dpframe.accountants.base import Accountant
 from dpframe.errors import UnsupportedEventError
-from dpframe.events import (
+from dpframe.privacy.accountants.base import Accountant
+from dpframe.privacy.events import (
     DiscreteGaussianEvent,
     DiscreteLaplaceEvent,
     EpsilonDeltaEvent,
@@ -26,7 +26,7 @@ from dpframe.events import (
     event_from_json,
     event_types,
 )
-from dpframe.plugins import registry
+from dpframe.releases.plugins import registry
 
 AR = "add_remove"
 EVENTS = {

@@ -20,9 +20,9 @@ import math
 import numpy as np
 import pytest
 
-from dpframe.accountants.renyi import gaussian_rdp, rdp_delta, rdp_epsilon
-from dpframe.calibration import calibrate
-from dpframe.events import (
+from dpframe.privacy.accountants.renyi import gaussian_rdp, rdp_delta, rdp_epsilon
+from dpframe.privacy.calibration import calibrate
+from dpframe.privacy.events import (
     EpsilonDeltaEvent,
     GaussianEvent,
     LaplaceEvent,
@@ -30,7 +30,7 @@ from dpframe.events import (
     SelfComposedEvent,
     compose,
 )
-from dpframe.plugins import registry
+from dpframe.releases.plugins import registry
 
 AR = "add_remove"
 DP_ACCOUNTING_RDP = "google/differential-privacy python/dp_accounting/dp_accounting/rdp/rdp_privacy_accountant_test.py"  # noqa: E501

@@ -7,10 +7,10 @@ import importlib
 
 import pytest
 
-from dpframe.accountants.best import BestAccountant
 from dpframe.errors import ParameterError, UnsupportedEventError
-from dpframe.events import GaussianEvent, LaplaceEvent, ParallelEvent, ZCDPEvent, compose
-from dpframe.plugins import Registry, registry
+from dpframe.privacy.accountants.best import BestAccountant
+from dpframe.privacy.events import GaussianEvent, LaplaceEvent, ParallelEvent, ZCDPEvent, compose
+from dpframe.releases.plugins import Registry, registry
 
 
 def test_registered_through_its_entry_point():

@@ -6,10 +6,11 @@ import math
 
 import pytest
 
-from dpframe.accountants.pure import PureAccountant
-from dpframe.budget import Budget, within
+from dpframe.data.relation import Relation
 from dpframe.errors import UnsupportedEventError
-from dpframe.events import (
+from dpframe.privacy.accountants.pure import PureAccountant
+from dpframe.privacy.budget import Budget, within
+from dpframe.privacy.events import (
     EpsilonDeltaEvent,
     GaussianEvent,
     LaplaceEvent,
@@ -21,7 +22,6 @@ from dpframe.events import (
     SelfComposedEvent,
     compose,
 )
-from dpframe.relation import Relation
 
 
 def test_sequential_self_and_parallel_composition():

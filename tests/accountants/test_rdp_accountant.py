@@ -10,10 +10,11 @@ from dp_accounting import dp_event as dpe
 from dp_accounting import privacy_accountant as dpa_base
 from dp_accounting.rdp import rdp_privacy_accountant as dpa
 
-from dpframe.accountants.rdp import RDPAccountant
-from dpframe.accountants.renyi import DEFAULT_ORDERS, rdp_epsilon
+from dpframe.data.relation import Relation
 from dpframe.errors import ParameterError, UnsupportedEventError
-from dpframe.events import (
+from dpframe.privacy.accountants.rdp import RDPAccountant
+from dpframe.privacy.accountants.renyi import DEFAULT_ORDERS, rdp_epsilon
+from dpframe.privacy.events import (
     EpsilonDeltaEvent,
     GaussianEvent,
     LaplaceEvent,
@@ -26,7 +27,6 @@ from dpframe.events import (
     ZCDPEvent,
     compose,
 )
-from dpframe.relation import Relation
 
 AR = Relation.ADD_REMOVE
 DPA_ORDERS = list(dpa.DEFAULT_RDP_ORDERS)

@@ -16,8 +16,8 @@ import numpy as np
 import pytest
 from dp_accounting.rdp import rdp_privacy_accountant as dpa
 
-from dpframe.accountants.renyi import DEFAULT_ORDERS, laplace_rdp, pure_rdp
-from dpframe.accountants.subsampled import SubsampledGaussian, _log_central_moments
+from dpframe.privacy.accountants.renyi import DEFAULT_ORDERS, laplace_rdp, pure_rdp
+from dpframe.privacy.accountants.subsampled import SubsampledGaussian, _log_central_moments
 
 DPA_ORDERS = np.array(dpa.DEFAULT_RDP_ORDERS, dtype=float)
 INTEGER = np.floor(DPA_ORDERS) == DPA_ORDERS

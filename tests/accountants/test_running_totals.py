@@ -14,9 +14,9 @@ import random
 
 import pytest
 
-from dpframe.accountants.base import group_identical
-from dpframe.accountants.running import AdditiveTotal
-from dpframe.events import (
+from dpframe.privacy.accountants.base import group_identical
+from dpframe.privacy.accountants.running import AdditiveTotal
+from dpframe.privacy.events import (
     ComposedEvent,
     EpsilonDeltaEvent,
     GaussianEvent,
@@ -25,7 +25,7 @@ from dpframe.events import (
     PrivacyEvent,
     ZCDPEvent,
 )
-from dpframe.plugins import registry
+from dpframe.releases.plugins import registry
 
 
 def _leaf(rng: random.Random, kinds: tuple[str, ...]) -> PrivacyEvent:

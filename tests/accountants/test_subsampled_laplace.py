@@ -11,8 +11,8 @@ from __future__ import annotations
 import numpy as np
 import pytest
 
-from dpframe.accountants.rdp import RDPAccountant
-from dpframe.events import LaplaceEvent, PoissonSampledEvent, SelfComposedEvent
+from dpframe.privacy.accountants.rdp import RDPAccountant
+from dpframe.privacy.events import LaplaceEvent, PoissonSampledEvent, SelfComposedEvent
 
 mpmath = pytest.importorskip("mpmath")
 
@@ -76,7 +76,7 @@ def test_cross_checked_against_pld(q, b, count):
 
 
 def test_a_chain_mixing_sampled_laplace_and_gaussians_stays_under_rdp():
-    from dpframe.events import GaussianEvent, compose
+    from dpframe.privacy.events import GaussianEvent, compose
 
     event = compose(
         SelfComposedEvent(PoissonSampledEvent(0.01, LaplaceEvent(2.0, relation="add_remove")), 100),

@@ -7,11 +7,11 @@ import math
 import numpy as np
 import pytest
 
-from dpframe.accountants.gdp import GDPAccountant
-from dpframe.accountants.rdp import RDPAccountant
-from dpframe.accountants.zcdp import ZCDPAccountant, zcdp_delta, zcdp_epsilon
-from dpframe.calibration import gdp_delta, gdp_epsilon
-from dpframe.events import (
+from dpframe.privacy.accountants.gdp import GDPAccountant
+from dpframe.privacy.accountants.rdp import RDPAccountant
+from dpframe.privacy.accountants.zcdp import ZCDPAccountant, zcdp_delta, zcdp_epsilon
+from dpframe.privacy.calibration import gdp_delta, gdp_epsilon
+from dpframe.privacy.events import (
     EpsilonDeltaEvent,
     GaussianEvent,
     LaplaceEvent,

@@ -10,7 +10,7 @@ from click.testing import CliRunner
 from session_kit import make_dataset
 
 from dpframe import Session
-from dpframe.cli import cli
+from dpframe.apps.cli import cli
 
 
 @pytest.fixture

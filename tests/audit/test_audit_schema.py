@@ -13,9 +13,9 @@ from json_schema import errors
 from session_kit import FailingLaplace, make_dataset, register
 
 from dpframe import Session
-from dpframe.audit import SCHEMA_VERSION, audit
+from dpframe.ledger.audit import SCHEMA_VERSION, audit
 
-pytestmark = pytest.mark.filterwarnings("ignore::dpframe.session.AdaptivityWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::dpframe.releases.session.AdaptivityWarning")
 
 DOCS = Path(__file__).parents[2] / "docs" / "auditing.md"
 

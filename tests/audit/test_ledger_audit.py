@@ -13,17 +13,17 @@ from session_kit import FailingLaplace, make_dataset, register
 
 import dpframe
 from dpframe import Session, execute
-from dpframe.accountants.zcdp import zcdp_epsilon
-from dpframe.audit import FLAG_FLOAT_NOISE, FLAG_INFERRED, FLAG_SEEDED, FLAGS, audit
-from dpframe.calibration import smallest_noise
-from dpframe.chain import load_spec, plan_chain, run_chain
 from dpframe.ledger import FLAG_FLOAT_NOISE as LEDGER_FLOAT_NOISE
 from dpframe.ledger import FLAG_INFERRED as LEDGER_INFERRED
 from dpframe.ledger import FLAG_SEEDED as LEDGER_SEEDED
 from dpframe.ledger import Ledger, export_jsonl, import_jsonl
+from dpframe.ledger.audit import FLAG_FLOAT_NOISE, FLAG_INFERRED, FLAG_SEEDED, FLAGS, audit
 from dpframe.ledger.chain import canonical_json, entry_hash
+from dpframe.privacy.accountants.zcdp import zcdp_epsilon
+from dpframe.privacy.calibration import smallest_noise
+from dpframe.releases.chain import load_spec, plan_chain, run_chain
 
-pytestmark = pytest.mark.filterwarnings("ignore::dpframe.session.AdaptivityWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::dpframe.releases.session.AdaptivityWarning")
 
 
 def only_budget(report):
@@ -310,9 +310,9 @@ def test_opaque_events_mixed_with_others_are_not_a_filter_even_under_zcdp(ledger
 
 
 def test_is_filter_follows_the_events():
-    from dpframe.events import EpsilonDeltaEvent, GaussianEvent, LaplaceEvent
-    from dpframe.plugins import registry
-    from dpframe.session import is_filter
+    from dpframe.privacy.events import EpsilonDeltaEvent, GaussianEvent, LaplaceEvent
+    from dpframe.releases.plugins import registry
+    from dpframe.releases.session import is_filter
 
     zcdp, rdp = registry().accountant("zcdp"), registry().accountant("rdp")
     opaque = EpsilonDeltaEvent(0.5, 1e-7)
@@ -336,7 +336,7 @@ def test_a_best_member_missing_here_is_flagged_and_never_lowers_the_balance(ledg
     assert FLAGS["accountant_member_unavailable"][0] == "warning"
     events = [c.event for c in ledger.charges("toy")]
     from dpframe.ledger.store import composition
-    from dpframe.plugins import registry
+    from dpframe.releases.plugins import registry
 
     without = registry().accountant("best[pure,rdp]")
     expected = without.epsilon(composition(without, events), 1e-6 * (1 + 1e-9))

@@ -6,11 +6,11 @@ import pytest
 from session_kit import WeightedGaussian, make_dataset, register
 
 from dpframe import Session
-from dpframe.accountants.zcdp import zcdp_epsilon
-from dpframe.chain import load_spec, plan_chain, standin_dataset
-from dpframe.domain import Domain
+from dpframe.data.domain import Domain
 from dpframe.errors import DomainError
-from dpframe.events import DiscreteGaussianEvent, DiscreteLaplaceEvent
+from dpframe.privacy.accountants.zcdp import zcdp_epsilon
+from dpframe.privacy.events import DiscreteGaussianEvent, DiscreteLaplaceEvent
+from dpframe.releases.chain import load_spec, plan_chain, standin_dataset
 
 LAPLACE_STEPS = """
 [[steps]]

@@ -9,9 +9,9 @@ import pytest
 from session_kit import FailingLaplace, WeightedGaussian, register
 
 from dpframe import Session, load_dataset
-from dpframe.chain import load_spec, plan_chain, run_chain, same_event
-from dpframe.events import GaussianEvent, LaplaceEvent
-from dpframe.release import Release
+from dpframe.privacy.events import GaussianEvent, LaplaceEvent
+from dpframe.releases.chain import load_spec, plan_chain, run_chain, same_event
+from dpframe.releases.release import Release
 
 
 def three_steps(eps: float) -> str:
@@ -183,7 +183,7 @@ def test_same_event_tolerates_only_rounding():
 def test_a_chain_after_separate_releases_warns_under_a_non_filter(
     write_spec, ledger, toy_csv, tmp_path
 ):
-    from dpframe.session import AdaptivityWarning
+    from dpframe.releases.session import AdaptivityWarning
 
     plan, session = start(write_spec(three_steps(0.1), accountant="best"), ledger, toy_csv)
     Session(session.dataset, ledger, "toy", cap=(1.0, 1e-6), accountant="best").release(

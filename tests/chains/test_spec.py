@@ -8,9 +8,9 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from dpframe.chain import ChainSpec, SpecError, load_spec
 from dpframe.errors import DomainError, DPFrameError
-from dpframe.session import ReleaseRef
+from dpframe.releases.chain import ChainSpec, SpecError, load_spec
+from dpframe.releases.session import ReleaseRef
 
 VALID = {
     "chain": {"name": "toy", "seed": 3},

@@ -11,9 +11,9 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from dpframe.cli import cli
+from dpframe.apps.cli import cli
 from dpframe.ledger import Ledger
-from dpframe.release import Release
+from dpframe.releases.release import Release
 
 SPEC = """
 [chain]

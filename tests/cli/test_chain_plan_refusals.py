@@ -50,10 +50,10 @@ def test_without_a_ledger_there_is_nothing_to_check(run, spec):  # noqa: F811
 
 def test_plan_refuses_a_budget_under_another_relation(tmp_path):
     from dpframe import Domain
-    from dpframe.chain import data_check
     from dpframe.errors import LedgerError
     from dpframe.ledger import Ledger
-    from dpframe.session import budget_view
+    from dpframe.releases.chain import data_check
+    from dpframe.releases.session import budget_view
 
     with Ledger.open(tmp_path / "l.ledger", create=True) as led:
         led.create_budget("toy", (1.0, 1e-6), relation="add_remove")

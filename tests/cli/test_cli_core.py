@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from dpframe.cli import cli
-from dpframe.release import Release
+from dpframe.apps.cli import cli
+from dpframe.releases.release import Release
 
 DOMAIN = """
 [features]
@@ -302,7 +302,7 @@ HEAVY = [
 def test_help_and_import_do_not_load_heavy_dependencies():
     code = (
         "import sys, dpframe\n"
-        "from dpframe.cli import main\n"
+        "from dpframe.apps.cli import main\n"
         "try:\n    main(['--help'])\nexcept SystemExit:\n    pass\n"
         "try:\n    main(['plugins'])\nexcept SystemExit:\n    pass\n"
         f"print([m for m in {HEAVY!r} if m in sys.modules])\n"

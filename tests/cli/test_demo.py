@@ -11,12 +11,12 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from dpframe.cli import cli
-from dpframe.demo import FEATURES, holdout, load_ctg, public_scale, run_demo
+from dpframe.apps.cli import cli
+from dpframe.apps.demo import FEATURES, holdout, load_ctg, public_scale, run_demo
 from dpframe.ledger import Ledger
-from dpframe.plugins import registry
-from dpframe.release import Release
-from dpframe.samplers import SeededSampler
+from dpframe.privacy.samplers import SeededSampler
+from dpframe.releases.plugins import registry
+from dpframe.releases.release import Release
 
 needs_plugins = pytest.mark.skipif(
     not {"lap_pca", "gmm"} <= set(registry().entries("mechanism")),

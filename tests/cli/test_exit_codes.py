@@ -13,9 +13,9 @@ from pathlib import Path
 import pytest
 from click.testing import CliRunner
 
-import dpframe.cli.plugins_cmd
-from dpframe.cli import cli
-from dpframe.demo import spec_path
+import dpframe.apps.cli.plugins_cmd
+from dpframe.apps.cli import cli
+from dpframe.apps.demo import spec_path
 from dpframe.errors import (
     EXIT_BUDGET_REFUSED,
     EXIT_COMPUTE,
@@ -164,19 +164,46 @@ def test_5_a_chain_step_that_fails_while_running(workdir, monkeypatch):
     assert parsed["steps"][0]["status"] == "failed"  # the chain's summary, with the error
 
 
+def test_3_a_chain_step_stopped_by_its_data_exits_as_a_data_error(workdir, monkeypatch):
+    # Not every stop is a budget refusal: the chain exits with the code of what stopped it.
+    sys.path.insert(0, str(Path(__file__).parents[1] / "session"))
+    from session_kit import FailingLaplace, register
+
+    from dpframe.errors import DataError
+
+    class BadDataLaplace(FailingLaplace):
+        name = "test-bad-data-laplace"
+
+        def run(self, dataset, params, sampler):
+            raise DataError("row 7 of the data is not a number.")
+
+    register(monkeypatch, BadDataLaplace)
+    (workdir / "chain.toml").write_text(
+        f'[budget]\nlabel = "ctg"\nepsilon = 10\n[data]\npath = "{CTG}"\n'
+        '[domain]\nfile = "ctg.toml"\n[[steps]]\nname = "bad"\n'
+        f'mechanism = "{BadDataLaplace.name}"\nepsilon = 1\n'
+    )
+    text = run("chain", "run", "chain.toml", "--out", "run1")
+    assert text.exit_code == EXIT_DATA, text.output
+    doc = run("chain", "run", "chain.toml", "--out", "run2", "--json")
+    parsed = json.loads(doc.stdout)
+    assert doc.exit_code == EXIT_DATA and parsed["error"]["code"] == "data"
+    assert parsed["steps"][0]["code"] == "data" and "row 7" in parsed["steps"][0]["reason"]
+
+
 def test_70_internal_error(monkeypatch):
     def broken() -> list:
         raise RuntimeError("a bug")
 
-    monkeypatch.setattr(dpframe.cli.plugins_cmd, "plugin_rows", broken)
+    monkeypatch.setattr(dpframe.apps.cli.plugins_cmd, "plugin_rows", broken)
     check(["plugins"], EXIT_INTERNAL, "internal", "RuntimeError: a bug")
 
 
 def test_130_interrupted_in_a_real_process():
     code = (
         "import os, signal, sys\n"
-        "import dpframe.cli.plugins_cmd as p\n"
-        "from dpframe.cli import main\n"
+        "import dpframe.apps.cli.plugins_cmd as p\n"
+        "from dpframe.apps.cli import main\n"
         "p.plugin_rows = lambda: os.kill(os.getpid(), signal.SIGINT) or []\n"
         "main(sys.argv[1:])\n"
     )

@@ -10,8 +10,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from dpframe.cli import cli
-from dpframe.plugins import registry
+from dpframe.apps.cli import cli
+from dpframe.releases.plugins import registry
 
 
 @pytest.fixture

@@ -8,9 +8,9 @@ from pathlib import Path
 
 import pytest
 from click.testing import CliRunner
+from dpframe_reproduce import gfe_clustering
 
-from dpframe.cli import cli
-from dpframe.reproduce import gfe_clustering
+from dpframe.apps.cli import cli
 
 
 @pytest.fixture

@@ -6,8 +6,8 @@ import math
 
 import pytest
 
-from dpframe.budget import RTOL, Budget, within
 from dpframe.errors import ParameterError
+from dpframe.privacy.budget import RTOL, Budget, within
 
 
 def test_decimal_sums_fit_their_cap():

@@ -7,7 +7,8 @@ import math
 import pytest
 from scipy.stats import norm
 
-from dpframe.calibration import (
+from dpframe.errors import ParameterError
+from dpframe.privacy.calibration import (
     gaussian_sigma,
     gdp_delta,
     gdp_epsilon,
@@ -17,7 +18,6 @@ from dpframe.calibration import (
     split_gaussian,
     split_laplace,
 )
-from dpframe.errors import ParameterError
 
 
 def analytic_delta(sigma: float, epsilon: float, sensitivity: float) -> float:

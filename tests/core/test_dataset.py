@@ -7,10 +7,10 @@ import gzip
 import numpy as np
 import pytest
 
-from dpframe.dataset import Dataset
-from dpframe.domain import Classes, Domain, Target
+from dpframe.data.dataset import Dataset
+from dpframe.data.domain import Classes, Domain, Target
+from dpframe.data.loaders import load_dataset
 from dpframe.errors import DataError, DomainError
-from dpframe.loaders import load_dataset
 
 CLASSES = Domain(lower=0, upper=10, labels=Classes((1, 2), "y"))
 

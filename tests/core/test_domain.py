@@ -7,9 +7,9 @@ import warnings
 import numpy as np
 import pytest
 
-from dpframe.domain import Classes, Domain, InferredBoundsWarning, Target
+from dpframe.data.domain import Classes, Domain, InferredBoundsWarning, Target
+from dpframe.data.relation import Relation
 from dpframe.errors import DomainError
-from dpframe.relation import Relation
 
 
 def write(tmp_path, text: str):

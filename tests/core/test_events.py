@@ -10,8 +10,9 @@ import pytest
 from hypothesis import given, settings
 from hypothesis import strategies as st
 
+from dpframe.data.relation import Relation
 from dpframe.errors import EventError
-from dpframe.events import (
+from dpframe.privacy.events import (
     SCHEMA_VERSION,
     ComposedEvent,
     EpsilonDeltaEvent,
@@ -30,7 +31,6 @@ from dpframe.events import (
     event_types,
     relations,
 )
-from dpframe.relation import Relation
 
 positive = st.floats(min_value=1e-12, max_value=1e12, allow_nan=False, allow_infinity=False)
 relation = st.sampled_from(list(Relation))

@@ -16,7 +16,7 @@ import pytest
 from scipy import stats
 
 from dpframe.errors import SamplerError
-from dpframe.samplers import SeededSampler
+from dpframe.privacy.samplers import SeededSampler
 
 ALPHA = 1e-4
 

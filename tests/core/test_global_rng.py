@@ -15,7 +15,7 @@ import pytest
 
 import dpframe
 from dpframe import Dataset, Domain, execute, make_sampler
-from dpframe.domain import Classes
+from dpframe.data.domain import Classes
 from dpframe.testing import forbid_global_rng
 
 REPO = Path(__file__).resolve().parents[2]

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 
 from dpframe.errors import ParameterError
-from dpframe.noise import GRID_LIMIT, grid_for, grid_release
-from dpframe.samplers import SeededSampler, make_sampler
+from dpframe.privacy.noise import GRID_LIMIT, grid_for, grid_release
+from dpframe.privacy.samplers import SeededSampler, make_sampler
 
 
 def worst_case_pair(grid, delta: float, norm: str, rng: np.random.Generator):

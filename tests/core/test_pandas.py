@@ -7,9 +7,9 @@ import pytest
 
 import dpframe
 from dpframe import Dataset, Domain, Session, execute
-from dpframe.domain import Classes
+from dpframe.data.domain import Classes
 from dpframe.errors import DataError, ParameterError
-from dpframe.samplers import SeededSampler
+from dpframe.privacy.samplers import SeededSampler
 
 pd = pytest.importorskip("pandas")
 

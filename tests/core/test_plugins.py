@@ -8,9 +8,10 @@ import types
 
 import pytest
 
-from dpframe import hookimpl, plugins
+from dpframe import hookimpl
 from dpframe.errors import PluginError
-from dpframe.plugins import Registry
+from dpframe.releases import plugins
+from dpframe.releases.plugins import Registry
 
 
 def _fake_module(name: str, mechanism_name: str) -> types.ModuleType:

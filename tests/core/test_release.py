@@ -11,10 +11,10 @@ import pytest
 
 import dpframe
 from dpframe import Dataset, Domain, SeededSampler, execute
-from dpframe.domain import Classes
+from dpframe.data.domain import Classes
 from dpframe.errors import DataError, ParameterError
-from dpframe.events import DiscreteLaplaceEvent
-from dpframe.release import Release
+from dpframe.privacy.events import DiscreteLaplaceEvent
+from dpframe.releases.release import Release
 
 
 @pytest.fixture

@@ -11,7 +11,7 @@ import pytest
 from scipy import stats
 
 from dpframe.errors import SamplerError
-from dpframe.samplers import SecureSampler, SeededSampler, make_sampler
+from dpframe.privacy.samplers import SecureSampler, SeededSampler, make_sampler
 
 
 def test_seeded_is_reproducible_and_labelled_not_secure():

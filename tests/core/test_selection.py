@@ -1,4 +1,5 @@
-"""The exact exponential-mechanism sampler (dpframe.selection, Sampler.exponential_mechanism);
+"""The exact exponential-mechanism sampler (dpframe.privacy.selection,
+Sampler.exponential_mechanism);
 its Bernoulli(exp(-x)) primitive is tested in test_exact.py."""
 
 from __future__ import annotations
@@ -8,7 +9,7 @@ import pytest
 from scipy import stats
 
 from dpframe.errors import SamplerError
-from dpframe.samplers import SeededSampler
+from dpframe.privacy.samplers import SeededSampler
 
 
 def _chi_square_pvalue(counts: np.ndarray, probabilities: np.ndarray) -> float:

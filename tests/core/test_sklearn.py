@@ -14,7 +14,7 @@ from sklearn.exceptions import NotFittedError
 from sklearn.utils.estimator_checks import check_estimator
 
 from dpframe import Domain
-from dpframe.domain import Classes
+from dpframe.data.domain import Classes
 from dpframe.errors import BudgetExceededError
 from dpframe.ledger import Ledger
 from dpframe.sklearn import (

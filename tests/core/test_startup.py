@@ -8,13 +8,14 @@ import json
 import subprocess
 import sys
 import types
+import warnings
 
 import pytest
 
 import dpframe
-from dpframe import plugins
 from dpframe.errors import PluginError
-from dpframe.plugins import Lazy, Registry
+from dpframe.releases import plugins
+from dpframe.releases.plugins import Lazy, Registry
 
 HEAVY = ("scipy.optimize", "scipy.stats", "scipy.special", "matplotlib", "sklearn", "dask")
 """Modules that cost most of a second of CPU to import and that no cheap command needs."""
@@ -31,7 +32,7 @@ def _modules_after(code: str) -> set[str]:
 
 def _cli(*args: str) -> str:
     return (
-        "from dpframe.cli import main\n"
+        "from dpframe.apps.cli import main\n"
         "try:\n"
         f"    main({list(args)!r})\n"
         "except SystemExit as exc:\n"
@@ -55,7 +56,7 @@ def test_the_core_api_does_not_import_scipy_or_the_plotting_stack():
         "dpframe.Dataset, dpframe.Domain, dpframe.execute, dpframe.SecureSampler\n"
         "dpframe.registry().entries('mechanism')"
     )
-    assert "dpframe.mechanism" in modules  # the names did resolve
+    assert "dpframe.releases.mechanism" in modules  # the names did resolve
     assert _heavy(modules) == []
 
 
@@ -82,8 +83,13 @@ def test_every_exported_name_resolves():
 
 
 def test_the_functions_audit_and_mechanism_survive_importing_their_modules():
-    import dpframe.audit
-    import dpframe.mechanism
+    import dpframe.ledger.audit
+    import dpframe.releases.mechanism
+
+    with warnings.catch_warnings():  # the old paths of the same modules
+        warnings.simplefilter("ignore", DeprecationWarning)
+        import dpframe.audit
+        import dpframe.mechanism
 
     assert isinstance(dpframe.audit, types.FunctionType)
     assert isinstance(dpframe.mechanism, types.FunctionType)
@@ -162,7 +168,7 @@ def test_builtin_loaders_registered_by_class_are_instances_on_use():
 
 
 def test_the_cli_options_name_the_ledger_settings_the_ledger_uses():
-    from dpframe.cli import common
+    from dpframe.apps.cli import common
     from dpframe.ledger import DEFAULT_ACCOUNTANT, ENV_VAR
 
     assert common.LEDGER_ENV_VAR == ENV_VAR

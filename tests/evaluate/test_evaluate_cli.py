@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from dpframe.cli import cli
-from dpframe.samplers import SeededSampler
+from dpframe.apps.cli import cli
+from dpframe.privacy.samplers import SeededSampler
 
 pytest.importorskip("sklearn")
 
@@ -83,8 +83,8 @@ def test_plot_writes_a_png(files, tmp_path):
     )  # fmt: skip
     # A CSV has no dimension, so nothing can be drawn: one sentence, no traceback.
     assert result.exit_code != 0 and "nothing to plot" in result.output
-    from dpframe.evaluate import Interval, Row
-    from dpframe.plots import report_plot
+    from dpframe.apps.evaluate import Interval, Row
+    from dpframe.apps.plots import report_plot
 
     rows = [
         Row("m", e, None, True, {"acc": Interval(v, v - 0.1, v + 0.1, 3)})
@@ -156,8 +156,8 @@ def test_reproduce_lists_and_refuses_unknown_names():
 def test_plot_shows_every_metric(tmp_path):
     """Without --metric the figure has one panel per computed metric (issue 17.7): two
     metrics give a PNG twice as tall as one."""
-    from dpframe.evaluate import Interval, Row
-    from dpframe.plots import report_plot
+    from dpframe.apps.evaluate import Interval, Row
+    from dpframe.apps.plots import report_plot
 
     def rows(metrics):
         return [

@@ -7,8 +7,7 @@ import math
 import numpy as np
 import pytest
 
-from dpframe.errors import DataError, ParameterError
-from dpframe.evaluate import (
+from dpframe.apps.evaluate import (
     Candidate,
     RealData,
     classify,
@@ -21,7 +20,8 @@ from dpframe.evaluate import (
     silhouette,
     transfer_silhouette,
 )
-from dpframe.samplers import SeededSampler
+from dpframe.errors import DataError, ParameterError
+from dpframe.privacy.samplers import SeededSampler
 
 pytest.importorskip("sklearn")
 
@@ -122,7 +122,7 @@ def test_ron_view_is_the_mechanisms_record_map():
     computes (mean 0, W the first p identity columns), an independent implementation."""
     import dpframe
     from dpframe import Dataset, Domain
-    from dpframe.noise import symmetric_entries
+    from dpframe.privacy.noise import symmetric_entries
 
     x = SeededSampler(5).uniform(-1.0, 1.0, (50, 4))
     data = Dataset.from_arrays(x, domain=Domain(lower=-1.0, upper=1.0))
@@ -178,7 +178,7 @@ def test_evaluate_refuses_tasks_the_data_cannot_support():
 
 
 def test_split_holds_out_the_stated_fraction_disjointly():
-    from dpframe.evaluate import split
+    from dpframe.apps.evaluate import split
 
     train, test = split(10, 0.3, seed=4)
     assert len(test) == 3 and len(train) == 7

@@ -16,9 +16,16 @@ import numpy as np
 import pluggy
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, hookimpl, param
-from dpframe.accountants.base import SUPPORTED, Accountant, GroupedTotal, Support, check_delta
-from dpframe.accountants.pure import PureAccountant
-from dpframe.events import (
+from dpframe.data.relation import Relation
+from dpframe.privacy.accountants.base import (
+    SUPPORTED,
+    Accountant,
+    GroupedTotal,
+    Support,
+    check_delta,
+)
+from dpframe.privacy.accountants.pure import PureAccountant
+from dpframe.privacy.events import (
     ComposedEvent,
     DiscreteGaussianEvent,
     GaussianEvent,
@@ -27,8 +34,7 @@ from dpframe.events import (
     SelfComposedEvent,
     ZCDPEvent,
 )
-from dpframe.plugins import PluginInfo, Registry
-from dpframe.relation import Relation
+from dpframe.releases.plugins import PluginInfo, Registry
 
 
 def make_dataset(seed: int = 0, n: int = 200, m: int = 3, relation: str = "replace_one") -> Dataset:
@@ -62,7 +68,7 @@ class _LaplaceLike(Mechanism):
     Params = MarkerParams
 
     def plan(self, params: MarkerParams, domain: Domain) -> PrivacyEvent:
-        from dpframe.events import LaplaceEvent
+        from dpframe.privacy.events import LaplaceEvent
 
         return LaplaceEvent(1.0 / params.epsilon, relation=domain.relation)
 
@@ -188,14 +194,15 @@ class _TestPlugin:
 
 def toy_registry() -> Registry:
     """The core accountants plus :class:`ToyZCDPAccountant`."""
-    from dpframe import __version__, builtins, hookspecs
+    from dpframe.releases import builtins, hookspecs
+    from dpframe.version import __version__
 
     manager = pluggy.PluginManager("dpframe")
     manager.add_hookspecs(hookspecs)
     manager.register(builtins, name="core")
     manager.register(_TestPlugin(), name="ledger-tests")
     infos = [
-        PluginInfo("core", "dpframe", __version__, "dpframe.builtins"),
+        PluginInfo("core", "dpframe", __version__, "dpframe.releases.builtins"),
         PluginInfo("ledger-tests", "tests", "0", "ledger_testkit"),
     ]
     return Registry(manager, infos)

@@ -11,7 +11,7 @@ from click.testing import CliRunner
 from ledger_testkit import charge
 
 import dpframe
-from dpframe.cli import cli
+from dpframe.apps.cli import cli
 from dpframe.errors import BudgetExceededError, LedgerError
 from dpframe.ledger import Ledger, key_digest, migrate_ledger, schema
 from dpframe.ledger.chain import GENESIS, entry_hash

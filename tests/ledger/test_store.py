@@ -18,7 +18,6 @@ from ledger_testkit import (
 
 import dpframe
 from dpframe import Domain, SeededSampler, execute
-from dpframe.budget import Budget
 from dpframe.errors import (
     BudgetExceededError,
     LedgerError,
@@ -26,7 +25,9 @@ from dpframe.errors import (
     PluginError,
     UnsupportedEventError,
 )
-from dpframe.events import (
+from dpframe.ledger import FLAG_INFERRED, FLAG_SEEDED, Ledger, NewBudget, release_digest
+from dpframe.privacy.budget import Budget
+from dpframe.privacy.events import (
     ComposedEvent,
     DiscreteLaplaceEvent,
     GaussianEvent,
@@ -35,10 +36,9 @@ from dpframe.events import (
     SelfComposedEvent,
     compose,
 )
-from dpframe.ledger import FLAG_INFERRED, FLAG_SEEDED, Ledger, NewBudget, release_digest
-from dpframe.mechanism import planned_event
-from dpframe.params import params_from_dict, params_to_dict
-from dpframe.release import Release
+from dpframe.releases.mechanism import planned_event
+from dpframe.releases.params import params_from_dict, params_to_dict
+from dpframe.releases.release import Release
 
 
 def laplace(ledger: Ledger, dataset, epsilon: float, label: str = "d", **request) -> Release:
@@ -505,10 +505,10 @@ def test_a_deleted_charge_does_not_free_budget(ledger, ledger_file):
 
 
 def test_opaque_deltas_that_sum_to_the_cap_in_decimal_fit(tmp_path):
-    from dpframe.budget import Budget
-    from dpframe.events import EpsilonDeltaEvent
     from dpframe.ledger import Ledger
     from dpframe.ledger.store import accounting_delta
+    from dpframe.privacy.budget import Budget
+    from dpframe.privacy.events import EpsilonDeltaEvent
 
     with Ledger.open(tmp_path / "l", create=True) as ledger:
         budget = ledger.create_budget("d", Budget(1.0, 0.3), accountant="approx")
@@ -520,6 +520,6 @@ def test_opaque_deltas_that_sum_to_the_cap_in_decimal_fit(tmp_path):
 
 
 def compose_events(*events):
-    from dpframe.events import compose
+    from dpframe.privacy.events import compose
 
     return compose(*events)

@@ -9,10 +9,10 @@ import pytest
 
 import dpframe
 from dpframe import Dataset, Domain, SeededSampler, execute
-from dpframe.accountants.zcdp import zcdp_epsilon
+from dpframe.data.loaders import load_dataset
 from dpframe.errors import DomainError, ParameterError
-from dpframe.events import DiscreteGaussianEvent, DiscreteLaplaceEvent
-from dpframe.loaders import load_dataset
+from dpframe.privacy.accountants.zcdp import zcdp_epsilon
+from dpframe.privacy.events import DiscreteGaussianEvent, DiscreteLaplaceEvent
 
 BOX = Domain(lower=[0, -1, 2], upper=[1, 1, 5])
 

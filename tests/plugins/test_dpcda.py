@@ -20,14 +20,14 @@ from scipy.stats import chi2
 
 import dpframe
 from dpframe import Classes, Dataset, Domain, SeededSampler, execute
+from dpframe.data.relation import Relation
 from dpframe.errors import DataError, DomainError, DPFrameError, ParameterError, PluginError
-from dpframe.events import (
+from dpframe.privacy.events import (
     ParallelEvent,
     PoissonSampledEvent,
     SampledWithoutReplacementEvent,
     SelfComposedEvent,
 )
-from dpframe.relation import Relation
 
 MECH = dpframe.mechanism("dpcda")
 CLASSES = Classes(["x", "y", "z"])
@@ -483,7 +483,7 @@ def test_missing_labels_are_one_sentence():
 
 
 def test_idx_loader_and_public_view(datasets_dir):
-    from dpframe.reproduce.dpcda import CLIP, load_idx, public_view
+    from dpframe_reproduce.dpcda import CLIP, load_idx, public_view
 
     images, labels = load_idx(datasets_dir, "mnist", "t10k")
     assert images.shape == (10000, 784) and images.max() == 255

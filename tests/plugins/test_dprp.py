@@ -10,11 +10,11 @@ from scipy.stats import binom, chi2
 
 import dpframe
 from dpframe import Classes, Dataset, Domain, SeededSampler, Target, execute
-from dpframe.accountants.zcdp import zcdp_epsilon
+from dpframe.data.relation import Relation
 from dpframe.errors import DataError, DomainError, DPFrameError, ParameterError
-from dpframe.events import ComposedEvent, DiscreteGaussianEvent, EpsilonDeltaEvent
-from dpframe.linalg import upper_triangle
-from dpframe.relation import Relation
+from dpframe.privacy.accountants.zcdp import zcdp_epsilon
+from dpframe.privacy.events import ComposedEvent, DiscreteGaussianEvent, EpsilonDeltaEvent
+from dpframe.releases.linalg import upper_triangle
 
 MECH = dpframe.mechanism("dprp")
 
@@ -290,7 +290,7 @@ def test_bad_centre_is_one_sentence(centre):
 
 
 def test_ilpd_loader_applies_only_public_record_by_record_maps(datasets_dir):
-    from dpframe.reproduce.dprp import FEATURES, UPPER, load_ilpd
+    from dpframe_reproduce.dprp import FEATURES, UPPER, load_ilpd
 
     x, y, domain = load_ilpd(datasets_dir)
     # Shape and class counts from the dataset's README (583 rows; 416 / 167).
@@ -305,7 +305,7 @@ def test_ilpd_loader_applies_only_public_record_by_record_maps(datasets_dir):
 
 @pytest.mark.slow
 def test_dprp_reproduction_writes_its_report(datasets_dir, tmp_path):
-    from dpframe.reproduce.dprp import EPSILONS, K1S, run
+    from dpframe_reproduce.dprp import EPSILONS, K1S, run
 
     text = run(trials=2, out_dir=tmp_path, datasets_dir=datasets_dir).read_text()
     rows = [line for line in text.splitlines() if line.startswith("| ") and "±" in line]

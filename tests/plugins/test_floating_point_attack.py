@@ -19,7 +19,7 @@ import numpy as np
 
 import dpframe
 from dpframe import Dataset, Domain
-from dpframe.samplers import SeededSampler
+from dpframe.privacy.samplers import SeededSampler
 
 MECH = dpframe.mechanism("laplace")
 # In the declared units, as the attack was first run: the mean plus noise, nothing mapped

@@ -10,11 +10,11 @@ from plugin_testkit import one_sentence, uniform_rows
 
 import dpframe
 from dpframe import Classes, Dataset, Domain, Release, SeededSampler, Target, execute
-from dpframe.accountants.pure import PureAccountant
-from dpframe.accountants.zcdp import zcdp_epsilon
 from dpframe.errors import DataError, DomainError, ParameterError
-from dpframe.events import ComposedEvent, DiscreteLaplaceEvent, ParallelEvent
-from dpframe.sensitivities import Region, second_moment, vector_sum
+from dpframe.privacy.accountants.pure import PureAccountant
+from dpframe.privacy.accountants.zcdp import zcdp_epsilon
+from dpframe.privacy.events import ComposedEvent, DiscreteLaplaceEvent, ParallelEvent
+from dpframe.privacy.sensitivities import Region, second_moment, vector_sum
 
 GMM = dpframe.mechanism("gmm")
 LAP_PCA = dpframe.mechanism("lap_pca")
@@ -171,7 +171,7 @@ def test_class_models_approach_real_at_large_epsilon(ctg):
     params = GMM.params(epsilon=1e7, reduction="ron", dimension=4, n_synthetic=300_000)
     release = execute(GMM, data, params, SeededSampler(13))
     w = release["projection"]
-    # W projects the records rescaled by the public box (dpframe.units)
+    # W projects the records rescaled by the public box (dpframe.data.units)
     lower, upper = data.domain.box()
     projected = ((features - (lower + upper) / 2) / ((upper - lower) / 2)) @ w
     sizes = np.array([np.sum(nsp == c) for c in (1, 2, 3)])

@@ -10,11 +10,11 @@ from plugin_testkit import one_sentence, uniform_rows
 
 import dpframe
 from dpframe import Dataset, Domain, SeededSampler, execute
-from dpframe.accountants.pure import PureAccountant
-from dpframe.accountants.zcdp import zcdp_epsilon
+from dpframe.data.relation import Relation
 from dpframe.errors import DomainError, ParameterError
-from dpframe.events import DiscreteGaussianEvent, DiscreteLaplaceEvent
-from dpframe.relation import Relation
+from dpframe.privacy.accountants.pure import PureAccountant
+from dpframe.privacy.accountants.zcdp import zcdp_epsilon
+from dpframe.privacy.events import DiscreteGaussianEvent, DiscreteLaplaceEvent
 
 LAP_PCA = dpframe.mechanism("lap_pca")
 CUBE = Domain(lower=-1.0, upper=1.0)

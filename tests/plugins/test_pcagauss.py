@@ -12,10 +12,10 @@ from plugin_testkit import one_sentence, uniform_rows
 
 import dpframe
 from dpframe import Dataset, Domain, Release, SeededSampler, Target, execute
-from dpframe.cli import cli
+from dpframe.apps.cli import cli
+from dpframe.data.relation import Relation
 from dpframe.errors import DataError, DomainError, ParameterError
-from dpframe.events import ComposedEvent, DiscreteLaplaceEvent
-from dpframe.relation import Relation
+from dpframe.privacy.events import ComposedEvent, DiscreteLaplaceEvent
 
 PCA = dpframe.mechanism("pca_gauss")
 LAP_PCA = dpframe.mechanism("lap_pca")

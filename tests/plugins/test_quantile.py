@@ -8,8 +8,8 @@ from dpframe_quantile.mechanism import Quantile
 
 from dpframe import Dataset, Domain, execute
 from dpframe.errors import ParameterError
-from dpframe.events import ExponentialMechanismEvent
-from dpframe.samplers import SeededSampler
+from dpframe.privacy.events import ExponentialMechanismEvent
+from dpframe.privacy.samplers import SeededSampler
 from dpframe.testing import Kit, conformance, with_sensitivity
 
 LINE = Domain(lower=[0.0], upper=[10.0], feature_names=("x",))

@@ -4,9 +4,9 @@ from __future__ import annotations
 
 from pathlib import Path
 
+import dpframe_reproduce as reproduce
 import pytest
 
-from dpframe import reproduce
 from dpframe.errors import DPFrameError
 
 
@@ -22,7 +22,7 @@ def test_reproductions_are_discovered_and_named_with_dashes():
 
 
 def test_gfe_loader_reports_the_missing_files(datasets_dir):
-    from dpframe.reproduce.gfe_clustering import load_gfe
+    from dpframe_reproduce.gfe_clustering import load_gfe
 
     features, expression, names, missing = load_gfe(datasets_dir)
     assert features.shape == (23_572, 301)  # 16 of the 18 files (datasets/gfe/README.md)
@@ -32,7 +32,7 @@ def test_gfe_loader_reports_the_missing_files(datasets_dir):
 
 @pytest.mark.slow
 def test_gfe_clustering_runs_end_to_end(tmp_path, datasets_dir):
-    from dpframe.reproduce import gfe_clustering
+    from dpframe_reproduce import gfe_clustering
 
     path = gfe_clustering.run(2, tmp_path, datasets_dir)
     text = path.read_text()
@@ -42,9 +42,10 @@ def test_gfe_clustering_runs_end_to_end(tmp_path, datasets_dir):
 
 
 def test_ron_gauss_paper_calibration_uses_lemma_4_and_is_not_a_plugin():
+    from dpframe_reproduce.ron_gauss import paper_calibrated
+
     import dpframe
     from dpframe import Dataset, Domain, SeededSampler
-    from dpframe.reproduce.ron_gauss import paper_calibrated
 
     x = SeededSampler(1).uniform(-1.0, 1.0, (200, 6))
     data = Dataset.from_arrays(x, domain=Domain(lower=-1.0, upper=1.0))
@@ -56,7 +57,7 @@ def test_ron_gauss_paper_calibration_uses_lemma_4_and_is_not_a_plugin():
 
 
 def test_summary_runs_on_a_tiny_setting(tmp_path, datasets_dir, monkeypatch):
-    from dpframe.reproduce import summary
+    from dpframe_reproduce import summary
 
     covariance = {"covariance": summary.METHODS["covariance"]}
     monkeypatch.setattr(summary, "METHODS", covariance)
@@ -67,3 +68,20 @@ def test_summary_runs_on_a_tiny_setting(tmp_path, datasets_dir, monkeypatch):
     assert path.name == "README.md" and (tmp_path / "summary-covariance.png").exists()
     assert "--trials 2" in text and "| covariance | 1 |" in text
     assert "not** protected" in text
+
+
+def test_no_reproduction_writes_to_the_docs_unless_told(monkeypatch) -> None:
+    # Only dpframe_reproduce.output_dir may choose docs/reproductions (with --update-docs);
+    # `python -m dpframe_reproduce.<name>` goes through the same command line.
+    import dpframe_reproduce
+    from dpframe_reproduce import mvg
+
+    package = Path(dpframe_reproduce.__file__).parent
+    mentions = [
+        p.name for p in package.glob("*.py") if 'Path("docs/reproductions")' in p.read_text()
+    ]
+    assert mentions == ["__init__.py"]
+    seen = []
+    monkeypatch.setattr(dpframe_reproduce, "main", seen.append)
+    mvg.main(["--trials", "2"])
+    assert seen == [["mvg", "--trials", "2"]]

@@ -11,10 +11,10 @@ from plugin_testkit import one_sentence, uniform_rows
 
 import dpframe
 from dpframe import Dataset, Domain, SeededSampler, Target, execute
-from dpframe.accountants.pure import PureAccountant
+from dpframe.data.relation import Relation
 from dpframe.errors import DataError, DomainError, ParameterError
-from dpframe.events import ComposedEvent, DiscreteLaplaceEvent
-from dpframe.relation import Relation
+from dpframe.privacy.accountants.pure import PureAccountant
+from dpframe.privacy.events import ComposedEvent, DiscreteLaplaceEvent
 
 RON = dpframe.mechanism("ron_gauss")
 CUBE = Domain(lower=-1.0, upper=1.0)

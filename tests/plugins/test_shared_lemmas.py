@@ -1,5 +1,5 @@
-"""The shared pieces under the statistics plugins: dpframe.sensitivities (attacked and
-shown tight), dpframe.noise, dpframe.synthesis and the svec layout."""
+"""The shared pieces under the statistics plugins: dpframe.privacy.sensitivities (attacked and
+shown tight), dpframe.privacy.noise, dpframe.releases.synthesis and the svec layout."""
 
 from __future__ import annotations
 
@@ -10,19 +10,19 @@ import pytest
 from scipy.optimize import minimize
 
 from dpframe import SeededSampler
-from dpframe.accountants.zcdp import zcdp_epsilon
+from dpframe.data.relation import Relation
 from dpframe.errors import ParameterError
-from dpframe.linalg import from_svec, svec, upper_triangle
-from dpframe.noise import plan_stages, symmetric_entries, symmetric_matrix
-from dpframe.relation import Relation
-from dpframe.sensitivities import (
+from dpframe.privacy.accountants.zcdp import zcdp_epsilon
+from dpframe.privacy.noise import plan_stages, symmetric_entries, symmetric_matrix
+from dpframe.privacy.sensitivities import (
     Region,
     kappa,
     labelled_second_moment,
     second_moment,
     top_eigenvalues,
 )
-from dpframe.synthesis import allocate, class_conditional, map_back, moments_to_gaussian
+from dpframe.releases.linalg import from_svec, svec, upper_triangle
+from dpframe.releases.synthesis import allocate, class_conditional, map_back, moments_to_gaussian
 
 
 def upper_l1(v: np.ndarray, w: np.ndarray) -> float:

@@ -15,8 +15,8 @@ import pytest
 
 import dpframe
 from dpframe import Dataset, Domain, execute
-from dpframe.domain import Classes, Target
-from dpframe.samplers import SeededSampler
+from dpframe.data.domain import Classes, Target
+from dpframe.privacy.samplers import SeededSampler
 
 SCALE = np.array([1.0, 100.0, 0.01, 7.5])
 SHIFT = np.array([0.0, -50.0, 3.0, 1000.0])

@@ -16,11 +16,11 @@ from click.testing import CliRunner
 
 import dpframe
 from dpframe import Classes, Domain
-from dpframe.budget import Budget
-from dpframe.cli import cli
+from dpframe.apps.cli import cli
+from dpframe.data.sources import DaskSource, RecordAccessError, SourceDataset, open_source
 from dpframe.errors import EXIT_COMPUTE, EXIT_DATA, EXIT_USAGE, ComputeError, DataError
 from dpframe.ledger import Ledger, NewBudget
-from dpframe.sources import DaskSource, RecordAccessError, SourceDataset, open_source
+from dpframe.privacy.budget import Budget
 
 distributed = pytest.importorskip(
     "dask.distributed", reason="the 'scale' extra (dask[distributed]) is not installed"
@@ -275,9 +275,9 @@ def test_a_gone_scheduler_ends_the_pass_and_nothing_is_charged(tmp_path, ledger)
 
 
 def test_scheduler_addresses_get_the_table_exit_codes(tmp_path, monkeypatch):
-    import dpframe.cluster
+    import dpframe.data.cluster
 
-    monkeypatch.setattr(dpframe.cluster, "CONNECT_TIMEOUT", 1.0)
+    monkeypatch.setattr(dpframe.data.cluster, "CONNECT_TIMEOUT", 1.0)
     data = tmp_path / "t.csv"
     data.write_text("a,b\n0.1,0.2\n")
     base = ["release", "lap_pca", "--data", str(data), "--bounds", "-1:1", "--epsilon", "1"]
@@ -298,7 +298,7 @@ def test_the_private_cluster_listens_on_loopback_only_and_serves_no_pages():
 
     import psutil
 
-    from dpframe.cluster import private_cluster
+    from dpframe.data.cluster import private_cluster
 
     def listening() -> set:
         connections = psutil.Process().net_connections(kind="inet")

@@ -6,8 +6,8 @@ import numpy as np
 import pytest
 from click.testing import CliRunner
 
-from dpframe.cli import cli
-from dpframe.release import Release
+from dpframe.apps.cli import cli
+from dpframe.releases.release import Release
 
 COMMON = ["--bounds", "-1:1", "--classes", "0,1,2", "--label", "y", "--seed", "3"]
 

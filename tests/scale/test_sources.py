@@ -8,9 +8,8 @@ import pytest
 
 import dpframe
 from dpframe import Classes, Dataset, Domain, SeededSampler
-from dpframe.domain import ClipReport
-from dpframe.errors import DataError
-from dpframe.sources import (
+from dpframe.data.domain import ClipReport
+from dpframe.data.sources import (
     ArraySource,
     DaskSource,
     IteratorSource,
@@ -20,7 +19,8 @@ from dpframe.sources import (
     check_passes,
     open_source,
 )
-from dpframe.stats import Moments, moments, reduce
+from dpframe.data.stats import Moments, moments, reduce
+from dpframe.errors import DataError
 
 CHUNK = 500  # records held at once by the streamed sources (the table has 3000)
 

@@ -9,8 +9,8 @@ import numpy as np
 import pytest
 from threadpoolctl import threadpool_info, threadpool_limits
 
-from dpframe.sources import SourceDataset, _partition_reduce, open_source
-from dpframe.stats import reduce
+from dpframe.data.sources import SourceDataset, _partition_reduce, open_source
+from dpframe.data.stats import reduce
 
 
 def _blas_threads() -> set[int]:

@@ -9,9 +9,9 @@ import attrs
 import numpy as np
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, param
-from dpframe.calibration import gaussian_sigma
-from dpframe.events import GaussianEvent, LaplaceEvent, PrivacyEvent
-from dpframe.plugins import Entry, PluginInfo, registry
+from dpframe.privacy.calibration import gaussian_sigma
+from dpframe.privacy.events import GaussianEvent, LaplaceEvent, PrivacyEvent
+from dpframe.releases.plugins import Entry, PluginInfo, registry
 
 BOX = Domain(lower=0.0, upper=1.0)
 

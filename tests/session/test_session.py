@@ -11,16 +11,16 @@ import pytest
 from session_kit import make_dataset, untouchable
 
 from dpframe import ReleaseRef, Session
-from dpframe.calibration import gaussian_sigma
 from dpframe.errors import BudgetExceededError, LedgerError, ParameterError
-from dpframe.events import DiscreteLaplaceEvent, GaussianEvent
 from dpframe.ledger.store import composition
-from dpframe.plugins import registry
-from dpframe.release import Release
-from dpframe.session import AdaptivityWarning
+from dpframe.privacy.calibration import gaussian_sigma
+from dpframe.privacy.events import DiscreteLaplaceEvent, GaussianEvent
+from dpframe.releases.plugins import registry
+from dpframe.releases.release import Release
+from dpframe.releases.session import AdaptivityWarning
 
 # Most tests release step by step on purpose; the warning itself is tested below.
-pytestmark = pytest.mark.filterwarnings("ignore::dpframe.session.AdaptivityWarning")
+pytestmark = pytest.mark.filterwarnings("ignore::dpframe.releases.session.AdaptivityWarning")
 
 
 def test_plan_gives_event_and_cost_without_touching_the_data_or_the_ledger(ledger):

@@ -13,11 +13,11 @@ import attrs
 import numpy as np
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Relation, Release, Sensitivity
-from dpframe.calibration import laplace_scale, split_gaussian
 from dpframe.errors import DataError, ParameterError
-from dpframe.events import GaussianEvent, LaplaceEvent, PrivacyEvent, compose
-from dpframe.linalg import upper_triangle
-from dpframe.samplers import Sampler, SecureSampler
+from dpframe.privacy.calibration import laplace_scale, split_gaussian
+from dpframe.privacy.events import GaussianEvent, LaplaceEvent, PrivacyEvent, compose
+from dpframe.privacy.samplers import Sampler, SecureSampler
+from dpframe.releases.linalg import upper_triangle
 
 
 @attrs.frozen(kw_only=True)

@@ -1,7 +1,7 @@
 """Layer C: cross-checking accountants against exact formulas and dp-accounting.
 
 The only accountant on this branch is ``pure``; a reference mu-GDP accountant built here
-from ``dpframe.calibration`` stands in for a Gaussian one, and deliberately wrong
+from ``dpframe.privacy.calibration`` stands in for a Gaussian one, and deliberately wrong
 accountants show that the helpers catch them.
 """
 
@@ -11,18 +11,18 @@ import math
 
 import pytest
 
-from dpframe.accountants.base import SUPPORTED, Accountant, Support
-from dpframe.accountants.pure import PureAccountant
-from dpframe.calibration import gdp_epsilon
+from dpframe.data.relation import Relation
 from dpframe.errors import UnsupportedEventError
-from dpframe.events import (
+from dpframe.privacy.accountants.base import SUPPORTED, Accountant, Support
+from dpframe.privacy.accountants.pure import PureAccountant
+from dpframe.privacy.calibration import gdp_epsilon
+from dpframe.privacy.events import (
     GaussianEvent,
     LaplaceEvent,
     PoissonSampledEvent,
     SampledWithoutReplacementEvent,
     SelfComposedEvent,
 )
-from dpframe.relation import Relation
 from dpframe.testing import (
     AccountingMismatch,
     cross_check,
@@ -132,7 +132,7 @@ def test_the_delta_direction():
 
     class DeltaGDP(ReferenceGDP):
         def delta(self, event, epsilon):
-            from dpframe.calibration import gdp_delta
+            from dpframe.privacy.calibration import gdp_delta
 
             return gdp_delta(gdp_mu(event), epsilon)
 

@@ -11,10 +11,10 @@ from synthetic import LeakyRelease, NoisySum, OverclaimingPlan, TwoStageGaussian
 
 import dpframe
 from dpframe import Domain, SeededSampler
-from dpframe.accountants.zcdp import zcdp_epsilon
-from dpframe.calibration import gdp_mu as calibrated_mu
-from dpframe.calibration import split_gaussian
-from dpframe.events import (
+from dpframe.privacy.accountants.zcdp import zcdp_epsilon
+from dpframe.privacy.calibration import gdp_mu as calibrated_mu
+from dpframe.privacy.calibration import split_gaussian
+from dpframe.privacy.events import (
     ComposedEvent,
     EpsilonDeltaEvent,
     GaussianEvent,

@@ -16,8 +16,8 @@ import pytest
 from synthetic import EpsilonParams, NoisySum
 
 from dpframe import Dataset, Domain, Mechanism, Release
-from dpframe.events import ExponentialMechanismEvent, LaplaceEvent, PrivacyEvent
-from dpframe.samplers import Sampler, SeededSampler
+from dpframe.privacy.events import ExponentialMechanismEvent, LaplaceEvent, PrivacyEvent
+from dpframe.privacy.samplers import Sampler, SeededSampler
 from dpframe.testing import Kit, conformance
 from dpframe.testing.mutants import epsilon_scaled
 

@@ -129,7 +129,7 @@ def test_noisy_stages_adding_no_noise_is_caught():
 def test_a_plan_costing_more_than_the_parameters_is_caught():
     class Overspends(NoisySum):
         def plan(self, params, domain):
-            from dpframe.events import LaplaceEvent
+            from dpframe.privacy.events import LaplaceEvent
 
             return LaplaceEvent(0.5 / params.epsilon, relation=domain.relation)
 

@@ -16,7 +16,7 @@ from pathlib import Path
 
 import pytest
 
-from dpframe.samplers import Sampler
+from dpframe.privacy.samplers import Sampler
 from dpframe.testing.kit import NEEDS_HOOKS, THOROUGH_TWINS
 
 REPO = Path(__file__).resolve().parents[2]

@@ -16,10 +16,10 @@ import numpy as np
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Relation, Release, Sensitivity, param
 from dpframe.errors import ParameterError
-from dpframe.events import ExponentialMechanismEvent, PrivacyEvent
-from dpframe.noise import NoisyStage, batch_perturb, plan_stages
-from dpframe.params import nonnegative_int, positive_int
-from dpframe.samplers import Sampler
+from dpframe.privacy.events import ExponentialMechanismEvent, PrivacyEvent
+from dpframe.privacy.noise import NoisyStage, batch_perturb, plan_stages
+from dpframe.privacy.samplers import Sampler
+from dpframe.releases.params import nonnegative_int, positive_int
 from dpframe_histogram.sensitivity import counts_sensitivity
 
 
@@ -81,7 +81,7 @@ class Histogram(Mechanism):
 
     def stage(self, params: HistogramParams, domain: Domain) -> NoisyStage:
         """The one noisy stage: exact discrete Laplace or discrete Gaussian noise on the
-        integer counts (``dpframe.noise``), its noise computed from ``sensitivity()``."""
+        integer counts (``dpframe.privacy.noise``), its noise computed from ``sensitivity()``."""
         declared = self.sensitivity(params, domain)["counts"].value
         return plan_stages(
             params.noise,

@@ -7,8 +7,8 @@ import pytest
 from dpframe_histogram.mechanisms import Histogram, ModeBin
 
 from dpframe import Dataset, Domain, execute
-from dpframe.plugins import registry
-from dpframe.samplers import SeededSampler
+from dpframe.privacy.samplers import SeededSampler
+from dpframe.releases.plugins import registry
 from dpframe.testing import Kit, conformance, with_sensitivity
 
 LINE = Domain(lower=[0.0], upper=[4.0], feature_names=("x",))

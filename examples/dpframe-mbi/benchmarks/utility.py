@@ -22,9 +22,9 @@ from pathlib import Path
 import dpframe
 import numpy as np
 from dpframe import Classes, Dataset, Domain, SeededSampler
-from dpframe.demo import holdout
-from dpframe.evaluate import Interval, classify, interval
-from dpframe.reproduce.summary import ctg_split
+from dpframe.apps.demo import holdout
+from dpframe.apps.evaluate import Interval, classify, interval
+from dpframe_reproduce.summary import ctg_split
 
 EPSILONS = (0.5, 1.0, 2.0, 10.0)
 DELTA = 1e-5

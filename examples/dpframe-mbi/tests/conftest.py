@@ -5,7 +5,7 @@ from __future__ import annotations
 import numpy as np
 import pytest
 from dpframe import Dataset, Domain
-from dpframe.domain import Classes
+from dpframe.data.domain import Classes
 
 
 @pytest.fixture(scope="session")

@@ -12,7 +12,7 @@ from __future__ import annotations
 
 import attrs
 from dpframe import Domain
-from dpframe.domain import Classes
+from dpframe.data.domain import Classes
 from dpframe.testing import conformance
 from dpframe.testing.kit import FAST
 

@@ -7,9 +7,9 @@ import math
 import numpy as np
 import pytest
 from dpframe import Domain
-from dpframe.accountants.zcdp import ZCDPAccountant, zcdp_epsilon
-from dpframe.domain import Classes
-from dpframe.relation import Relation
+from dpframe.data.domain import Classes
+from dpframe.data.relation import Relation
+from dpframe.privacy.accountants.zcdp import ZCDPAccountant, zcdp_epsilon
 
 from dpframe_mbi.aim import AIM
 from dpframe_mbi.budget import rho_for

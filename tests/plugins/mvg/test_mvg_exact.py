@@ -15,7 +15,7 @@ from scipy.optimize import brentq
 from scipy.stats import norm
 
 from dpframe import Domain
-from dpframe.events import GaussianEvent
+from dpframe.privacy.events import GaussianEvent
 
 
 def delta_of(mu: float, eps: float) -> float:

@@ -123,7 +123,7 @@ def test_custom_function_with_the_wrong_shape_is_refused():
 
 
 def test_cli_bad_parameter_exits_2_without_traceback(tmp_path):
-    from dpframe.cli import cli
+    from dpframe.apps.cli import cli
 
     data = tmp_path / "x.csv"
     np.savetxt(data, np.zeros((5, 3)), delimiter=",")

@@ -9,7 +9,7 @@ import pytest
 
 @pytest.mark.slow
 def test_reproduction_writes_all_three_experiments(tmp_path, datasets_dir):
-    from dpframe.reproduce import mvg
+    from dpframe_reproduce import mvg
 
     path = mvg.run(2, tmp_path, datasets_dir)
     text = path.read_text(encoding="utf-8")

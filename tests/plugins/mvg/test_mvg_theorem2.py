@@ -15,7 +15,7 @@ from dpframe_mvg import MVGMechanism
 
 from dpframe import Domain
 from dpframe.errors import ParameterError
-from dpframe.events import EpsilonDeltaEvent
+from dpframe.privacy.events import EpsilonDeltaEvent
 
 getcontext().prec = 50
 

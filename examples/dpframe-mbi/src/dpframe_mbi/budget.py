@@ -11,8 +11,8 @@ from __future__ import annotations
 
 import functools
 
-from dpframe.accountants.zcdp import zcdp_epsilon
 from dpframe.errors import ParameterError
+from dpframe.privacy.accountants.zcdp import zcdp_epsilon
 
 
 @functools.lru_cache(maxsize=256)

@@ -16,9 +16,9 @@ from collections.abc import Sequence
 import attrs
 import numpy as np
 from dpframe import Domain
-from dpframe.domain import Classes
+from dpframe.data.domain import Classes
 from dpframe.errors import DomainError, ParameterError
-from dpframe.samplers import Sampler
+from dpframe.privacy.samplers import Sampler
 
 LABEL = "label"
 

@@ -12,7 +12,7 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from dpframe.relation import Relation
+from dpframe.data.relation import Relation
 
 Clique = tuple[int, ...]
 

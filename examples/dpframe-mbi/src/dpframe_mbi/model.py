@@ -14,7 +14,7 @@ from collections.abc import Sequence
 from typing import Any
 
 import numpy as np
-from dpframe.samplers import Sampler
+from dpframe.privacy.samplers import Sampler
 
 from dpframe_mbi.marginals import Clique
 

@@ -23,11 +23,11 @@ import math
 import attrs
 import numpy as np
 from dpframe import Dataset, Domain, Mechanism, Release, param
+from dpframe.data.relation import Relation
 from dpframe.errors import ParameterError
-from dpframe.events import PrivacyEvent, SelfComposedEvent, compose
-from dpframe.params import positive_int
-from dpframe.relation import Relation
-from dpframe.samplers import Sampler
+from dpframe.privacy.events import PrivacyEvent, SelfComposedEvent, compose
+from dpframe.privacy.samplers import Sampler
+from dpframe.releases.params import positive_int
 
 from dpframe_mbi import model, privacy
 from dpframe_mbi.budget import rho_for

@@ -5,7 +5,7 @@ from __future__ import annotations
 import attrs
 from dpframe import PrivacyParams, param
 from dpframe.errors import ParameterError
-from dpframe.synthesis import n_synthetic_param
+from dpframe.releases.synthesis import n_synthetic_param
 
 
 @attrs.frozen(kw_only=True)

@@ -4,10 +4,10 @@
   variance parameter ``sigma²`` to a marginal's integer counts. Counts are integers and one
   record shifts them by an integer vector (L2 norm from :mod:`dpframe_mbi.marginals`), so
   no grid or rounding is needed and the release is exact on real hardware; its event is a
-  :class:`~dpframe.events.DiscreteGaussianEvent` (``ρ = Δ²/(2σ²)``).
+  :class:`~dpframe.privacy.events.DiscreteGaussianEvent` (``ρ = Δ²/(2σ²)``).
 * A *selection* picks one candidate by the exponential mechanism with quality scores of
   known sensitivity, drawn exactly by the Sampler (no floating-point step decides the
-  pick); its event is an :class:`~dpframe.events.ExponentialMechanismEvent` (ε-DP and
+  pick); its event is an :class:`~dpframe.privacy.events.ExponentialMechanismEvent` (ε-DP and
   ε-bounded-range, so ``ε²/8``-zCDP).
 """
 
@@ -17,9 +17,9 @@ import math
 from fractions import Fraction
 
 import numpy as np
-from dpframe.events import DiscreteGaussianEvent, ExponentialMechanismEvent, PrivacyEvent
-from dpframe.relation import Relation
-from dpframe.samplers import Sampler
+from dpframe.data.relation import Relation
+from dpframe.privacy.events import DiscreteGaussianEvent, ExponentialMechanismEvent, PrivacyEvent
+from dpframe.privacy.samplers import Sampler
 
 VARIANCE_STEP = 2**10
 """``sigma²`` is rounded *up* to a multiple of ``1/VARIANCE_STEP``: a small denominator keeps

@@ -1,0 +1,403 @@
+"""The Dataset: private records, clipped to a public Domain.
+
+A Dataset is built from features (and optionally labels) plus a Domain. On construction
+it rejects NaN/inf, empty data, wrong shapes and labels outside the declared classes
+(one sentence naming the column or row), then clips every row to the domain. Mechanisms
+only ever see clipped data; the clip counts are kept for the curator in
+:attr:`Dataset.clip_report` and never enter a release.
+
+Construction reads the features once, chunk by chunk, and never writes the caller's
+array: a float64, C-contiguous array whose rows are all in the domain is wrapped as a
+read-only view (no copy); anything else is converted or copied once and clipped in place.
+A Dataset that wraps the caller's array re-checks the domain on every fingerprint (each
+release), so a change made to that array afterwards is refused rather than released.
+"""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+from collections.abc import Iterable, Iterator, Sequence
+from typing import Any
+
+import attrs
+import numpy as np
+
+from dpframe.data.domain import Classes, ClipReport, Domain, Target, _label_key
+from dpframe.errors import DataError
+
+DEFAULT_CHUNK_ROWS = 65536
+
+
+@attrs.define(eq=False)
+class Dataset:
+    """Clipped private records and their (bound) public domain.
+
+    ``labels`` holds class indices (into ``domain.labels.values``) for class labels and
+    clipped floats for a bounded target.
+    """
+
+    features: np.ndarray
+    labels: np.ndarray | None
+    domain: Domain
+    clip_report: ClipReport
+    source: str = "array"
+
+    def __len__(self) -> int:
+        return int(self.features.shape[0])
+
+    @property
+    def n_records(self) -> int:
+        return int(self.features.shape[0])
+
+    @property
+    def n_features(self) -> int:
+        return int(self.features.shape[1])
+
+    @property
+    def has_labels(self) -> bool:
+        return self.labels is not None
+
+    def require_labels(self, what: str = "this mechanism") -> np.ndarray:
+        """The labels, or one clear sentence if the data have none."""
+        if self.labels is None:
+            raise DataError(
+                f"{what} needs labels; name the label column (--label or [labels] column)."
+            )
+        return self.labels
+
+    def label_values(self, indices: np.ndarray) -> np.ndarray:
+        """Map class indices back to the declared class values."""
+        classes = self.domain.classes().values
+        return np.asarray(classes, dtype=object)[np.asarray(indices, dtype=np.int64)]
+
+    def chunks(
+        self, rows: int = DEFAULT_CHUNK_ROWS
+    ) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
+        """``(features, labels)`` blocks of at most ``rows`` records, in order."""
+        for start in range(0, self.n_records, rows):
+            stop = start + rows
+            yield (
+                self.features[start:stop],
+                None if self.labels is None else self.labels[start:stop],
+            )
+
+    def fingerprint(self, key: bytes, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> str:
+        """A keyed content fingerprint: HMAC-SHA256 of the clipped records under ``key``.
+
+        Keyed on purpose: an unkeyed hash of the data in public metadata would let an
+        adversary who knows all but one record test guesses of the last one. The ledger
+        holds the key; fingerprints made with it are comparable within that ledger only.
+        A Dataset that wraps the caller's array (not a copy) checks, in the same pass,
+        that every record is still in the domain.
+        """
+        chunks = self.chunks(chunk_rows)
+        if _wraps_caller_array(self.features):
+            chunks = _checked(chunks, self.domain)
+        return keyed_fingerprint(key, self.n_records, self.n_features, chunks)
+
+    def subset(self, rows: np.ndarray) -> Dataset:
+        """The records at ``rows`` (already clipped), with the same domain."""
+        features = self.features[rows]
+        labels = None if self.labels is None else self.labels[rows]
+        domain = (
+            self.domain.with_records(int(features.shape[0]))
+            if self.domain.records
+            else (self.domain)
+        )
+        return Dataset(features, labels, domain, ClipReport(int(features.shape[0])), self.source)
+
+    # -- construction ------------------------------------------------------------------
+
+    @classmethod
+    def from_arrays(
+        cls,
+        features: Any,
+        labels: Any = None,
+        domain: Domain | None = None,
+        *,
+        feature_names: Sequence[str] | None = None,
+        source: str = "array",
+        copy: bool = False,
+    ) -> Dataset:
+        """Validate, clip and wrap arrays. ``domain`` defaults to an unbounded replace-one
+        domain (mechanisms that need bounds then say so). The caller's array is never
+        written; it is copied only if it must be (see the module docstring), or always
+        with ``copy=True``."""
+        domain = domain or Domain()
+        x = _as_feature_matrix(features, domain, feature_names, copy=copy, check_finite=False)
+        bound = domain.bind(x.shape[1], feature_names).with_records(x.shape[0])
+        owned = copy or not (isinstance(features, np.ndarray) and np.may_share_memory(x, features))
+        x, report = _validate_and_clip(x, bound, feature_names, owned=owned)
+        y, labels_clipped = _validate_labels(labels, bound, x.shape[0])
+        if (
+            y is None
+            and isinstance(bound.labels, (Classes, Target))
+            and labels is None
+            and (bound.labels.column is not None)
+        ):
+            raise DataError(
+                f"the domain names label column {bound.labels.column!r} but no labels were given."
+            )
+        report = attrs.evolve(report, labels_clipped=labels_clipped)
+        x.setflags(write=False)
+        if y is not None:
+            y.setflags(write=False)
+        return cls(x, y, bound, report, source)
+
+    @classmethod
+    def from_dataframe(
+        cls, frame: Any, domain: Domain | None = None, *, label: str | int | None = None
+    ) -> Dataset:
+        """Build from a pandas DataFrame; feature columns are the domain's names, or all
+        columns but the label."""
+        domain = domain or Domain()
+        label = label if label is not None else _domain_label_column(domain)
+        columns = [str(c) for c in frame.columns]
+        label_name = None
+        if label is not None:
+            label_name = _resolve_column(label, columns, "label")
+        names = (
+            list(domain.feature_names)
+            if domain.feature_names is not None
+            else [c for c in columns if c != label_name]
+        )
+        for name in names:
+            if name not in columns:
+                raise DataError(f"feature column {name!r} is not in the data.")
+        block = frame.loc[:, [frame.columns[columns.index(n)] for n in names]]
+        features = np.empty((len(frame), len(names)), dtype=np.float64)
+        for j, name in enumerate(names):
+            column = block.iloc[:, j]
+            try:
+                features[:, j] = column.to_numpy(dtype=np.float64, na_value=np.nan)
+            except (TypeError, ValueError):
+                bad = next(i for i, v in enumerate(column) if not _is_number(v))
+                raise DataError(
+                    f"column {name!r} has a non-numeric value {column.iloc[bad]!r} at data "
+                    f"row {bad + 1}."
+                ) from None
+        labels = None
+        if label_name is not None:
+            labels = frame.iloc[:, columns.index(label_name)].to_numpy()
+        return cls.from_arrays(features, labels, domain, feature_names=names, source="dataframe")
+
+
+def is_dataframe(data: Any) -> bool:
+    """True for a pandas DataFrame (checked without importing pandas)."""
+    return type(data).__name__ == "DataFrame" and hasattr(data, "columns") and hasattr(data, "iloc")
+
+
+def as_dataset(
+    data: Any, domain: Domain | None = None, *, label: str | int | None = None
+) -> Dataset:
+    """``data`` as a Dataset: a Dataset as it is (``domain`` must then be omitted), a pandas
+    DataFrame with the domain's column names through :meth:`Dataset.from_dataframe`."""
+    if isinstance(data, Dataset) or hasattr(data, "chunks"):
+        if domain is not None:
+            raise DataError("give a domain with a DataFrame, not with a dataset (it has one).")
+        return data
+    if is_dataframe(data):
+        return Dataset.from_dataframe(data, domain, label=label)
+    raise DataError(
+        f"expected a dpframe Dataset or a pandas DataFrame, got {type(data).__name__}; for "
+        "arrays use Dataset.from_arrays(X, y, domain)."
+    )
+
+
+def keyed_fingerprint(
+    key: bytes,
+    n_records: int,
+    n_features: int,
+    chunks: Iterable[tuple[np.ndarray, np.ndarray | None]],
+) -> str:
+    """HMAC-SHA256 under ``key`` of the clipped records: of the features' bytes and of the
+    labels' bytes (little-endian float64, in record order), each streamed through its own
+    MAC, so the value does not depend on how the records were chunked."""
+    features_mac = hmac.new(key, digestmod=hashlib.sha256)
+    labels_mac = hmac.new(key, digestmod=hashlib.sha256)
+    for features, labels in chunks:
+        features_mac.update(np.ascontiguousarray(features, dtype="<f8").data)
+        if labels is not None:
+            labels_mac.update(np.ascontiguousarray(labels, dtype="<f8").data)
+    mac = hmac.new(key, digestmod=hashlib.sha256)
+    mac.update(f"dpframe-dataset-v2:{n_records}x{n_features}:".encode())
+    mac.update(features_mac.digest() + labels_mac.digest())
+    return mac.hexdigest()
+
+
+def _validate_and_clip(
+    x: np.ndarray,
+    domain: Domain,
+    names: Sequence[str] | None,
+    *,
+    owned: bool,
+    rows: int = DEFAULT_CHUNK_ROWS,
+) -> tuple[np.ndarray, ClipReport]:
+    """One chunked pass over ``x``: reject NaN/inf and clip every row into ``domain``. An
+    array the caller still holds (``owned`` False) is only read; it is copied, once, when
+    a first value needs clipping, and otherwise returned as a view."""
+    n, d = x.shape
+    report = ClipReport(0, values_clipped_per_feature=(0,) * d)
+    for start in range(0, n, rows):
+        chunk = x[start : start + rows]
+        if domain.contains(chunk):
+            report += ClipReport(chunk.shape[0], values_clipped_per_feature=(0,) * d)
+            continue
+        _check_finite(chunk, domain, names, start)
+        if not owned:
+            x, owned = x.copy(), True
+            chunk = x[start : start + rows]
+        report += domain.clip(chunk)[1]  # in place: chunk is a view of x
+    return (x if owned else x.view()), report
+
+
+def _wraps_caller_array(features: np.ndarray) -> bool:
+    """Whether ``features`` is a view of an array the caller still holds (and may write)."""
+    return features.base is not None and features.base.flags.writeable
+
+
+def _checked(
+    chunks: Iterable[tuple[np.ndarray, np.ndarray | None]], domain: Domain
+) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
+    """The chunks, each checked to lie in ``domain`` (one sentence if one does not)."""
+    for features, labels in chunks:
+        if not domain.contains(features):
+            raise DataError(
+                "the array this Dataset wraps was changed after the Dataset was built and is "
+                "no longer inside its domain; build the Dataset again (or pass copy=True)."
+            )
+        yield features, labels
+
+
+def _domain_label_column(domain: Domain) -> str | int | None:
+    return domain.labels.column if domain.labels is not None else None
+
+
+def _resolve_column(spec: str | int, columns: Sequence[str], what: str) -> str:
+    if isinstance(spec, str) and spec in columns:
+        return spec
+    index = spec
+    if isinstance(spec, str) and spec.lstrip("-").isdigit():
+        index = int(spec)
+    if isinstance(index, int) and not isinstance(index, bool):
+        if -len(columns) <= index < len(columns):
+            return columns[index]
+        raise DataError(f"{what} column index {index} is out of range for {len(columns)} columns.")
+    raise DataError(f"{what} column {spec!r} is not in the data; columns are {list(columns)}.")
+
+
+def _is_number(value: Any) -> bool:
+    try:
+        float(value)
+    except (TypeError, ValueError):
+        return False
+    return True
+
+
+def _as_feature_matrix(
+    features: Any,
+    domain: Domain,
+    names: Sequence[str] | None,
+    *,
+    copy: bool,
+    first_row: int = 0,
+    check_finite: bool = True,
+) -> np.ndarray:
+    """``features`` as a finite float64 matrix (finiteness checked unless told not to);
+    ``first_row`` numbers the rows of a chunk in error messages."""
+    try:
+        x = (np.array if copy else np.asarray)(features, dtype=np.float64, order="C")
+    except (TypeError, ValueError):
+        raise DataError("the features must be numbers (found a non-numeric value).") from None
+    if x.ndim == 1:
+        x = x[:, None]
+    if x.ndim != 2:
+        raise DataError(f"the features must form a 2-D table, got {x.ndim} dimensions.")
+    if x.shape[0] == 0:
+        raise DataError("the data have no records.")
+    if x.shape[1] == 0:
+        raise DataError("the data have no feature columns.")
+    if check_finite:
+        _check_finite(x, domain, names, first_row)
+    return x
+
+
+def _check_finite(
+    x: np.ndarray, domain: Domain, names: Sequence[str] | None, first_row: int
+) -> None:
+    """One sentence naming the first NaN or infinite value of ``x``, if there is one."""
+    finite = np.isfinite(x)
+    if not finite.all():
+        rows, cols = np.nonzero(~finite)
+        i, j = int(rows[0]), int(cols[0])
+        names = domain.feature_names or names
+        name = names[j] if names is not None and j < len(names) else str(j)
+        kind = "a missing (NaN)" if np.isnan(x[i, j]) else "an infinite"
+        raise DataError(
+            f"column {name!r} has {kind} value at data row {first_row + i + 1}; remove or "
+            "impute it before release."
+        )
+
+
+def _validate_labels(
+    labels: Any, domain: Domain, n: int, first_row: int = 0
+) -> tuple[np.ndarray | None, int]:
+    """Class indices or clipped target values, and how many target values were clipped;
+    ``first_row`` numbers the rows of a chunk in error messages."""
+    if labels is None:
+        return None, 0
+    raw = np.asarray(labels)
+    if raw.ndim != 1:
+        raw = raw.reshape(-1) if raw.ndim == 2 and 1 in raw.shape else raw
+    if raw.ndim != 1 or raw.shape[0] != n:
+        raise DataError(f"there are {raw.shape[0] if raw.ndim else 0} labels for {n} records.")
+    spec = domain.labels
+    if spec is None:
+        raise DataError(
+            "labels were given but the domain declares no label kind; add [labels] classes = "
+            "[...] or lower/upper to the domain."
+        )
+    if isinstance(spec, Classes):
+        out = _class_indices(raw, spec)
+        bad = np.flatnonzero(out < 0)
+        if bad.size:
+            row = int(bad[0])
+            value = raw[row : row + 1].tolist()[0]
+            raise DataError(
+                f"data row {first_row + row + 1} has label {value!r}, which is not one of the "
+                f"declared classes {list(spec.values)}."
+            )
+        return out, 0
+    try:
+        y = raw.astype(np.float64)
+    except (TypeError, ValueError):
+        raise DataError("the target labels must be numbers.") from None
+    bad = np.flatnonzero(~np.isfinite(y))
+    if bad.size:
+        raise DataError(
+            f"the label at data row {first_row + int(bad[0]) + 1} is missing or infinite."
+        )
+    clipped = int(np.count_nonzero((y < spec.lower) | (y > spec.upper)))
+    return np.clip(y, spec.lower, spec.upper), clipped
+
+
+def _class_indices(raw: np.ndarray, spec: Classes) -> np.ndarray:
+    """The index of each label in ``spec.values`` (-1 when undeclared), comparing by
+    :func:`~dpframe.data.domain._label_key` once per distinct value."""
+    index = {_label_key(v): i for i, v in enumerate(spec.values)}
+    if raw.dtype == object:
+        # Keyed by (type, value): np.unique would merge True with 1, which differ as classes.
+        seen: dict[tuple[type, Any], int] = {}
+        values = raw.tolist()
+        inverse = np.fromiter(
+            (seen.setdefault((type(v), v), len(seen)) for v in values),
+            dtype=np.int64,
+            count=len(values),
+        )
+        distinct = [v for _, v in seen]
+    else:
+        unique, inverse = np.unique(raw, return_inverse=True)
+        distinct = unique.tolist()
+    codes = np.array([index.get(_label_key(v), -1) for v in distinct], dtype=np.int64)
+    return codes[inverse.reshape(-1)]

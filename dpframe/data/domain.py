@@ -1,0 +1,630 @@
+"""The Domain: the public description of the data space.
+
+A Domain says what every possible record looks like, so that sensitivities hold for
+every input: per-feature bounds (a box) and/or a bound on each row's L2 norm, the label
+(a list of classes or a bounded numeric target), the neighbouring relation, and, under
+replace-one, the public record count. It is declared by the data curator (a TOML file,
+CLI flags, or Python), never computed from the private data without saying so:
+:meth:`Domain.infer_from` exists for experiments only, warns, and marks the domain as
+``inferred`` so that every release made with it is recorded as non-private.
+
+TOML form::
+
+    relation = "replace_one"        # or "add_remove"; default replace_one
+    records = 345                   # optional; public record count (replace-one only)
+
+    [features]
+    names = ["mcv", "alkphos"]      # optional: which columns are features, in order
+    lower = 0.0                     # a number for every feature, or one per feature
+    upper = [100.0, 300.0]
+    row_norm_bound = 1.0            # optional L2 bound on each row
+    integer = ["alkphos"]           # optional: integer-valued features (or true for all)
+
+    [labels]
+    column = "selector"             # name, or 0-based index
+    classes = [1, 2]                # a class list ...
+    # lower = 0.0                   # ... or a bounded numeric target
+    # upper = 20.0
+"""
+
+from __future__ import annotations
+
+import math
+import sys
+import warnings
+from collections.abc import Sequence
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+
+from dpframe.data.relation import Relation
+from dpframe.errors import DomainError
+
+Label = int | float | str
+
+
+class InferredBoundsWarning(UserWarning):
+    """Bounds were computed from the private data: releases using them are non-private."""
+
+
+def _finite_tuple(value: Any) -> tuple[float, ...] | None:
+    if value is None:
+        return None
+    if isinstance(value, (int, float)):
+        value = (value,)
+    try:
+        out = tuple(float(v) for v in value)
+    except (TypeError, ValueError):
+        raise DomainError(f"bounds must be numbers, got {value!r}.") from None
+    if not out:
+        raise DomainError("bounds must not be empty.")
+    for v in out:
+        if not math.isfinite(v):
+            raise DomainError(f"bounds must be finite numbers, got {v!r}.")
+    return out
+
+
+def _integer_spec(value: Any) -> bool | tuple[str | int, ...]:
+    """``integer=``: True/False, one feature name, or a sequence of names or indices."""
+    if isinstance(value, bool):
+        return value
+    if isinstance(value, (str, int)):
+        return (value,)
+    try:
+        return tuple(value)
+    except TypeError:
+        raise DomainError(
+            f"integer must be true, false or a list of features, got {value!r}."
+        ) from None
+
+
+@attrs.frozen
+class Classes:
+    """Labels from a declared, public list of classes."""
+
+    values: tuple[Label, ...] = attrs.field(converter=tuple)
+    column: str | int | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if len(self.values) < 1:
+            raise DomainError("the class list must name at least one class.")
+        if len({_label_key(v) for v in self.values}) != len(self.values):
+            raise DomainError(f"the class list {list(self.values)} repeats a class.")
+
+    def to_dict(self) -> dict[str, Any]:
+        return _drop_none({"classes": list(self.values), "column": self.column})
+
+
+@attrs.frozen
+class Target:
+    """A numeric label (regression target) bounded to ``[lower, upper]``."""
+
+    lower: float = attrs.field(converter=float)
+    upper: float = attrs.field(converter=float)
+    column: str | int | None = None
+
+    def __attrs_post_init__(self) -> None:
+        if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
+            raise DomainError("the target bounds must be finite numbers.")
+        if self.lower > self.upper:
+            raise DomainError(
+                f"the target's lower bound {self.lower} exceeds its upper bound {self.upper}."
+            )
+
+    @property
+    def radius(self) -> float:
+        """Half the target range: the bound on ``|y - centre|``."""
+        return (self.upper - self.lower) / 2
+
+    @property
+    def centre(self) -> float:
+        return (self.upper + self.lower) / 2
+
+    def to_dict(self) -> dict[str, Any]:
+        return _drop_none({"lower": self.lower, "upper": self.upper, "column": self.column})
+
+
+LabelSpec = Classes | Target
+
+
+@attrs.frozen
+class Domain:
+    """Public description of the data space (see the module docstring)."""
+
+    lower: tuple[float, ...] | None = attrs.field(default=None, converter=_finite_tuple)
+    upper: tuple[float, ...] | None = attrs.field(default=None, converter=_finite_tuple)
+    row_norm_bound: float | None = None
+    feature_names: tuple[str, ...] | None = attrs.field(
+        default=None, converter=attrs.converters.optional(tuple)
+    )
+    labels: LabelSpec | None = None
+    relation: Relation = attrs.field(default=Relation.REPLACE_ONE, converter=Relation.parse)
+    records: int | None = None
+    inferred: bool = False
+    integer: bool | tuple[str | int, ...] = attrs.field(default=(), converter=_integer_spec)
+
+    def __attrs_post_init__(self) -> None:
+        if (self.lower is None) != (self.upper is None):
+            raise DomainError("give both lower and upper feature bounds, or neither.")
+        if self.lower is not None and self.upper is not None:
+            if len(self.lower) != len(self.upper) and 1 not in (len(self.lower), len(self.upper)):
+                raise DomainError(
+                    f"{len(self.lower)} lower bounds but {len(self.upper)} upper bounds."
+                )
+            lo, hi = np.broadcast_arrays(np.array(self.lower), np.array(self.upper))
+            bad = np.flatnonzero(lo > hi)
+            if bad.size:
+                j = int(bad[0])
+                raise DomainError(
+                    f"feature {self._feature_label(j)}: lower bound {lo[j]} exceeds upper "
+                    f"bound {hi[j]}."
+                )
+        if self.row_norm_bound is not None and not (
+            isinstance(self.row_norm_bound, (int, float))
+            and math.isfinite(self.row_norm_bound)
+            and self.row_norm_bound > 0
+        ):
+            raise DomainError(
+                f"row_norm_bound must be a positive finite number, got {self.row_norm_bound!r}."
+            )
+        if self.records is not None:
+            if (
+                isinstance(self.records, bool)
+                or not isinstance(self.records, int)
+                or (self.records < 1)
+            ):
+                raise DomainError(f"records must be an integer >= 1, got {self.records!r}.")
+            if self.relation is Relation.ADD_REMOVE:
+                raise DomainError(
+                    "a public record count contradicts the add_remove relation (under "
+                    "add/remove the count is private); drop 'records' or use replace_one."
+                )
+        if self.row_norm_bound is not None and self.lower is not None and self.upper is not None:
+            lo, hi = np.broadcast_arrays(np.array(self.lower), np.array(self.upper))
+            if float(np.linalg.norm(np.clip(0.0, lo, hi))) > self.row_norm_bound:
+                raise DomainError(
+                    "the feature bounds and row_norm_bound admit no record (every point of the "
+                    "box has a larger norm); widen one of them."
+                )
+        width = self._declared_width()
+        if (
+            width is not None
+            and self.feature_names is not None
+            and width != len(self.feature_names)
+        ):
+            raise DomainError(
+                f"{len(self.feature_names)} feature names but bounds for {width} features."
+            )
+
+    # -- shape ---------------------------------------------------------------------
+
+    def _declared_width(self) -> int | None:
+        widths = {len(b) for b in (self.lower, self.upper) if b is not None and len(b) > 1}
+        if len(widths) > 1:
+            raise DomainError("lower and upper bounds have different lengths.")
+        return widths.pop() if widths else None
+
+    @property
+    def n_features(self) -> int | None:
+        """The number of features, when the domain fixes it."""
+        width = self._declared_width()
+        if width is not None:
+            return width
+        return None if self.feature_names is None else len(self.feature_names)
+
+    def _feature_label(self, j: int) -> str:
+        if self.feature_names is not None and j < len(self.feature_names):
+            return repr(self.feature_names[j])
+        return str(j)
+
+    def bind(self, n_features: int, names: Sequence[str] | None = None) -> Domain:
+        """This domain with scalar bounds broadcast to ``n_features`` and names filled."""
+        width = self.n_features
+        if width is not None and width != n_features:
+            raise DomainError(
+                f"the domain describes {width} features but the data have {n_features}."
+            )
+        lower = upper = None
+        if self.lower is not None and self.upper is not None:
+            lower = tuple(np.broadcast_to(np.array(self.lower), (n_features,)).tolist())
+            upper = tuple(np.broadcast_to(np.array(self.upper), (n_features,)).tolist())
+        feature_names = self.feature_names
+        if feature_names is None:
+            feature_names = tuple(
+                str(n)
+                for n in (names if names is not None else (f"x{j}" for j in range(n_features)))
+            )
+        bound = attrs.evolve(self, lower=lower, upper=upper, feature_names=feature_names)
+        bound.integer_mask()  # one sentence for an integer column that is not a feature
+        return bound
+
+    def with_records(self, n: int) -> Domain:
+        """Under replace-one, the (public) record count; checked against a declared one."""
+        if self.relation is not Relation.REPLACE_ONE:
+            return self
+        if self.records is not None and self.records != n:
+            raise DomainError(f"the domain declares {self.records} records but the data have {n}.")
+        return attrs.evolve(self, records=n)
+
+    def integer_mask(self) -> np.ndarray:
+        """Which features are declared integer-valued (a bool per feature)."""
+        m = self.n_features or 0
+        if isinstance(self.integer, bool):
+            return np.full(m, self.integer)
+        mask = np.zeros(m, dtype=bool)
+        names = list(self.feature_names or ())
+        for item in self.integer:
+            if isinstance(item, str) and item in names:
+                mask[names.index(item)] = True
+            elif isinstance(item, int) and -m <= item < m:
+                mask[item] = True
+            else:
+                raise DomainError(
+                    f"integer names feature {item!r}, which is not one of the features "
+                    f"{names or list(range(m))}."
+                )
+        return mask
+
+    # -- public geometry ------------------------------------------------------------
+
+    @property
+    def has_box(self) -> bool:
+        return self.lower is not None
+
+    def box(self) -> tuple[np.ndarray, np.ndarray]:
+        """The per-feature bounds as arrays; one clear sentence if none were declared."""
+        if self.lower is None or self.upper is None:
+            raise DomainError(
+                "this needs per-feature bounds; declare [features] lower/upper in the domain "
+                "file or pass --bounds."
+            )
+        if self.n_features is None:
+            raise DomainError("the domain's feature count is not known yet (bind it to data).")
+        return (
+            np.broadcast_to(np.array(self.lower), (self.n_features,)).astype(np.float64),
+            np.broadcast_to(np.array(self.upper), (self.n_features,)).astype(np.float64),
+        )
+
+    def centre(self) -> np.ndarray:
+        """A public centre of the data space: the box centre, or the origin."""
+        if self.lower is not None:
+            lo, hi = self.box()
+            return (lo + hi) / 2
+        if self.n_features is None:
+            raise DomainError("the domain's feature count is not known yet (bind it to data).")
+        return np.zeros(self.n_features)
+
+    def radius(self) -> float:
+        """A public bound on ``||x - centre()||_2`` for every record ``x``."""
+        bounds = []
+        if self.lower is not None:
+            lo, hi = self.box()
+            bounds.append(float(np.linalg.norm((hi - lo) / 2)))
+        if self.row_norm_bound is not None and self.lower is None:
+            bounds.append(float(self.row_norm_bound))
+        elif self.row_norm_bound is not None:
+            # ||x - c|| <= ||x|| + ||c||: valid for every x in the ball and the box.
+            bounds.append(float(self.row_norm_bound + np.linalg.norm(self.centre())))
+        if not bounds:
+            raise DomainError(
+                "this needs bounded records; declare feature bounds or row_norm_bound in the "
+                "domain."
+            )
+        return min(bounds)
+
+    def norm_bound(self) -> float:
+        """A public bound on ``||x||_2`` for every record ``x``."""
+        bounds = []
+        if self.row_norm_bound is not None:
+            bounds.append(float(self.row_norm_bound))
+        if self.lower is not None:
+            lo, hi = self.box()
+            bounds.append(float(np.linalg.norm(np.maximum(np.abs(lo), np.abs(hi)))))
+        if not bounds:
+            raise DomainError(
+                "this needs a bound on each row's norm; declare row_norm_bound or feature "
+                "bounds in the domain."
+            )
+        return min(bounds)
+
+    def classes(self) -> Classes:
+        """The class list; one clear sentence if the labels are not classes."""
+        if not isinstance(self.labels, Classes):
+            raise DomainError(
+                "this needs class labels; declare [labels] classes = [...] in the domain."
+            )
+        return self.labels
+
+    def target(self) -> Target:
+        """The bounded target; one clear sentence if the labels are not a bounded target."""
+        if not isinstance(self.labels, Target):
+            raise DomainError(
+                "this needs a bounded numeric label; declare [labels] lower/upper in the domain."
+            )
+        return self.labels
+
+    # -- clipping --------------------------------------------------------------------
+
+    def clip(self, features: np.ndarray) -> tuple[np.ndarray, ClipReport]:
+        """Map every row, in place, into the domain; report how many rows moved.
+
+        Rows are clipped to the box; a row still outside the row-norm ball is then moved
+        along the segment towards ``p0``, the box point nearest the origin (a public point
+        of box ∩ ball), until its norm equals the bound. Both steps stay inside the box (it
+        is convex), so every output row lies in box ∩ ball. Without a box, ``p0`` is the
+        origin and this is the usual rescaling.
+        """
+        n = features.shape[0]
+        box_rows = norm_rows = 0
+        per_feature = np.zeros(features.shape[1], dtype=np.int64)
+        if self.lower is not None:
+            lo, hi = self.box()
+            outside = (features < lo) | (features > hi)
+            per_feature = outside.sum(axis=0)
+            box_rows = int(np.count_nonzero(outside.any(axis=1)))
+            np.clip(features, lo, hi, out=features)
+        if self.row_norm_bound is not None:
+            bound = self.row_norm_bound
+            norms = _row_norms(features)
+            over = norms > bound
+            norm_rows = int(np.count_nonzero(over))
+            if norm_rows:
+                anchor = self._ball_anchor()
+                rows = features[over]
+                if not np.any(anchor):
+                    features[over] = rows * (bound / norms[over])[:, None]
+                else:
+                    # Solve ||p0 + t (x - p0)|| = bound for t in (0, 1).
+                    step = rows - anchor
+                    a = np.einsum("ij,ij->i", step, step)
+                    b = 2 * step @ anchor
+                    c = float(anchor @ anchor) - bound**2
+                    t = (-b + np.sqrt(b * b - 4 * a * c)) / (2 * a)
+                    features[over] = anchor + np.clip(t, 0.0, 1.0)[:, None] * step
+        report = ClipReport(
+            records=n,
+            rows_clipped_to_box=box_rows,
+            rows_clipped_to_norm=norm_rows,
+            values_clipped_per_feature=tuple(int(c) for c in per_feature),
+        )
+        return features, report
+
+    def contains(self, features: np.ndarray) -> bool:
+        """Whether every row of ``features`` is finite and already in the domain, so that
+        :meth:`clip` would change nothing. Reads the rows without writing them: the
+        extremes first (NaN and infinities show there), per feature only when the box's
+        bounds differ between features."""
+        low, high = float(features.min()), float(features.max())
+        if not (math.isfinite(low) and math.isfinite(high)):
+            return False
+        if self.lower is not None:
+            lo, hi = self.box()
+            if not (low >= lo.max() and high <= hi.min()) and (
+                np.any(features < lo) or np.any(features > hi)
+            ):
+                return False
+        if self.row_norm_bound is not None:
+            return not np.any(_row_norms(features) > self.row_norm_bound)
+        return True
+
+    def _ball_anchor(self) -> np.ndarray:
+        """The box point nearest the origin (the origin when there is no box)."""
+        if self.lower is None:
+            return np.zeros(self.n_features or 0)
+        lo, hi = self.box()
+        return np.clip(np.zeros_like(lo), lo, hi)
+
+    # -- (de)serialisation ------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        """The TOML/JSON form (lossless)."""
+        features = _drop_none(
+            {
+                "names": list(self.feature_names) if self.feature_names is not None else None,
+                "lower": list(self.lower) if self.lower is not None else None,
+                "upper": list(self.upper) if self.upper is not None else None,
+                "row_norm_bound": self.row_norm_bound,
+                "integer": (self.integer if isinstance(self.integer, bool) else list(self.integer))
+                or None,
+            }
+        )
+        out: dict[str, Any] = {"relation": self.relation.value}
+        if self.records is not None:
+            out["records"] = self.records
+        if self.inferred:
+            out["inferred"] = True
+        if features:
+            out["features"] = features
+        if self.labels is not None:
+            out["labels"] = self.labels.to_dict()
+        return out
+
+    @classmethod
+    def from_dict(cls, data: dict[str, Any], source: str = "the domain") -> Domain:
+        """Build a Domain from the TOML/JSON form; unknown keys are named in the error."""
+        if not isinstance(data, dict):
+            raise DomainError(f"{source} must be a table of settings.")
+        _check_keys(data, {"relation", "records", "features", "labels", "inferred"}, source)
+        features = data.get("features", {})
+        if not isinstance(features, dict):
+            raise DomainError(f"{source}: [features] must be a table.")
+        _check_keys(
+            features,
+            {"names", "lower", "upper", "row_norm_bound", "integer"},
+            f"{source} [features]",
+        )
+        integer = features.get("integer", ())
+        if not isinstance(integer, bool) and not (
+            isinstance(integer, (list, tuple))
+            and all(isinstance(i, (str, int)) and not isinstance(i, bool) for i in integer)
+        ):
+            raise DomainError(
+                f"{source} [features]: integer must be true, false or a list of feature names."
+            )
+        labels = data.get("labels")
+        spec: LabelSpec | None = None
+        if labels is not None:
+            if not isinstance(labels, dict):
+                raise DomainError(f"{source}: [labels] must be a table.")
+            _check_keys(labels, {"column", "classes", "lower", "upper"}, f"{source} [labels]")
+            if "classes" in labels and ("lower" in labels or "upper" in labels):
+                raise DomainError(
+                    f"{source} [labels]: give either classes or lower/upper, not both."
+                )
+            if "classes" in labels:
+                if not isinstance(labels["classes"], list):
+                    raise DomainError(f"{source} [labels]: classes must be a list.")
+                spec = Classes(tuple(labels["classes"]), labels.get("column"))
+            elif "lower" in labels or "upper" in labels:
+                if "lower" not in labels or "upper" not in labels:
+                    raise DomainError(f"{source} [labels]: give both lower and upper.")
+                spec = Target(labels["lower"], labels["upper"], labels.get("column"))
+            elif "column" in labels:
+                raise DomainError(
+                    f"{source} [labels]: a label column needs classes = [...] or lower/upper "
+                    "bounds."
+                )
+        names = features.get("names")
+        if names is not None and (
+            not isinstance(names, list) or not all(isinstance(n, str) for n in names)
+        ):
+            raise DomainError(f"{source} [features]: names must be a list of strings.")
+        norm = features.get("row_norm_bound")
+        if norm is not None and not isinstance(norm, (int, float)):
+            raise DomainError(f"{source} [features]: row_norm_bound must be a number.")
+        return cls(
+            lower=features.get("lower"),
+            upper=features.get("upper"),
+            row_norm_bound=float(norm) if norm is not None else None,
+            feature_names=tuple(names) if names is not None else None,
+            labels=spec,
+            relation=data.get("relation", Relation.REPLACE_ONE),
+            records=data.get("records"),
+            inferred=bool(data.get("inferred", False)),
+            integer=integer,
+        )
+
+    @classmethod
+    def from_toml(cls, path: str | Path) -> Domain:
+        """Read a domain file."""
+        path = Path(path)
+        toml = _tomllib()
+        try:
+            data = toml.loads(path.read_text(encoding="utf-8"))
+        except FileNotFoundError:
+            raise DomainError(f"domain file {str(path)!r} does not exist.") from None
+        except toml.TOMLDecodeError as exc:
+            raise DomainError(f"domain file {str(path)!r} is not valid TOML: {exc}.") from None
+        return cls.from_dict(data, source=f"domain file {str(path)!r}")
+
+    @classmethod
+    def infer_from(
+        cls, features: np.ndarray, *, relation: Relation | str = Relation.REPLACE_ONE
+    ) -> Domain:
+        """Bounds from the data's min and max. NOT PRIVATE: warns, and marks the domain
+        ``inferred`` so every release made with it is recorded as non-private."""
+        warnings.warn(
+            "feature bounds inferred from the private data: releases using them are NOT "
+            "differentially private and are recorded as non-private.",
+            InferredBoundsWarning,
+            stacklevel=2,
+        )
+        x = np.asarray(features, dtype=np.float64)
+        if x.ndim != 2 or x.shape[0] == 0 or not np.all(np.isfinite(x)):
+            raise DomainError("bounds can only be inferred from a non-empty finite 2-D array.")
+        return cls(
+            lower=tuple(x.min(axis=0)),
+            upper=tuple(x.max(axis=0)),
+            relation=relation,
+            inferred=True,
+        )
+
+
+@attrs.frozen
+class ClipReport:
+    """How much clipping the domain did. Shown to the curator; never put in a release."""
+
+    records: int
+    rows_clipped_to_box: int = 0
+    rows_clipped_to_norm: int = 0
+    values_clipped_per_feature: tuple[int, ...] = ()
+    labels_clipped: int = 0
+
+    def __add__(self, other: ClipReport) -> ClipReport:
+        """The report of two consecutive parts of the data."""
+        mine = self.values_clipped_per_feature or (0,) * len(other.values_clipped_per_feature)
+        theirs = other.values_clipped_per_feature or (0,) * len(mine)
+        return ClipReport(
+            records=self.records + other.records,
+            rows_clipped_to_box=self.rows_clipped_to_box + other.rows_clipped_to_box,
+            rows_clipped_to_norm=self.rows_clipped_to_norm + other.rows_clipped_to_norm,
+            values_clipped_per_feature=tuple(int(x + y) for x, y in zip(mine, theirs, strict=True)),
+            labels_clipped=self.labels_clipped + other.labels_clipped,
+        )
+
+    @property
+    def total(self) -> int:
+        return self.rows_clipped_to_box + self.rows_clipped_to_norm + self.labels_clipped
+
+    def summary(self) -> str:
+        """One line for the curator."""
+        if not self.total:
+            return f"no clipping needed ({self.records} records inside the declared domain)"
+        parts = []
+        if self.rows_clipped_to_box:
+            parts.append(f"{self.rows_clipped_to_box} rows clipped to the feature bounds")
+        if self.rows_clipped_to_norm:
+            parts.append(f"{self.rows_clipped_to_norm} rows scaled to the row-norm bound")
+        if self.labels_clipped:
+            parts.append(f"{self.labels_clipped} labels clipped to the target range")
+        return f"{', '.join(parts)} (of {self.records} records)"
+
+
+def _row_norms(features: np.ndarray) -> np.ndarray:
+    """Row L2 norms, without overflow for huge finite values (rescaled where needed)."""
+    with np.errstate(over="ignore"):
+        norms = np.sqrt(np.einsum("ij,ij->i", features, features))
+    huge = ~np.isfinite(norms)
+    if np.any(huge):
+        rows = features[huge]
+        scale = np.max(np.abs(rows), axis=1)
+        norms[huge] = scale * np.sqrt(
+            np.einsum("ij,ij->i", rows / scale[:, None], rows / scale[:, None])
+        )
+    return norms
+
+
+def _label_key(value: Any) -> Any:
+    """A comparison key under which ``1``, ``1.0`` and ``"1"`` are the same class."""
+    if isinstance(value, bool):
+        return ("s", str(value))
+    if isinstance(value, (int, float, np.integer, np.floating)):
+        return ("n", float(value))
+    text = str(value).strip()
+    try:
+        return ("n", float(text))
+    except ValueError:
+        return ("s", text)
+
+
+def _check_keys(data: dict, allowed: set[str], source: str) -> None:
+    unknown = sorted(set(data) - allowed)
+    if unknown:
+        raise DomainError(
+            f"{source}: unknown key {unknown[0]!r}; allowed keys are {', '.join(sorted(allowed))}."
+        )
+
+
+def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
+    return {k: v for k, v in d.items() if v is not None}
+
+
+def _tomllib() -> Any:
+    """The TOML parser, imported on first use (start-up time)."""
+    if sys.version_info >= (3, 11):
+        import tomllib
+    else:  # pragma: no cover
+        import tomli as tomllib
+    return tomllib

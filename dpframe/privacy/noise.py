@@ -1,0 +1,280 @@
+"""Noisy stages of a multi-stage mechanism: one budget split, one event, one noise draw.
+
+A stage releases a vector ``q(D) + noise`` where ``q`` has a declared sensitivity in the
+norm of the noise family (L1 for Laplace, L2 for Gaussian). :func:`plan_stages` splits
+``(epsilon, delta)`` over the stages with :func:`dpframe.privacy.calibration.split_laplace` or
+:func:`~dpframe.privacy.calibration.split_gaussian` (their composition meets the target exactly),
+and each :class:`NoisyStage` then gives its event (``noise_multiplier`` = scale /
+sensitivity), its noise scale and its draw, so that ``plan()`` and ``run()`` cannot
+disagree.
+
+**Releases on a grid** (the default; Mironov 2012 shows why ``value + float noise`` is not
+private on real hardware). :func:`grid_release` rounds the statistic to a power-of-two
+granularity ``γ`` chosen from public quantities only (the sensitivity, the noise
+multiplier and the number of coordinates), adds exact integer noise (discrete Laplace or
+discrete Gaussian, Canonne, Kamath and Steinke 2020) and releases ``(k + Z)·γ``, exactly
+representable. Rounding to the nearest grid point moves each coordinate by at most half a
+step, so the rounded query's sensitivity in grid units is at most ``Δ/γ + d`` (L1; an
+integer, so its ceiling is used) or ``Δ/γ + √d`` (L2) for ``d`` coordinates;
+:func:`grid_for` is the one place that adds this, and the integer noise is scaled to the
+inflated sensitivity so that the stage's noise multiplier (and so its event and budget) is
+what the plan says. The sampler's ``unsafe_float_noise`` opt-in restores ``value + float
+noise`` (flagged in the ledger).
+
+Symmetric matrices are released through :func:`symmetric_entries`: the upper triangle
+(diagonal included) for Laplace, ``svec`` (off-diagonals times sqrt(2), an isometry to
+the Frobenius norm) for Gaussian; :func:`symmetric_matrix` maps the noisy entries back.
+"""
+
+from __future__ import annotations
+
+import math
+from collections.abc import Mapping
+from fractions import Fraction
+from typing import Any, Literal
+
+import attrs
+import numpy as np
+
+from dpframe.data.relation import Relation
+from dpframe.errors import ParameterError
+from dpframe.privacy.calibration import split_laplace, split_zcdp
+from dpframe.privacy.events import DiscreteGaussianEvent, DiscreteLaplaceEvent, PrivacyEvent
+from dpframe.privacy.samplers import Sampler
+from dpframe.releases.linalg import from_svec, from_upper_triangle, svec, upper_triangle
+from dpframe.releases.mechanism import Sensitivity
+from dpframe.releases.params import one_of, param
+
+Family = Literal["laplace", "gaussian"]
+FAMILIES: tuple[str, ...] = ("laplace", "gaussian")
+
+
+def family_param() -> Any:
+    """The ``noise`` parameter of a mechanism offering both families (an attrs field)."""
+    return param(
+        "laplace",
+        help="noise family: laplace (pure ε-DP, as in the papers) or gaussian ((ε, δ)-DP)",
+        constraint="laplace | gaussian",
+        validator=one_of(*FAMILIES),
+    )
+
+
+def check_family(family: str, delta: float) -> None:
+    """One sentence unless ``family`` fits ``delta`` (Laplace: 0; Gaussian: in (0, 1))."""
+    if family not in FAMILIES:
+        raise ParameterError(f"noise must be 'laplace' or 'gaussian', got {family!r}.")
+    if family == "laplace" and delta != 0:
+        raise ParameterError(
+            "Laplace noise gives pure ε-DP; set delta = 0, or choose noise = 'gaussian' for "
+            "(ε, δ)-DP."
+        )
+    if family == "gaussian" and not 0 < delta < 1:
+        raise ParameterError("Gaussian noise needs 0 < delta < 1; set delta, e.g. 1e-6.")
+
+
+def norm_of(family: str) -> Literal["l1", "l2"]:
+    """The sensitivity norm a noise family is calibrated to."""
+    return "l1" if family == "laplace" else "l2"
+
+
+@attrs.frozen
+class NoisyStage:
+    """One noisy release: ``value + noise`` with ``noise scale = multiplier x sensitivity``."""
+
+    family: str
+    sensitivity: float
+    noise_multiplier: float
+    relation: Relation = Relation.REPLACE_ONE
+    note: str = ""
+
+    @property
+    def scale(self) -> float:
+        """Laplace ``b`` or Gaussian standard deviation."""
+        return self.noise_multiplier * self.sensitivity
+
+    def event(self) -> PrivacyEvent:
+        kind = DiscreteLaplaceEvent if self.family == "laplace" else DiscreteGaussianEvent
+        return kind(self.noise_multiplier, relation=self.relation)
+
+    def declared(self) -> Sensitivity:
+        """The declared sensitivity (testing hook :meth:`Mechanism.sensitivity`)."""
+        return Sensitivity(self.sensitivity, norm_of(self.family), self.relation, self.note)
+
+    def perturb(self, value: np.ndarray, sampler: Sampler, *, copies: bool = False) -> np.ndarray:
+        """``value`` released on a grid with this stage's noise (:func:`grid_release`);
+        with ``copies`` the first axis holds independent copies of the query."""
+        return grid_release(
+            value, self.family, self.sensitivity, self.noise_multiplier, sampler, copies=copies
+        )
+
+
+def plan_stages(
+    family: str,
+    epsilon: float,
+    delta: float,
+    stages: Mapping[str, tuple[float, float]],
+    relation: Relation,
+    notes: Mapping[str, str] | None = None,
+) -> dict[str, NoisyStage]:
+    """Stages ``{name: (budget share, sensitivity)}`` whose composition is
+    ``(epsilon, delta)``-DP (pure ``epsilon`` for Laplace; for the discrete Gaussian the
+    stages' zCDP adds up to the largest ``rho`` whose conversion meets the target)."""
+    check_family(family, delta)
+    names = list(stages)
+    shares = [stages[name][0] for name in names]
+    multipliers = (
+        split_laplace(epsilon, shares)
+        if family == "laplace"
+        else split_zcdp(epsilon, delta, shares)
+    )
+    for name in names:
+        if not stages[name][1] > 0:
+            raise ParameterError(f"stage {name!r} has no positive sensitivity.")
+    return {
+        name: NoisyStage(family, float(stages[name][1]), z, relation, (notes or {}).get(name, ""))
+        for name, z in zip(names, multipliers, strict=True)
+    }
+
+
+def symmetric_entries(matrix: np.ndarray, family: str) -> np.ndarray:
+    """The independently-noised entries of a symmetric matrix: upper triangle (Laplace)
+    or svec (Gaussian)."""
+    return upper_triangle(matrix) if family == "laplace" else svec(matrix)
+
+
+def symmetric_matrix(entries: np.ndarray, dim: int, family: str) -> np.ndarray:
+    """Inverse of :func:`symmetric_entries`."""
+    return from_upper_triangle(entries, dim) if family == "laplace" else from_svec(entries, dim)
+
+
+def follow_declared(
+    stages: Mapping[str, NoisyStage], declared: Mapping[str, Sensitivity]
+) -> dict[str, NoisyStage]:
+    """``stages`` with each sensitivity taken from ``declared`` (the mechanism's
+    ``sensitivity()`` hook) and the noise multipliers kept: the noise scale is computed from
+    the declared bound, so a wrong declaration is a wrong noise (what the testing kit's
+    Layer A and its sensitivity mutants rely on). The plan does not change."""
+    return {
+        name: attrs.evolve(stage, sensitivity=float(declared[name].value))
+        for name, stage in stages.items()
+    }
+
+
+def batch_perturb(
+    stages: Mapping[str, NoisyStage],
+    query: Mapping[str, np.ndarray],
+    sampler: Sampler,
+    count: int,
+) -> dict[str, np.ndarray]:
+    """``count`` independent noisy copies of each stage's flattened query value,
+    ``{name: (count, k)}``, one draw per stage with the noise ``run()`` adds (the testing
+    hook ``noisy_stages``)."""
+    out = {}
+    for name, stage in stages.items():
+        value = np.ravel(np.asarray(query[name], dtype=np.float64))
+        copies = np.broadcast_to(value, (count, value.size))
+        out[name] = stage.perturb(copies, sampler, copies=True)
+    return out
+
+
+# -- releases on a grid -----------------------------------------------------------------
+
+ROUNDING_SHARE = 2.0**-12
+"""The grid is the largest power of two ``γ`` with ``γ·d <= Δ·min(1, z)·2^-12`` (L1) or
+``γ·√d <= Δ·min(1, z)·2^-12`` (L2), ``z`` the noise multiplier: nearest rounding then
+inflates the sensitivity, and so the noise, by at most 2^-12 (0.024 %), and the noise is at
+least 2^12 grid steps."""
+GAUSSIAN_STEPS_LIMIT = 2**25
+"""Discrete Gaussian: the grid is coarsened (doubled) until ``σ/γ < 2^25``, which keeps the
+exact sampler in int64 arithmetic, but never so far that the rounding term exceeds 1/64 of
+``Δ/γ`` (then the sampler takes its exact Python-integer path, slower)."""
+GRID_LIMIT = 2**52
+"""Rounded statistics are clamped to ``±2^52`` grid steps (1-Lipschitz per coordinate, so
+the sensitivity bound still holds) so that ``(k + Z)·γ`` is exactly a double."""
+
+
+@attrs.frozen
+class Grid:
+    """The grid of one noisy release: everything the release metadata records."""
+
+    family: str
+    granularity: float
+    coordinates: int
+    sensitivity: float
+    grid_sensitivity: int | float
+    noise: int
+    rounding: str = "nearest"
+
+    def to_dict(self) -> dict[str, Any]:
+        """A JSON-ready record (``noise`` is the integer ``t`` or ``σ`` in grid units)."""
+        return attrs.asdict(self)
+
+
+def grid_for(family: str, sensitivity: float, noise_multiplier: float, coordinates: int) -> Grid:
+    """The grid and integer noise of a release of ``coordinates`` values with the given
+    sensitivity (L1 for Laplace, L2 for Gaussian) and noise multiplier; public inputs only.
+
+    ``γ``: see :data:`ROUNDING_SHARE` and :data:`GAUSSIAN_STEPS_LIMIT`. The rounded
+    query's sensitivity in grid units is ``ceil(Δ/γ + d)`` (L1) or ``Δ/γ + ceil(√d)``
+    (L2); the integer noise ``t = ceil(z·that)`` or ``σ = ceil(z·that)`` keeps the noise
+    multiplier at least ``z`` (and is at least one grid step).
+    """
+    if not (math.isfinite(sensitivity) and sensitivity > 0):
+        raise ParameterError(f"the sensitivity must be positive and finite, got {sensitivity!r}.")
+    d = max(int(coordinates), 1)
+    root = math.isqrt(d)
+    spread = d if family == "laplace" else (root if root * root == d else root + 1)
+    # the finer of Δ and the noise scale z·Δ sets the grid (large ε: fine noise)
+    finest = sensitivity * min(1.0, noise_multiplier) * ROUNDING_SHARE / spread
+    exponent = math.floor(math.log2(finest))
+    z = Fraction(noise_multiplier)
+    while True:
+        gamma = math.ldexp(1.0, exponent)
+        steps = Fraction(sensitivity) / Fraction(gamma) + spread  # Δ/γ + d or Δ/γ + ⌈√d⌉
+        if family == "laplace":
+            grid_sensitivity: int | float = math.ceil(steps)
+            noise = math.ceil(z * grid_sensitivity)
+            break
+        grid_sensitivity = float(steps)
+        noise = math.ceil(z * steps)
+        if noise < GAUSSIAN_STEPS_LIMIT or steps <= 65 * spread:
+            break  # int64 sampling, or coarser would inflate by over 1/64: stop (exact anyway)
+        exponent += 1
+    return Grid(family, gamma, d, float(sensitivity), grid_sensitivity, int(noise))
+
+
+def grid_release(
+    value: np.ndarray,
+    family: str,
+    sensitivity: float,
+    noise_multiplier: float,
+    sampler: Sampler,
+    *,
+    copies: bool = False,
+) -> np.ndarray:
+    """``value`` released with noise of ``noise_multiplier × sensitivity``, exactly.
+
+    The statistic is rounded to the grid of :func:`grid_for`, integer noise is drawn
+    exactly (:meth:`Sampler.discrete_laplace` / :meth:`Sampler.discrete_gaussian`) and the
+    release is ``(k + Z)·γ``. All of ``value`` is one query, unless ``copies``: then its
+    first axis holds independent copies (the testing hooks' batches). The grid is logged
+    on the sampler for the release metadata. With ``sampler.unsafe_float_noise`` the old
+    ``value + float noise`` is used instead (not private on real hardware; flagged in the
+    ledger).
+    """
+    value = np.asarray(value, dtype=np.float64)
+    if sampler.unsafe_float_noise:
+        scale = noise_multiplier * sensitivity
+        draw = sampler.laplace if family == "laplace" else sampler.gaussian
+        return value + draw(scale, value.shape)
+    if not np.all(np.isfinite(value)):
+        raise ParameterError("a noisy statistic is NaN or infinite; check the data's domain.")
+    coordinates = value[0].size if copies and value.ndim > 0 and len(value) else value.size
+    grid = grid_for(family, sensitivity, noise_multiplier, coordinates)
+    sampler.record_grid(grid.to_dict())
+    steps = np.clip(np.rint(value / grid.granularity), -GRID_LIMIT, GRID_LIMIT).astype(np.int64)
+    if family == "laplace":
+        noise = sampler.discrete_laplace(grid.noise, value.shape)
+    else:
+        noise = sampler.discrete_gaussian(grid.noise * grid.noise, value.shape)
+    return (steps + noise).astype(np.float64) * grid.granularity

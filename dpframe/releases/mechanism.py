@@ -1,0 +1,334 @@
+"""The Mechanism interface that built-in and third-party methods implement.
+
+A mechanism is a class with:
+
+* ``name`` (the registry name), ``title``, ``summary``, ``reference`` (the paper),
+  ``privacy`` (a one-line privacy model) and ``relations`` it supports;
+* ``Params``: a frozen attrs class (usually subclassing
+  :class:`~dpframe.releases.params.PrivacyParams`) that validates on construction;
+* ``plan(params, domain) -> PrivacyEvent``: the exact privacy event, computed from public
+  parameters and the public domain only. It touches no data, so the ledger and a dry run
+  know the cost before any record is read. Everything that can be checked without the
+  data (dimensions against the domain, labels required) is checked here;
+* ``run(dataset, params, sampler) -> Release``: the randomised computation. Every random
+  draw goes through ``sampler``. It returns a :class:`~dpframe.releases.release.Release` with its
+  ``arrays``, ``noise_scales`` and ``info``; :func:`execute` fills in the rest.
+
+Optional: ``data_passes(params) -> int | None``, how many passes ``run`` makes over
+``dataset.chunks()`` (usually through :func:`dpframe.data.stats.reduce` or
+:func:`~dpframe.data.stats.moments`) without touching ``dataset.features``. Declare it, and
+streamed files and Dask clusters serve the mechanism (``docs/scaling.md``); the default,
+``None``, means the records must be in memory. ``reduces_only(params) -> bool`` says
+whether those passes are all reductions (:func:`dpframe.data.stats.reduce`), which can run on
+the workers of a distributed source; it defaults to True when ``data_passes`` is declared.
+A mechanism that reads ``dataset.chunks()`` on this process returns False. Both are
+consulted by :func:`execute` (and the CLI, sessions and chain plans) before anything is
+charged.
+
+Optional: decorate the class with :func:`dpframe.data.units.data_coordinates` and declare
+``output_kinds(params)``: with a ``units = "rescaled"`` parameter every hook then works on
+the domain rescaled by its public bounds (the same utility whatever units the domain is
+declared in), and ``run``'s declared outputs come back in the data's units, clipped to the
+domain (``in_domain``).
+
+Testing hooks (optional for third parties, required for built-ins), used by
+:mod:`dpframe.testing`:
+
+* ``sensitivity(params, domain) -> {stage: Sensitivity}``: the declared sensitivity of
+  each noisy stage, the very numbers the noise scales are computed from;
+* ``query(dataset, params) -> {stage: vector}``: the pre-noise value of each stage,
+  flattened to the entries that receive independent noise, in the norm of its
+  Sensitivity (where a stage depends on an earlier stage's noisy output, the plugin
+  documents the public stand-in it uses);
+* ``noisy_stages(dataset, params, sampler, count) -> {name: array (count, k)}``: the
+  randomised values of ``count`` independent runs in one call, for statistical audits.
+  The default runs :meth:`Mechanism.run` ``count`` times and returns each released array
+  flattened to one row per run (post-processing of the noisy stages, so auditing it is
+  valid, only slower and less powerful). Override it to return, per noisy stage (the
+  ``noise_scales`` keys), ``query + noise`` before post-processing, drawn in one
+  vectorised call from ``sampler`` with exactly the noise ``run()`` would add.
+"""
+
+from __future__ import annotations
+
+import abc
+import datetime
+import math
+from collections.abc import Mapping
+from typing import Any, ClassVar, Literal, Protocol
+
+import attrs
+import numpy as np
+
+from dpframe.data.dataset import Dataset
+from dpframe.data.domain import Domain
+from dpframe.data.relation import Relation
+from dpframe.data.sources import check_passes
+from dpframe.errors import ParameterError
+from dpframe.privacy.events import NonPrivateEvent, PrivacyEvent, compose
+from dpframe.privacy.samplers import FLOAT_NOISE_UNSAFE, Sampler, make_sampler
+from dpframe.releases.params import build, describe_fields, params_to_dict
+from dpframe.releases.release import Release
+
+SENSITIVITY_KINDS = {"l1": 1, "l2": 2, "score": math.inf}
+"""Each kind of declared sensitivity and the vector norm it bounds: ``l1`` for Laplace noise,
+``l2`` for Gaussian noise, ``score`` (the largest change of any candidate's score, the
+L-infinity norm of the score vector) for the exponential mechanism and report-noisy-max."""
+
+
+def _sensitivity_kind(instance: Any, attribute: attrs.Attribute, value: str) -> None:
+    if value not in SENSITIVITY_KINDS:
+        raise ParameterError(
+            f"a Sensitivity's norm must be one of {sorted(SENSITIVITY_KINDS)}, got {value!r}."
+        )
+
+
+@attrs.frozen
+class Sensitivity:
+    """A declared sensitivity: ``sup ||q(D) - q(D')||`` over neighbouring ``D, D'``, in the
+    norm its kind names (:data:`SENSITIVITY_KINDS`)."""
+
+    value: float
+    norm: Literal["l1", "l2", "score"] = attrs.field(validator=_sensitivity_kind)
+    relation: Relation = Relation.REPLACE_ONE
+    note: str = ""
+
+    @property
+    def order(self) -> float:
+        """The order of the vector norm (1, 2 or ``inf``) that ``value`` bounds."""
+        return SENSITIVITY_KINDS[self.norm]
+
+
+class Mechanism(abc.ABC):
+    """Base class of all mechanisms (see the module docstring)."""
+
+    name: ClassVar[str]
+    title: ClassVar[str] = ""
+    summary: ClassVar[str] = ""
+    reference: ClassVar[str] = ""
+    privacy: ClassVar[str] = ""
+    relations: ClassVar[tuple[Relation, ...]] = (Relation.REPLACE_ONE,)
+    outputs: ClassVar[tuple[str, ...]] = ()
+    Params: ClassVar[type]
+    float_noise: ClassVar[str] = ""
+    """Non-empty (the reason) for a mechanism whose data-protecting noise is still
+    ``value + float noise`` rather than exact noise on a grid (:mod:`dpframe.privacy.noise`): its
+    releases are recorded like the opt-in float path and flagged in the ledger."""
+
+    def params(self, **values: Any) -> Any:
+        """Validated parameters (one clear sentence for an unknown or bad value)."""
+        return build(self.Params, values)
+
+    @abc.abstractmethod
+    def plan(self, params: Any, domain: Domain) -> PrivacyEvent:
+        """The privacy event of a run with ``params`` on data from ``domain``."""
+
+    @abc.abstractmethod
+    def run(self, dataset: Dataset, params: Any, sampler: Sampler) -> Release:
+        """Run on ``dataset`` (already clipped to its domain), drawing from ``sampler``."""
+
+    def working_units(self, params: Any) -> str:
+        """``"rescaled"`` or ``"raw"``: the coordinates ``run`` works in when the class is
+        decorated with :func:`dpframe.data.units.data_coordinates` (default: the ``units``
+        parameter, raw when there is none)."""
+        return getattr(params, "units", None) or "raw"
+
+    def output_kinds(self, params: Any) -> dict[str, str]:
+        """Which released arrays are in data coordinates, by kind (``records``,
+        ``point``, ``covariance``, ``labels``): mapped back from rescaled units and put
+        inside the domain by :func:`dpframe.data.units.data_coordinates`. Default: none."""
+        return {}
+
+    def data_passes(self, params: Any) -> int | None:
+        """Passes ``run`` makes over the data's chunks; ``None``: it needs the records in
+        memory (streamed and distributed sources are refused before any charge)."""
+        return None
+
+    def reduces_only(self, params: Any) -> bool:
+        """Whether every pass of ``run`` is a reduction (:func:`dpframe.data.stats.reduce`,
+        :func:`~dpframe.data.stats.moments`), so it can run on the workers of a distributed
+        source; False: it reads records on this process (``dataset.chunks()``), and a
+        distributed source is refused before any charge."""
+        return self.data_passes(params) is not None
+
+    def sensitivity(self, params: Any, domain: Domain) -> dict[str, Sensitivity]:
+        """Declared sensitivity of each noisy stage (testing hook)."""
+        raise NotImplementedError(f"mechanism {self.name!r} declares no sensitivities")
+
+    def query(self, dataset: Dataset, params: Any) -> dict[str, np.ndarray]:
+        """Pre-noise value of each noisy stage, flattened (testing hook)."""
+        raise NotImplementedError(f"mechanism {self.name!r} exposes no query")
+
+    def noisy_stages(
+        self, dataset: Dataset, params: Any, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        """Randomised values of ``count`` independent runs, ``{name: (count, k)}`` (testing
+        hook; the default stacks the flattened arrays of ``count`` calls to ``run``)."""
+        rows: dict[str, list[np.ndarray]] = {}
+        for _ in range(count):
+            release = self.run(dataset, params, sampler)
+            for name, array in release.arrays.items():
+                rows.setdefault(name, []).append(_numeric(array).ravel())
+        return {name: np.stack(values) for name, values in rows.items()}
+
+    def check_relation(self, domain: Domain) -> None:
+        """One clear sentence if this mechanism has no analysis for the domain's relation."""
+        if domain.relation not in self.relations:
+            supported = " or ".join(r.value for r in self.relations)
+            raise ParameterError(
+                f"mechanism {self.name!r} is analysed only under {supported}, but the domain "
+                f"uses {domain.relation.value}."
+            )
+
+    @classmethod
+    def describe(cls) -> dict[str, Any]:
+        """Parameters (types, defaults, constraints), privacy model and reference."""
+        return {
+            "name": cls.name,
+            "title": cls.title or cls.name,
+            "summary": cls.summary,
+            "privacy": cls.privacy,
+            "relations": [r.value for r in cls.relations],
+            "reference": cls.reference,
+            "outputs": list(cls.outputs),
+            "parameters": describe_fields(cls.Params),
+        }
+
+
+class Charger(Protocol):
+    """What :func:`execute` needs from a ledger (implemented by :mod:`dpframe.ledger`)."""
+
+    fingerprint_key: bytes
+
+    def reserve(self, request: Mapping[str, Any]) -> Any:
+        """Atomically reserve the request's event against its budget, or refuse."""
+
+    def commit(self, reservation: Any, release: Release) -> str:
+        """Record the finished release; returns the ledger entry id."""
+
+    def fail(self, reservation: Any, error: str) -> None:
+        """Record that the run failed after reading data (the charge stays)."""
+
+
+def planned_event(mechanism: Mechanism, params: Any, domain: Domain) -> PrivacyEvent:
+    """The event :func:`execute` charges: ``plan()``, plus a non-private marker when the
+    domain's bounds were inferred from the data."""
+    mechanism.check_relation(domain)
+    event = mechanism.plan(params, domain)
+    if domain.inferred:
+        event = compose(NonPrivateEvent("bounds inferred from the private data"), event)
+    return event
+
+
+def execute(
+    mechanism: Mechanism,
+    dataset: Dataset,
+    params: Any,
+    sampler: Sampler | None = None,
+    *,
+    ledger: Charger | None = None,
+    request: Mapping[str, Any] | None = None,
+) -> Release:
+    """Plan, (reserve,) run, and stamp the metadata of one release.
+
+    The event is planned from public inputs first, and the mechanism's access to the
+    data checked against the dataset's source (:func:`dpframe.data.sources.check_passes`);
+    with a ``ledger`` it is reserved before the mechanism reads the data (a refusal
+    charges nothing), and a run that fails after that stays charged.
+    """
+    sampler = sampler or make_sampler()
+    event = planned_event(mechanism, params, dataset.domain)
+    check_passes(mechanism, params, dataset)
+    entry = _plugin_identity(type(mechanism))
+    reservation = None
+    fingerprint_key = ledger.fingerprint_key if ledger is not None else _ephemeral_key()
+    fingerprint = dataset.fingerprint(fingerprint_key)
+    base = {
+        "mechanism": mechanism.name,
+        "plugin": entry["plugin"],
+        "distribution": entry["distribution"],
+        "version": entry["version"],
+        "params": params_to_dict(params),
+        "event": event,
+        "sampler": _described(sampler, mechanism),
+        "domain": dataset.domain.to_dict(),
+        "dataset_fingerprint": fingerprint,
+    }
+    if ledger is not None:
+        reservation = ledger.reserve({**(request or {}), **base})
+    grids_before = len(sampler.grids)  # children share the log: keep this run's part
+    try:
+        release = mechanism.run(dataset, params, sampler)
+        if not isinstance(release, Release):
+            raise TypeError(
+                f"mechanism {mechanism.name!r} returned {type(release).__name__}, not a Release"
+            )
+    except BaseException as exc:
+        if ledger is not None:
+            ledger.fail(reservation, f"{type(exc).__name__}: {exc}")
+        raise
+    import uuid
+
+    from dpframe.version import __version__
+
+    release.mechanism = mechanism.name
+    release.plugin = entry["plugin"]
+    release.distribution = entry["distribution"]
+    release.version = entry["version"]
+    release.params = base["params"]
+    release.event = event
+    release.sampler = base["sampler"]
+    release.domain = base["domain"]
+    release.dataset_fingerprint = fingerprint
+    release.created = datetime.datetime.now(datetime.timezone.utc).isoformat(timespec="seconds")
+    release.release_id = uuid.uuid4().hex
+    release.dpframe_version = __version__
+    if dataset.domain.feature_names is not None:
+        release.info.setdefault("feature_names", list(dataset.domain.feature_names))
+    if len(sampler.grids) > grids_before:
+        release.info.setdefault("noise_grids", sampler.grids[grids_before:])
+    if ledger is not None:
+        release.ledger_entry = ledger.commit(reservation, release)
+    return release
+
+
+def _numeric(array: Any) -> np.ndarray:
+    """``array`` as floats; a non-numeric value (a class name) becomes a fixed code derived
+    from its text, the same in every run."""
+    arr = np.asarray(array)
+    try:
+        return arr.astype(np.float64)
+    except (TypeError, ValueError):
+        import hashlib
+
+        def code(value: Any) -> float:
+            return float(int.from_bytes(hashlib.blake2b(str(value).encode()).digest()[:6], "big"))
+
+        return np.array([code(v) for v in arr.ravel()], dtype=np.float64).reshape(arr.shape)
+
+
+def _described(sampler: Sampler, mechanism: Mechanism) -> dict[str, Any]:
+    """The sampler's record, marked as float noise for a mechanism still on that path."""
+    info = sampler.describe()
+    if mechanism.float_noise:
+        info = {**info, "noise": FLOAT_NOISE_UNSAFE, "float_noise": mechanism.float_noise}
+    return info
+
+
+def _ephemeral_key() -> bytes:
+    import os
+
+    return os.urandom(32)
+
+
+def _plugin_identity(cls: type) -> dict[str, str]:
+    from dpframe.releases.plugins import registry
+
+    entry = registry().entries("mechanism").get(getattr(cls, "name", None))
+    if entry is not None and entry.obj is cls:  # names are unique: import no other plugin
+        return {
+            "plugin": entry.plugin.name,
+            "distribution": entry.plugin.distribution,
+            "version": entry.plugin.version,
+        }
+    return {"plugin": "(unregistered)", "distribution": cls.__module__.split(".")[0], "version": ""}

@@ -1,0 +1,217 @@
+"""Releases: the DP outputs of one mechanism run and everything needed to audit them.
+
+A Release holds named arrays (``synthetic``, ``labels``, ``covariance``, ``components``
+...) and metadata: the mechanism, its plugin distribution and version, the parameters,
+the privacy event, the noise scales used, the sampler kind (and seed when seeded), the
+time, a keyed dataset fingerprint and the ledger entry. It saves to a directory (one
+``.npy`` per array plus ``release.json``), loads back, and exports arrays to CSV.
+
+Nothing in a Release is computed from the private data without noise: the clip counts,
+the raw record values and anything else the curator sees stay out.
+"""
+
+from __future__ import annotations
+
+import csv
+import json
+import re
+from pathlib import Path
+from typing import Any
+
+import attrs
+import numpy as np
+
+from dpframe.errors import DataError, ParameterError
+from dpframe.privacy.events import PrivacyEvent, event_from_dict
+from dpframe.releases.jsonable import to_jsonable
+
+RELEASE_FORMAT = 1
+_NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+
+
+@attrs.define(eq=False)
+class Release:
+    """DP outputs plus metadata. Mechanisms fill ``arrays``, ``noise_scales`` and
+    ``info``; the framework fills the rest when it executes the mechanism."""
+
+    arrays: dict[str, np.ndarray] = attrs.field(factory=dict)
+    noise_scales: dict[str, Any] = attrs.field(factory=dict)
+    info: dict[str, Any] = attrs.field(factory=dict)
+    mechanism: str = ""
+    plugin: str = ""
+    distribution: str = ""
+    version: str = ""
+    params: dict[str, Any] = attrs.field(factory=dict)
+    event: PrivacyEvent | None = None
+    sampler: dict[str, Any] = attrs.field(factory=dict)
+    created: str = ""
+    dataset_fingerprint: str | None = None
+    domain: dict[str, Any] = attrs.field(factory=dict)
+    ledger_entry: str | None = None
+    release_id: str = ""
+    dpframe_version: str = ""
+
+    def __getitem__(self, name: str) -> np.ndarray:
+        try:
+            return self.arrays[name]
+        except KeyError:
+            raise KeyError(
+                f"this release has no array {name!r}; it has {', '.join(sorted(self.arrays))}"
+            ) from None
+
+    @property
+    def reproducible(self) -> bool:
+        """True when a seeded (reproducible, not secure) sampler made this release."""
+        return not self.sampler.get("secure", True)
+
+    def metadata(self) -> dict[str, Any]:
+        """Everything but the arrays, JSON-ready."""
+        return {
+            "format": RELEASE_FORMAT,
+            "release_id": self.release_id,
+            "mechanism": self.mechanism,
+            "plugin": self.plugin,
+            "distribution": self.distribution,
+            "version": self.version,
+            "dpframe_version": self.dpframe_version,
+            "created": self.created,
+            "params": self.params,
+            "event": self.event.to_dict() if self.event is not None else None,
+            "noise_scales": to_jsonable(self.noise_scales),
+            "sampler": self.sampler,
+            "dataset_fingerprint": self.dataset_fingerprint,
+            "domain": self.domain,
+            "ledger_entry": self.ledger_entry,
+            "info": to_jsonable(self.info),
+            "arrays": {
+                name: {"shape": list(a.shape), "dtype": str(a.dtype)}
+                for name, a in self.arrays.items()
+            },
+        }
+
+    def save(self, directory: str | Path) -> Path:
+        """Write ``release.json`` and one ``<name>.npy`` per array into ``directory``."""
+        out = Path(directory)
+        if out.exists() and not out.is_dir():
+            raise ParameterError(f"{str(out)!r} exists and is not a directory.")
+        if out.is_dir() and (out / "release.json").exists():
+            raise ParameterError(
+                f"{str(out)!r} already holds a release; choose a new output directory."
+            )
+        out.mkdir(parents=True, exist_ok=True)
+        for name, array in self.arrays.items():
+            if not _NAME.match(name):
+                raise ParameterError(f"array name {name!r} is not a valid file name.")
+            np.save(out / f"{name}.npy", _savable(array), allow_pickle=False)
+        tmp = out / "release.json.tmp"
+        tmp.write_text(json.dumps(self.metadata(), indent=2, sort_keys=True) + "\n")
+        tmp.replace(out / "release.json")
+        return out
+
+    @classmethod
+    def load(cls, directory: str | Path) -> Release:
+        """Read a release written by :meth:`save`."""
+        path = Path(directory)
+        meta_path = path / "release.json"
+        if not meta_path.is_file():
+            raise DataError(f"{str(path)!r} is not a release directory (no release.json).")
+        try:
+            meta = json.loads(meta_path.read_text())
+        except json.JSONDecodeError as exc:
+            raise DataError(f"{meta_path} is not valid JSON: {exc.msg}.") from None
+        if meta.get("format") != RELEASE_FORMAT:
+            raise DataError(f"{meta_path} has unsupported format {meta.get('format')!r}.")
+        arrays = {
+            name: np.load(path / f"{name}.npy", allow_pickle=False) for name in meta["arrays"]
+        }
+        event = meta.get("event")
+        return cls(
+            arrays=arrays,
+            noise_scales=meta.get("noise_scales", {}),
+            info=meta.get("info", {}),
+            mechanism=meta.get("mechanism", ""),
+            plugin=meta.get("plugin", ""),
+            distribution=meta.get("distribution", ""),
+            version=meta.get("version", ""),
+            params=meta.get("params", {}),
+            event=event_from_dict(event) if event is not None else None,
+            sampler=meta.get("sampler", {}),
+            created=meta.get("created", ""),
+            dataset_fingerprint=meta.get("dataset_fingerprint"),
+            domain=meta.get("domain", {}),
+            ledger_entry=meta.get("ledger_entry"),
+            release_id=meta.get("release_id", ""),
+            dpframe_version=meta.get("dpframe_version", ""),
+        )
+
+    def table(
+        self, array: str = "synthetic", labels: str | None = "labels"
+    ) -> dict[str, np.ndarray]:
+        """A 2-D array (default ``synthetic``) as named columns, in order: the data's
+        feature names when the array has one column per feature (``z0, z1, ...`` for
+        projected coordinates), declared integer features as integers, then the labels
+        under the domain's label column name (``label`` when it has none)."""
+        data = self[array]
+        if data.ndim != 2:
+            raise ParameterError(f"array {array!r} is not a table (shape {data.shape}).")
+        names = list(self.info.get("feature_names") or [])
+        integer = set(self.info.get("integer_features") or ())
+        if len(names) != data.shape[1]:
+            names, integer = [f"z{j}" for j in range(data.shape[1])], set()
+        columns: dict[str, np.ndarray] = {}
+        for j, name in enumerate(names):
+            column = data[:, j]
+            columns[name] = column.astype(np.int64) if name in integer else column
+        label_column = self.arrays.get(labels) if labels else None
+        if label_column is not None:
+            spec = self.domain.get("labels") or {}
+            column = spec.get("column")
+            key = column if isinstance(column, str) and column not in columns else "label"
+            columns[key] = np.asarray(label_column)
+        return columns
+
+    def to_pandas(self, array: str = "synthetic", labels: str | None = "labels") -> Any:
+        """:meth:`table` as a pandas DataFrame (pandas must be installed)."""
+        try:
+            import pandas as pd
+        except ImportError:  # pragma: no cover - pandas is in the eval and dev extras
+            raise ParameterError(
+                "to_pandas needs pandas; install it (pip install 'dpframe[eval]')."
+            ) from None
+        return pd.DataFrame(self.table(array, labels))
+
+    def to_csv(
+        self,
+        path: str | Path,
+        array: str = "synthetic",
+        labels: str | None = "labels",
+        header: list[str] | None = None,
+    ) -> Path:
+        """Write :meth:`table` as CSV (``header`` replaces the column names)."""
+        columns = self.table(array, labels)
+        if header is not None:
+            names = list(columns)
+            if len(header) > len(names):
+                raise ParameterError(f"header has {len(header)} names for {len(names)} columns.")
+            names[: len(header)] = header
+            columns = dict(zip(names, columns.values(), strict=True))
+        path = Path(path)
+        with path.open("w", newline="") as handle:
+            writer = csv.writer(handle)
+            writer.writerow(list(columns))
+            cells = [
+                [repr(float(v)) for v in col] if col.dtype.kind == "f" else map(str, col.tolist())
+                for col in columns.values()
+            ]
+            writer.writerows(zip(*cells, strict=True))
+        return path
+
+
+def _savable(array: Any) -> np.ndarray:
+    arr = np.asarray(array)
+    if arr.dtype == object:
+        try:
+            return arr.astype(np.float64)
+        except (TypeError, ValueError):
+            return arr.astype(str)
+    return arr

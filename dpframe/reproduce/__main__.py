@@ -1,3 +1,0 @@
-from dpframe.reproduce import main
-
-main()

@@ -1,0 +1,3 @@
+from dpframe_reproduce import main
+
+main()
