@@ -258,3 +258,16 @@ def test_1_a_refused_chain_prints_its_reason_once_and_its_summary(workdir):
     parsed = json.loads(doc.stdout)
     assert doc.exit_code == EXIT_BUDGET_REFUSED and parsed["error"]["code"] == "budget_refused"
     assert "above its cap" in parsed["stop"]["reason"]
+
+
+def test_0_a_reader_that_stops_reading_is_no_error():
+    # `dpframe plugins | head -1`, the reader gone before the first write: the read end is
+    # closed before the process has even started writing (its start-up takes far longer).
+    dpframe = Path(sys.executable).parent / "dpframe"
+    proc = subprocess.Popen(
+        [str(dpframe), "plugins"], stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True
+    )
+    proc.stdout.close()
+    stderr = proc.stderr.read()
+    assert proc.wait() == EXIT_OK, stderr
+    assert stderr == ""

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 import json
+import os
 import sys
 import warnings
 from typing import Any
@@ -12,6 +13,7 @@ import click
 from dpframe.errors import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
+    EXIT_OK,
     EXIT_USAGE,
     DPFrameError,
     error_object,
@@ -97,6 +99,11 @@ class DPFrameGroup(click.Group):
             raise
         except KeyboardInterrupt:
             raise UserError("interrupted.", EXIT_INTERRUPTED, "interrupted", as_json) from None
+        except BrokenPipeError:
+            # The reader stopped reading (``dpframe plugins | head -1``): what it read was
+            # what it asked for. Nothing more to say, and nothing to flush at exit.
+            os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
+            raise click.exceptions.Exit(EXIT_OK) from None
         except Exception as exc:
             if debug:
                 raise
