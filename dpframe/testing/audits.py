@@ -55,6 +55,7 @@ from dpframe.events import (
 from dpframe.mechanism import Mechanism
 from dpframe.samplers import SeededSampler
 from dpframe.testing.neighbours import Pair
+from dpframe.testing.pooling import PooledSampler
 
 ALPHA = 1e-6
 FULL_COVARIANCE_MAX = 128  # whiten with the full covariance up to this many coordinates
@@ -438,6 +439,7 @@ def _stream(seed: int, index: int) -> SeededSampler:
 def _drawer(mechanism: Mechanism, params: Any, source: str) -> Draw:
     if source not in ("stages", "release"):
         raise ValueError(f"source must be 'stages' or 'release', got {source!r}")
+    looped = source == "release" or type(mechanism).noisy_stages is Mechanism.noisy_stages
     hook = (
         mechanism.noisy_stages
         if source == "stages"
@@ -445,7 +447,8 @@ def _drawer(mechanism: Mechanism, params: Any, source: str) -> Draw:
     )
 
     def draw(dataset: Dataset, sampler: SeededSampler, count: int) -> dict[str, np.ndarray]:
-        out = hook(dataset, params, sampler, count)
+        # a loop over run(): its exact noise drawn in bulk (dpframe.testing.pooling)
+        out = hook(dataset, params, PooledSampler(sampler, count) if looped else sampler, count)
         blocks = {}
         for name, values in out.items():
             arr = np.asarray(values, dtype=np.float64)
