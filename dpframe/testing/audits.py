@@ -261,8 +261,13 @@ def histogram_ratio(s0: np.ndarray, s1: np.ndarray) -> Statistic | None:
     needs no noise model and no query. None when the outputs take too many values (more
     than one per 20 samples: continuous outputs, whose frequencies would only overfit)."""
     pooled = np.vstack([s0, s1])
+    limit = min(HISTOGRAM_CELLS, len(pooled) // 20)  # 20 samples per value on average
+    # Rows take at least as many distinct values as any one column: a cheap exit for
+    # continuous outputs (sorting one column, not every row).
+    if pooled.shape[1] and np.unique(pooled[:, 0]).size > limit:
+        return None
     cells, index = np.unique(pooled, axis=0, return_inverse=True)
-    if len(cells) > min(HISTOGRAM_CELLS, len(pooled) // 20):  # 20 samples per value on average
+    if len(cells) > limit:
         return None
     index = np.ravel(index)
     c0 = np.bincount(index[: len(s0)], minlength=len(cells)) + 0.5
