@@ -55,6 +55,7 @@ from dpframe.privacy.events import (
 from dpframe.privacy.samplers import SeededSampler
 from dpframe.releases.mechanism import Mechanism
 from dpframe.testing.neighbours import Pair
+from dpframe.testing.pooling import PooledSampler
 
 ALPHA = 1e-6
 FULL_COVARIANCE_MAX = 128  # whiten with the full covariance up to this many coordinates
@@ -260,8 +261,13 @@ def histogram_ratio(s0: np.ndarray, s1: np.ndarray) -> Statistic | None:
     needs no noise model and no query. None when the outputs take too many values (more
     than one per 20 samples: continuous outputs, whose frequencies would only overfit)."""
     pooled = np.vstack([s0, s1])
+    limit = min(HISTOGRAM_CELLS, len(pooled) // 20)  # 20 samples per value on average
+    # Rows take at least as many distinct values as any one column: a cheap exit for
+    # continuous outputs (sorting one column, not every row).
+    if pooled.shape[1] and np.unique(pooled[:, 0]).size > limit:
+        return None
     cells, index = np.unique(pooled, axis=0, return_inverse=True)
-    if len(cells) > min(HISTOGRAM_CELLS, len(pooled) // 20):  # 20 samples per value on average
+    if len(cells) > limit:
         return None
     index = np.ravel(index)
     c0 = np.bincount(index[: len(s0)], minlength=len(cells)) + 0.5
@@ -438,6 +444,7 @@ def _stream(seed: int, index: int) -> SeededSampler:
 def _drawer(mechanism: Mechanism, params: Any, source: str) -> Draw:
     if source not in ("stages", "release"):
         raise ValueError(f"source must be 'stages' or 'release', got {source!r}")
+    looped = source == "release" or type(mechanism).noisy_stages is Mechanism.noisy_stages
     hook = (
         mechanism.noisy_stages
         if source == "stages"
@@ -445,7 +452,8 @@ def _drawer(mechanism: Mechanism, params: Any, source: str) -> Draw:
     )
 
     def draw(dataset: Dataset, sampler: SeededSampler, count: int) -> dict[str, np.ndarray]:
-        out = hook(dataset, params, sampler, count)
+        # a loop over run(): its exact noise drawn in bulk (dpframe.testing.pooling)
+        out = hook(dataset, params, PooledSampler(sampler, count) if looped else sampler, count)
         blocks = {}
         for name, values in out.items():
             arr = np.asarray(values, dtype=np.float64)

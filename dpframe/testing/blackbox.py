@@ -43,6 +43,7 @@ from dpframe.testing.neighbours import (
     with_extra,
     with_row,
 )
+from dpframe.testing.pooling import PooledSampler
 
 PILOT_LEVEL = 0.05  # the pilot ranks pairs by what the audit's tests would prove at this level
 
@@ -130,5 +131,7 @@ def blackbox_pairs(
 def _draw(
     mechanism: Mechanism, params: Any, dataset: Dataset, sampler: SeededSampler, count: int
 ) -> dict[str, np.ndarray]:
+    if type(mechanism).noisy_stages is Mechanism.noisy_stages:  # a loop over run()
+        sampler = PooledSampler(sampler, count)
     out = mechanism.noisy_stages(dataset, params, sampler, count)
     return {k: np.asarray(v, dtype=np.float64).reshape(count, -1) for k, v in out.items()}

@@ -214,3 +214,23 @@ def test_the_default_hook_audits_released_arrays():
     assert set(out) == {"sum"} and out["sum"].shape == (5, 1)
     result = Kit(plain, {"epsilon": 1.0}, UNIT).check_audit("fast")[0]
     assert result.samples == FAST.loop_samples  # the loop over run() gets a smaller budget
+
+
+def test_the_frequency_test_is_built_for_few_distinct_outputs_only():
+    from dpframe.testing.audits import histogram_ratio
+
+    rng = np.random.default_rng(8)
+    picks0, picks1 = rng.integers(0, 3, (2000, 2)), rng.integers(0, 3, (2000, 2))
+    statistic = histogram_ratio(picks0.astype(float), picks1.astype(float))
+    # its value on an output is the log-ratio of that output's frequencies (plus 1/2)
+    row = picks0[0]
+    n0 = np.all(picks0 == row, axis=1).sum() + 0.5
+    n1 = np.all(picks1 == row, axis=1).sum() + 0.5
+    total = 2000 + 0.5 * 9  # per dataset: the samples plus 1/2 for each of the 9 cells
+    expected = np.log(n1 / total) - np.log(n0 / total)
+    assert statistic.apply(row[None, :].astype(float))[0] == pytest.approx(expected)
+    # continuous outputs, and outputs continuous in a column other than the first: none
+    assert histogram_ratio(rng.normal(size=(2000, 2)), rng.normal(size=(2000, 2))) is None
+    mixed0 = np.column_stack([np.zeros(2000), rng.normal(size=2000)])
+    mixed1 = np.column_stack([np.zeros(2000), rng.normal(size=2000)])
+    assert histogram_ratio(mixed0, mixed1) is None

@@ -86,8 +86,15 @@ def test_a_mechanism_that_draws_nothing_fails_hygiene():
         Kit(Constant(), {"epsilon": 1.0}, BOX).check_hygiene()
 
 
-def test_a_correct_black_box_mechanism_passes_its_audit():
-    results = Kit(BlindSum(), {"epsilon": 1.0}, LINE).check_audit("fast")
+@pytest.fixture(scope="module")
+def blind_kit() -> Kit:
+    """One kit on BlindSum for the module: its black-box pilot (about 20 000 runs) is
+    computed once and cached in the kit, deterministic whichever test asks first."""
+    return Kit(BlindSum(), {"epsilon": 1.0}, LINE)
+
+
+def test_a_correct_black_box_mechanism_passes_its_audit(blind_kit):
+    results = blind_kit.check_audit("fast")
     assert results and all(r.passed for r in results)
     assert "black-box pilot" in results[0].pair.how
 
@@ -113,8 +120,8 @@ def test_the_epsilon_doubled_mutant_is_weaker_and_caught():
     assert any(not r.passed for r in results)
 
 
-def test_power_self_check_weakens_a_black_box_mechanism():
-    outcome = Kit(BlindSum(), {"epsilon": 1.0}, LINE).check_power("fast")
+def test_power_self_check_weakens_a_black_box_mechanism(blind_kit):
+    outcome = blind_kit.check_power("fast")
     # Layer A cannot run without the hooks; the weakened mutant is caught by the audit; the
     # float-noise mutant has nothing to replace (BlindSum draws continuous Laplace noise,
     # which test_floating_point fails on its own)
