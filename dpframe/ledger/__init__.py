@@ -40,9 +40,10 @@ from dpframe.ledger.store import (
     ENV_VAR,
     Ledger,
     key_digest,
+    ledger_exists,
     ledger_path,
 )
-from dpframe.ledger.transfer import export_jsonl, import_jsonl, migrate_ledger
+from dpframe.ledger.transfer import copy_ledger, export_jsonl, import_jsonl, migrate_ledger
 
 __all__ = [
     "DEFAULT_ACCOUNTANT",
@@ -64,9 +65,11 @@ __all__ = [
     "RestCalibration",
     "VerifyReport",
     "canonical_json",
+    "copy_ledger",
     "export_jsonl",
     "import_jsonl",
     "key_digest",
+    "ledger_exists",
     "ledger_path",
     "migrate_ledger",
     "release_digest",
