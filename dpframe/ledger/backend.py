@@ -106,23 +106,20 @@ def locate(location: str | os.PathLike[str]) -> Target:
 # -- SQLite -------------------------------------------------------------------------------
 
 
-class SqliteDatabase:
-    """A ledger's SQLite connection (:func:`dpframe.ledger.schema.connect`)."""
+class Connection:
+    """What both backends' connections share: statements, commit, rollback, close.
+    Subclasses say how a transaction starts and how ``?`` placeholders are written."""
 
-    def __init__(self, conn: sqlite3.Connection, path: Path) -> None:
-        self.conn, self.path = conn, path
+    placeholder = "?"
+
+    def __init__(self, conn: Any, where: str) -> None:
+        self.conn, self.where = conn, where
 
     def execute(self, sql: str, args: Sequence[Any] = ()) -> Any:
-        return self.conn.execute(sql, args)
+        return self.conn.execute(self._sql(sql), tuple(args))
 
     def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        self.conn.executemany(sql, rows)
-
-    def begin_write(self) -> None:
-        self.conn.execute("BEGIN IMMEDIATE")
-
-    def begin_read(self) -> None:
-        self.conn.execute("BEGIN")
+        self.conn.cursor().executemany(self._sql(sql), [tuple(r) for r in rows])
 
     def commit(self) -> None:
         self.conn.execute("COMMIT")
@@ -130,18 +127,31 @@ class SqliteDatabase:
     def rollback(self) -> None:
         self.conn.execute("ROLLBACK")
 
+    def close(self) -> None:
+        self.conn.close()
+
+    def _sql(self, sql: str) -> str:
+        return sql if self.placeholder == "?" else sql.replace("?", self.placeholder)
+
+
+class SqliteDatabase(Connection):
+    """A ledger's SQLite connection (:func:`dpframe.ledger.schema.connect`)."""
+
+    def begin_write(self) -> None:
+        self.conn.execute("BEGIN IMMEDIATE")
+
+    def begin_read(self) -> None:
+        self.conn.execute("BEGIN")
+
     @property
     def in_transaction(self) -> bool:
         return self.conn.in_transaction
 
     def errors(self) -> contextlib.AbstractContextManager[None]:
-        return sqlite_errors(self.path)
+        return sqlite_errors(Path(self.where))
 
     def schema_version(self) -> int:
         return schema.current_version(self.conn)
-
-    def close(self) -> None:
-        self.conn.close()
 
 
 class SqliteTarget:
@@ -193,7 +203,7 @@ class SqliteTarget:
                 conn = schema.connect(str(tmp), timeout)
                 try:
                     schema.migrate(conn)
-                    db = SqliteDatabase(conn, target)
+                    db = SqliteDatabase(conn, str(target))
                     db.begin_write()
                     last = populate(db)
                     db.commit()
@@ -219,7 +229,7 @@ class SqliteTarget:
             except BaseException:
                 conn.close()
                 raise
-        return SqliteDatabase(conn, self.path)
+        return SqliteDatabase(conn, str(self.path))
 
 
 @contextlib.contextmanager

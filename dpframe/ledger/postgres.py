@@ -31,13 +31,13 @@ from __future__ import annotations
 import contextlib
 import os
 import urllib.parse
-from collections.abc import Iterator, Sequence
+from collections.abc import Iterator
 from pathlib import Path
 from typing import Any
 
 from dpframe.errors import LedgerError, ParameterError
 from dpframe.ledger import keys, schema
-from dpframe.ledger.backend import Populate
+from dpframe.ledger.backend import Connection, Populate
 from dpframe.ledger.chain import Row
 
 _LOCK_ID = 0x6470_6672_616D_65  # pg_advisory_xact_lock id held while a ledger is created
@@ -96,18 +96,10 @@ def display_url(url: str) -> str:
     return urllib.parse.urlunsplit(parts._replace(netloc=netloc))
 
 
-class PostgresDatabase:
+class PostgresDatabase(Connection):
     """A ledger's PostgreSQL connection (autocommit; transactions are explicit)."""
 
-    def __init__(self, conn: Any, where: str) -> None:
-        self.conn, self.where = conn, where
-
-    def execute(self, sql: str, args: Sequence[Any] = ()) -> Any:
-        return self.conn.execute(sql.replace("?", "%s"), tuple(args) or None)
-
-    def executemany(self, sql: str, rows: Sequence[Sequence[Any]]) -> None:
-        with self.conn.cursor() as cursor:
-            cursor.executemany(sql.replace("?", "%s"), [tuple(r) for r in rows])
+    placeholder = "%s"
 
     def begin_write(self) -> None:
         self.conn.execute("BEGIN ISOLATION LEVEL READ COMMITTED")
@@ -123,12 +115,6 @@ class PostgresDatabase:
     def begin_read(self) -> None:
         self.conn.execute("BEGIN ISOLATION LEVEL REPEATABLE READ READ ONLY")
 
-    def commit(self) -> None:
-        self.conn.execute("COMMIT")
-
-    def rollback(self) -> None:
-        self.conn.execute("ROLLBACK")
-
     @property
     def in_transaction(self) -> bool:
         status = self.conn.info.transaction_status
@@ -139,9 +125,6 @@ class PostgresDatabase:
 
     def schema_version(self) -> int:
         return current_version(self.conn)
-
-    def close(self) -> None:
-        self.conn.close()
 
 
 class PostgresTarget:

@@ -53,6 +53,14 @@ def pg_url(pg_server, tmp_path, monkeypatch) -> str:
     return f"{pg_server.get_uri()}&options=-csearch_path%3D{schema}"
 
 
+@pytest.fixture(params=["sqlite", "postgresql"])
+def location(request, tmp_path: Path) -> Path | str:
+    """Where a new ledger goes, on each backend: a file path, or a PostgreSQL URL."""
+    if request.param == "sqlite":
+        return tmp_path / "privacy.ledger"
+    return request.getfixturevalue("pg_url")
+
+
 @pytest.fixture
 def pg_ledger(pg_url):
     with Ledger.open(pg_url, create=True, registry=toy_registry()) as opened:

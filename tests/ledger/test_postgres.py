@@ -2,22 +2,21 @@
 tampering, racing and killed processes, and copies to and from SQLite.
 
 The server is started once per session (``pg_server`` in conftest.py); every test gets its
-own empty schema. Edits are made the way someone with write access to the database (but
-not to the key file or the anchor) could: triggers disabled, rows changed directly.
+own empty schema. The 16-process race and the ``kill -9`` of a releasing process run on
+both backends in test_concurrency.py. Edits are made the way someone with write access
+to the database (but not to the key file or the anchor) could: triggers disabled, rows
+changed directly.
 """
 
 from __future__ import annotations
 
 import json
-import math
-import os
-import signal
+import sys
 
 import psycopg
 import pytest
 from click.testing import CliRunner
-from ledger_testkit import charge
-from test_concurrency import spawn, wait_for
+from ledger_testkit import RESERVATION_EDITS, charge
 
 from dpframe.audit import audit
 from dpframe.errors import BudgetExceededError, LedgerError, ParameterError
@@ -89,16 +88,7 @@ def test_checkpoints_continue_the_state_on_postgres(pg_ledger, pg_url):
     assert pg_ledger.verify().problems[0].seq == 4
 
 
-@pytest.mark.parametrize(
-    "edit",
-    [
-        "UPDATE entries SET kind = 'note' WHERE kind = 'reserve'",
-        "UPDATE entries SET budget_id = NULL WHERE kind = 'reserve'",
-        "UPDATE entries SET body = replace(body, '\"noise_multiplier\":10.0', "
-        "'\"noise_multiplier\":1000.0') WHERE kind = 'reserve'",
-    ],
-    ids=["kind", "budget_id-null", "lowered-event"],
-)
+@pytest.mark.parametrize("edit", RESERVATION_EDITS.values(), ids=list(RESERVATION_EDITS))
 def test_an_edited_past_row_refuses_the_charge_naming_it(full, pg_url, edit):
     sql(pg_url, edit)
     with Ledger.open(pg_url) as fresh:  # another analyst's process, no cached state
@@ -164,58 +154,6 @@ def test_a_swapped_key_file_is_refused(full, pg_url, tmp_path, monkeypatch):
         Ledger.open(pg_url)
 
 
-def test_racing_processes_never_overspend_one_postgres_budget(pg_url, tmp_path):
-    """16 processes x 3 requests of ε = 0.1 against a pure cap of 2: exactly 20 fit."""
-    workers, requests, epsilon, cap = 16, 3, 0.1, 2.0
-    with Ledger.open(pg_url, create=True) as ledger:
-        ledger.create_budget("shared", (cap, 0.0), accountant="pure")
-    start = tmp_path / "go"
-    processes = [spawn("race", pg_url, start, requests, epsilon) for _ in range(workers)]
-    for process in processes:
-        assert json.loads(process.stdout.readline()) == {"ready": True}
-    start.touch()
-    results = []
-    for process in processes:
-        out, err = process.communicate(timeout=300)
-        assert process.returncode == 0, err
-        results += [json.loads(line) for line in out.splitlines()]
-    admitted = [r["entry"] for r in results if r["ok"]]
-    assert len(results) == workers * requests
-    assert len(admitted) == math.floor(cap / epsilon + 1e-9) == 20
-    assert {r["error"] for r in results if not r["ok"]} == {"BudgetExceededError"}
-    with Ledger.open(pg_url) as ledger:
-        assert ledger.verify().ok
-        charges = ledger.charges("shared")
-        assert sorted(c.entry_id for c in charges) == sorted(admitted)
-        assert {c.status for c in charges} == {"committed"}
-        assert math.fsum(1 / c.event.noise_multiplier for c in charges) <= cap * (1 + 1e-9)
-        anchor = read_anchor(ledger.anchor_file)
-        assert anchor is not None and anchor.seq == ledger.head()[0] == 3 + 2 * len(admitted)
-
-
-def test_a_killed_release_stays_charged_and_flagged_on_postgres(pg_url, tmp_path):
-    with Ledger.open(pg_url, create=True) as ledger:
-        ledger.create_budget("shared", (1.0, 0.0), accountant="pure")
-    marker = tmp_path / "running"
-    process = spawn("block", pg_url, marker, 0.6)
-    wait_for(marker, process)
-    os.kill(process.pid, signal.SIGKILL)
-    process.wait(timeout=30)
-    assert process.returncode == -signal.SIGKILL
-    with Ledger.open(pg_url) as ledger:
-        assert ledger.verify().ok
-        (pending,) = ledger.charges("shared")
-        assert pending.status == "pending" and pending.mechanism == "test-blocking"
-        assert ledger.remaining("shared").spent == pytest.approx(0.6)
-        (budget,) = audit(ledger).to_dict()["budgets"]
-        (entry,) = budget["entries"]
-        assert entry["status"] == "pending" and "pending" in entry["flags"]
-        # 0.5 would fit if the killed run were forgotten
-        with pytest.raises(BudgetExceededError):
-            charge(ledger, 0.5, label="shared")
-        charge(ledger, 0.4, label="shared")
-
-
 def _report(ledger: Ledger) -> dict:
     doc = audit(ledger).to_dict()
     doc["ledger"].pop("path", None)
@@ -261,3 +199,12 @@ def test_the_cli_takes_a_postgresql_url(pg_url, tmp_path):
     assert result.exit_code == 0 and "OK: 2 entries" in result.output
     result = runner.invoke(main, ["ledger", "copy", target, pg_url])
     assert result.exit_code == 4 and "already holds a ledger" in result.output
+
+
+def test_a_url_without_the_driver_is_one_sentence(monkeypatch, tmp_path):
+    """Without the ``postgres`` extra, a URL is refused in one sentence naming it."""
+    monkeypatch.setitem(sys.modules, "psycopg", None)  # what `import psycopg` sees uninstalled
+    monkeypatch.setenv("DPFRAME_LEDGER_KEY_FILE", str(tmp_path / "k.key"))
+    with pytest.raises(LedgerError, match=r"pip install 'dpframe\[postgres\]'"):
+        Ledger.open("postgres://nobody@localhost/none", create=True)
+    assert not (tmp_path / "k.key").exists()
