@@ -208,3 +208,29 @@ def test_a_url_without_the_driver_is_one_sentence(monkeypatch, tmp_path):
     with pytest.raises(LedgerError, match=r"pip install 'dpframe\[postgres\]'"):
         Ledger.open("postgres://nobody@localhost/none", create=True)
     assert not (tmp_path / "k.key").exists()
+
+
+def test_an_analyst_role_with_the_documented_rights_charges_but_cannot_rewrite(
+    pg_ledger, pg_url, pg_server
+):
+    """The rights docs/ledger.md lists are enough to charge, and such a role can neither
+    delete rows nor disable the append-only trigger."""
+    schema = pg_url.rsplit("%3D", 1)[1]
+    role = f"analyst_{schema}"
+    with psycopg.connect(pg_server.get_uri(), autocommit=True) as conn:
+        conn.execute(f"CREATE ROLE {role} LOGIN")
+        conn.execute(f"GRANT USAGE ON SCHEMA {schema} TO {role}")
+        conn.execute(f"GRANT SELECT, INSERT ON {schema}.entries, {schema}.checkpoints TO {role}")
+        conn.execute(f"GRANT SELECT ON {schema}.schema_version TO {role}")
+        conn.execute(f"GRANT SELECT, UPDATE ON {schema}.meta TO {role}")
+    analyst_url = pg_url.replace("postgresql://postgres:@", f"postgresql://{role}@", 1)
+    assert analyst_url != pg_url
+    pg_ledger.create_budget("d", (1.0, 0.0), accountant="pure")
+    with Ledger.open(analyst_url) as ledger:
+        charge(ledger, 0.5)
+        assert ledger.remaining("d").spent == pytest.approx(0.5)
+        assert ledger.verify().ok
+    with psycopg.connect(analyst_url, autocommit=True) as conn:
+        for attack in ("DELETE FROM entries", "ALTER TABLE entries DISABLE TRIGGER USER"):
+            with pytest.raises(psycopg.errors.InsufficientPrivilege):
+                conn.execute(attack)
