@@ -64,6 +64,12 @@ def init(ledger_file: Path | str | None, as_json: bool) -> None:
         return
     click.echo(f"Created ledger {info['path']} (id {info['ledger_id']}).")
     click.echo(f"Its key is {key_file} and its head anchor {anchor_file}: keep the key as private")
+    if "://" in str(info["path"]):
+        click.echo(
+            "as the data and copy it to every machine that charges this ledger; the anchor is "
+            "this machine's (see docs/ledger-threat-model.md)."
+        )
+        return
     click.echo(
         "as the data, and back up the three files together (see docs/ledger-threat-model.md)."
     )

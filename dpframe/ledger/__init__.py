@@ -11,7 +11,10 @@
         )
         print(ledger.remaining("adult").describe())
 
-See ``docs/ledger.md`` for the concepts, the schema, the guarantees and the formats.
+A ``postgresql://`` URL in place of the path opens a ledger shared across machines
+(:mod:`dpframe.ledger.postgres`; its key file is named with ``key_file=`` or
+``$DPFRAME_LEDGER_KEY_FILE``). See ``docs/ledger.md`` for the concepts, the schema, the
+guarantees and the formats.
 """
 
 from __future__ import annotations
