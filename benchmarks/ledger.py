@@ -19,6 +19,7 @@ transactions.
 Usage: python benchmarks/ledger.py [--lengths 100,1000,10000,100000] [--repeats 15]
                                    [--accountants pure,approx,rdp,zcdp] [--audit]
                                    [--backend sqlite|postgresql] [--url URL]
+                                   [--interleave]
 """
 
 from __future__ import annotations
@@ -94,6 +95,12 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--dir", default=None, help="where the ledgers go (default: a tmpdir)")
     parser.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
     parser.add_argument("--url", default=None, help="a PostgreSQL server (default: pgserver)")
+    parser.add_argument(
+        "--interleave",
+        action="store_true",
+        help="time each point alternately with a 100-charge baseline ledger (the load drifts "
+        "alike for both) and print the ratio of medians",
+    )
     args = parser.parse_args(argv)
     lengths = [int(x) for x in args.lengths.split(",")]
     data = dataset()
@@ -120,14 +127,46 @@ def main(argv: list[str]) -> None:
             with Ledger.open(where, create=True, key_file=key) as ledger:
                 ledger.create_budget(name, CAPS[name], accountant=name)
                 charge(ledger, name, data)
+                baseline = None
+                if args.interleave:
+                    small = Path(tmp) / f"{name}-100.ledger"
+                    if args.backend == "postgresql":
+                        small = schema_url(server, f"b_{name}_100")
+                    baseline = stack.enter_context(
+                        Ledger.open(small, create=True, key_file=Path(tmp) / f"{name}-100.key")
+                    )
+                    baseline.create_budget(name, CAPS[name], accountant=name)
+                    charge(baseline, name, data)
+                    fill(baseline, name, 100)
                 for length in lengths:
                     fill(ledger, name, length)
+                    if baseline is not None:
+                        interleaved(ledger, baseline, name, data, length, args.repeats)
+                        continue
                     best, median = timed(lambda n=name: charge(ledger, n, data), args.repeats)
                     print(f"{name},{length},{best * 1e3:.2f},{median * 1e3:.2f}", flush=True)
                     if args.audit and name == "pure":
                         verify(ledger, length)
 
     print("done", flush=True)
+
+
+def interleaved(
+    ledger: Ledger, baseline: Ledger, name: str, data: Dataset, length: int, repeats: int
+) -> None:
+    """Charges of ``ledger`` and of the 100-charge ``baseline`` alternately: min and
+    median of each, and the ratio of the medians."""
+    big, small = [], []
+    for _ in range(repeats):
+        small.append(timed(lambda: charge(baseline, name, data), 1)[0])
+        big.append(timed(lambda: charge(ledger, name, data), 1)[0])
+    ratio = statistics.median(big) / statistics.median(small)
+    print(
+        f"{name},{length},{min(big) * 1e3:.2f},{statistics.median(big) * 1e3:.2f}"
+        f"  # baseline 100: {min(small) * 1e3:.2f} / {statistics.median(small) * 1e3:.2f}, "
+        f"ratio {ratio:.2f}",
+        flush=True,
+    )
 
 
 def floor(directory: Path, repeats: int) -> tuple[float, float]:
