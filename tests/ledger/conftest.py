@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import shutil
 import sys
 import tempfile
 import uuid
@@ -30,7 +31,7 @@ def ledger(ledger_file: Path):
 @pytest.fixture(scope="session")
 def pg_server():
     """A real PostgreSQL server (pgserver) in a temporary directory for the whole session,
-    stopped at the end."""
+    stopped and removed at the end."""
     pgserver = pytest.importorskip("pgserver", reason="pgserver (in the dev extra) is needed")
     directory = tempfile.mkdtemp(prefix="dpframe-pg-")  # short: the socket path is limited
     server = pgserver.get_server(directory, cleanup_mode="stop")
@@ -38,6 +39,7 @@ def pg_server():
         yield server
     finally:
         server.cleanup()
+        shutil.rmtree(directory, ignore_errors=True)
 
 
 @pytest.fixture
