@@ -11,13 +11,21 @@ charges are appended in bulk through the store's own append path (the same rows,
 checkpoints a real run writes, only faster to make), then each point is timed over
 `--repeats` real charges: min and median.
 
+With ``--backend postgresql`` the ledgers live in a PostgreSQL server started with
+pgserver in a temporary directory (Unix socket, same machine), or in ``--url``'s database
+(one schema per accountant); the floor is then two committed one-row PostgreSQL
+transactions.
+
 Usage: python benchmarks/ledger.py [--lengths 100,1000,10000,100000] [--repeats 15]
                                    [--accountants pure,approx,rdp,zcdp] [--audit]
+                                   [--backend sqlite|postgresql] [--url URL]
+                                   [--interleave]
 """
 
 from __future__ import annotations
 
 import argparse
+import contextlib
 import os
 import statistics
 import sys
@@ -85,31 +93,80 @@ def main(argv: list[str]) -> None:
     parser.add_argument("--accountants", default="pure,approx,rdp,zcdp")
     parser.add_argument("--audit", action="store_true", help="also time verify and audit")
     parser.add_argument("--dir", default=None, help="where the ledgers go (default: a tmpdir)")
+    parser.add_argument("--backend", choices=("sqlite", "postgresql"), default="sqlite")
+    parser.add_argument("--url", default=None, help="a PostgreSQL server (default: pgserver)")
+    parser.add_argument(
+        "--interleave",
+        action="store_true",
+        help="time each point alternately with a 100-charge baseline ledger (the load drifts "
+        "alike for both) and print the ratio of medians",
+    )
     args = parser.parse_args(argv)
     lengths = [int(x) for x in args.lengths.split(",")]
     data = dataset()
     print(f"# load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
+    print(f"# backend {args.backend}", flush=True)
     print("accountant,prior_charges,charge_min_ms,charge_median_ms", flush=True)
-    with tempfile.TemporaryDirectory(dir=args.dir) as tmp:
-        best, median = floor(Path(tmp), args.repeats)
+    with contextlib.ExitStack() as stack:
+        tmp = stack.enter_context(tempfile.TemporaryDirectory(dir=args.dir))
+        if args.backend == "postgresql":
+            server = args.url or stack.enter_context(pgserver_url(Path(tmp)))
+            best, median = floor_postgres(schema_url(server, "floor"), args.repeats)
+            what = "two durable PostgreSQL commits, synchronous_commit = on"
+        else:
+            best, median = floor(Path(tmp), args.repeats)
+            what = "two durable SQLite commits, WAL + FULL"
         print(
-            f"# floor (two durable SQLite commits, WAL + FULL): min {best * 1e3:.2f} ms, "
-            f"median {median * 1e3:.2f} ms",
+            f"# floor ({what}): min {best * 1e3:.2f} ms, median {median * 1e3:.2f} ms",
             flush=True,
         )
         for name in args.accountants.split(","):
             path = Path(tmp) / f"{name}.ledger"
-            with Ledger.open(path, create=True) as ledger:
+            where = schema_url(server, f"b_{name}") if args.backend == "postgresql" else path
+            key = Path(tmp) / f"{name}.key"
+            with Ledger.open(where, create=True, key_file=key) as ledger:
                 ledger.create_budget(name, CAPS[name], accountant=name)
                 charge(ledger, name, data)
+                baseline = None
+                if args.interleave:
+                    small = Path(tmp) / f"{name}-100.ledger"
+                    if args.backend == "postgresql":
+                        small = schema_url(server, f"b_{name}_100")
+                    baseline = stack.enter_context(
+                        Ledger.open(small, create=True, key_file=Path(tmp) / f"{name}-100.key")
+                    )
+                    baseline.create_budget(name, CAPS[name], accountant=name)
+                    charge(baseline, name, data)
+                    fill(baseline, name, 100)
                 for length in lengths:
                     fill(ledger, name, length)
+                    if baseline is not None:
+                        interleaved(ledger, baseline, name, data, length, args.repeats)
+                        continue
                     best, median = timed(lambda n=name: charge(ledger, n, data), args.repeats)
                     print(f"{name},{length},{best * 1e3:.2f},{median * 1e3:.2f}", flush=True)
                     if args.audit and name == "pure":
                         verify(ledger, length)
 
     print("done", flush=True)
+
+
+def interleaved(
+    ledger: Ledger, baseline: Ledger, name: str, data: Dataset, length: int, repeats: int
+) -> None:
+    """Charges of ``ledger`` and of the 100-charge ``baseline`` alternately: min and
+    median of each, and the ratio of the medians."""
+    big, small = [], []
+    for _ in range(repeats):
+        small.append(timed(lambda: charge(baseline, name, data), 1)[0])
+        big.append(timed(lambda: charge(ledger, name, data), 1)[0])
+    ratio = statistics.median(big) / statistics.median(small)
+    print(
+        f"{name},{length},{min(big) * 1e3:.2f},{statistics.median(big) * 1e3:.2f}"
+        f"  # baseline 100: {min(small) * 1e3:.2f} / {statistics.median(small) * 1e3:.2f}, "
+        f"ratio {ratio:.2f}",
+        flush=True,
+    )
 
 
 def floor(directory: Path, repeats: int) -> tuple[float, float]:
@@ -130,6 +187,44 @@ def floor(directory: Path, repeats: int) -> tuple[float, float]:
         return timed(two_commits, repeats)
     finally:
         conn.close()
+
+
+@contextlib.contextmanager
+def pgserver_url(directory: Path):
+    """A throw-away PostgreSQL server (pgserver) in ``directory``, stopped at the end."""
+    import pgserver
+
+    server = pgserver.get_server(str(directory / "pg"), cleanup_mode="stop")
+    try:
+        yield server.get_uri()
+    finally:
+        server.cleanup()
+
+
+def schema_url(url: str, schema: str) -> str:
+    """``url`` with a new schema ``schema`` first on its search path."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute(f"DROP SCHEMA IF EXISTS {schema} CASCADE")
+        conn.execute(f"CREATE SCHEMA {schema}")
+    return f"{url}{'&' if '?' in url else '?'}options=-csearch_path%3D{schema}"
+
+
+def floor_postgres(url: str, repeats: int) -> tuple[float, float]:
+    """What the server alone costs a charge: two committed one-row transactions."""
+    import psycopg
+
+    with psycopg.connect(url, autocommit=True) as conn:
+        conn.execute("SET synchronous_commit = on")
+        conn.execute("CREATE TABLE t (x TEXT)")
+
+        def two_commits() -> None:
+            for _ in range(2):
+                with conn.transaction():
+                    conn.execute("INSERT INTO t VALUES (%s)", ("x" * 1500,))
+
+        return timed(two_commits, repeats)
 
 
 def verify(ledger: Ledger, length: int) -> None:

@@ -11,7 +11,10 @@
         )
         print(ledger.remaining("adult").describe())
 
-See ``docs/ledger.md`` for the concepts, the schema, the guarantees and the formats.
+A ``postgresql://`` URL in place of the path opens a ledger shared across machines
+(:mod:`dpframe.ledger.postgres`; its key file is named with ``key_file=`` or
+``$DPFRAME_LEDGER_KEY_FILE``). See ``docs/ledger.md`` for the concepts, the schema, the
+guarantees and the formats.
 """
 
 from __future__ import annotations
@@ -40,9 +43,10 @@ from dpframe.ledger.store import (
     ENV_VAR,
     Ledger,
     key_digest,
+    ledger_exists,
     ledger_path,
 )
-from dpframe.ledger.transfer import export_jsonl, import_jsonl, migrate_ledger
+from dpframe.ledger.transfer import copy_ledger, export_jsonl, import_jsonl, migrate_ledger
 
 __all__ = [
     "DEFAULT_ACCOUNTANT",
@@ -64,9 +68,11 @@ __all__ = [
     "RestCalibration",
     "VerifyReport",
     "canonical_json",
+    "copy_ledger",
     "export_jsonl",
     "import_jsonl",
     "key_digest",
+    "ledger_exists",
     "ledger_path",
     "migrate_ledger",
     "release_digest",

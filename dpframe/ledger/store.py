@@ -1,11 +1,13 @@
-"""The SQLite ledger: budgets, atomic reservations, commits and failures, on a keyed chain.
+"""The ledger: budgets, atomic reservations, commits and failures, on a keyed chain.
 
 Every change is one appended entry (:mod:`dpframe.ledger.chain`), authenticated under the
-ledger key (:mod:`dpframe.ledger.keys`); nothing is updated or deleted. Writes run under
-``BEGIN IMMEDIATE``, so reading the ledger's state, composing the budget's charges with a
-request under the budget's accountant, and appending the reservation happen as one step
-that no other process can interleave with: several processes charging one ledger can
-never overspend it.
+ledger key (:mod:`dpframe.ledger.keys`); nothing is updated or deleted. The database is a
+SQLite file or a PostgreSQL database (:mod:`dpframe.ledger.backend`); all the logic is
+here and the same for both. Writes run in a transaction that holds the ledger's write
+lock (SQLite's ``BEGIN IMMEDIATE``, PostgreSQL's row lock), so reading the ledger's state,
+composing the budget's charges with a request under the budget's accountant, and
+appending the reservation happen as one step that no other process can interleave with:
+several processes charging one ledger can never overspend it.
 
 Every decision reads a :class:`~dpframe.ledger.state.Fold` continued from the last
 authenticated checkpoint over every later row, each checked (MAC, link, number,
@@ -25,7 +27,6 @@ import hashlib
 import json
 import math
 import os
-import sqlite3
 import threading
 import uuid
 from collections.abc import Callable, Iterator
@@ -44,6 +45,7 @@ from dpframe.errors import (
     UnsupportedEventError,
 )
 from dpframe.ledger import keys, schema
+from dpframe.ledger.backend import Database, Target, is_url, locate
 from dpframe.ledger.chain import (
     GENESIS,
     Problem,
@@ -92,13 +94,19 @@ DEFAULT_TIMEOUT = 60.0
 _ROW_COLUMNS = "seq, entry_id, kind, ref, budget_id, created, body, prev_hash, hash, mac"
 
 
-def ledger_path(path: str | os.PathLike[str] | None = None) -> Path:
-    """``path``, or ``$DPFRAME_LEDGER``; one sentence if neither is given."""
+def ledger_path(path: str | os.PathLike[str] | None = None) -> Path | str:
+    """``path``, or ``$DPFRAME_LEDGER``: a file :class:`Path`, or a ``postgresql://`` URL
+    (a string); one sentence if neither is given."""
     if path is None or str(path) == "":
         path = os.environ.get(ENV_VAR) or None
     if path is None:
         raise ParameterError(f"no ledger given: pass --ledger PATH or set {ENV_VAR}.")
-    return Path(path)
+    return str(path) if is_url(path) else Path(path)
+
+
+def ledger_exists(path: str | os.PathLike[str] | None = None) -> bool:
+    """Whether a ledger (or, for a path, any file) exists at ``path``."""
+    return locate(ledger_path(path)).exists()
 
 
 def key_digest(key: bytes) -> str:
@@ -113,55 +121,9 @@ anchor (format 1: unkeyed SHA-256 chain, fingerprint key inside the database).""
 _CHECKPOINT_TAG = b"dpframe-ledger-checkpoint-v1\n"
 
 
-@contextlib.contextmanager
-def _sqlite_errors(path: Path) -> Iterator[None]:
-    """Turn SQLite and OS errors into one sentence naming the cause."""
-    where = repr(str(path))
-    try:
-        yield
-    except sqlite3.ProgrammingError as exc:
-        if "thread" in str(exc):
-            raise LedgerError(f"the ledger {where} was used from two threads: {exc}.") from None
-        raise LedgerError(f"the ledger {where} cannot be used: {exc}.") from None
-    except sqlite3.OperationalError as exc:
-        text = str(exc)
-        if "locked" in text or "busy" in text:
-            raise LedgerError(
-                f"the ledger {where} stayed locked by another process; try again."
-            ) from None
-        if "full" in text:
-            cause = "the disk holding it is full; free space and try again"
-        elif "readonly" in text or "read-only" in text:
-            cause = "it (or its directory) is read-only"
-        elif "unable to open" in text:
-            cause = _open_failure(path)
-        elif "disk I/O" in text:
-            cause = "the disk reported an I/O error"
-        else:
-            cause = text
-        raise LedgerError(
-            f"the ledger {where} cannot be used: {cause} (nothing was charged)."
-        ) from None
-    except sqlite3.DatabaseError as exc:
-        raise LedgerError(f"the ledger {where} is damaged or not a ledger: {exc}.") from None
-    except OSError as exc:
-        raise LedgerError(f"the ledger {where} cannot be used: {keys.os_reason(exc)}.") from None
-
-
-def _open_failure(path: Path) -> str:
-    """Why SQLite could not open ``path`` (or its WAL and shared-memory files)."""
-    try:
-        if os.statvfs(path.parent).f_flag & os.ST_RDONLY:
-            return "it is on a read-only file system"
-    except OSError:
-        return "its directory cannot be read"
-    if not os.access(path.parent, os.W_OK) or (path.exists() and not os.access(path, os.W_OK)):
-        return "permission denied (the ledger and its directory must be writable)"
-    return "it cannot be opened (permission denied, or its directory is missing)"
-
-
 class Ledger:
-    """A privacy ledger in one SQLite file. Open with :meth:`open` or :meth:`init`.
+    """A privacy ledger in one SQLite file or a PostgreSQL database (a ``postgresql://``
+    URL). Open with :meth:`open` or :meth:`init`.
 
     Implements :class:`dpframe.releases.mechanism.Charger`, so ``execute(..., ledger=ledger,
     request={"budget_label": ...})`` charges it. One Ledger may be shared by threads (its
@@ -170,30 +132,33 @@ class Ledger:
 
     def __init__(
         self,
-        conn: sqlite3.Connection,
-        path: Path,
+        db: Database,
+        target: Target,
         registry: Any = None,
         *,
         is_new: bool = False,
         key_file: Path | None = None,
         anchor_file: Path | None = None,
     ) -> None:
-        self._conn = conn
-        self.path = path
+        self._db = db
+        self.target = target
+        self.path: Path | str = target.path
+        """The ledger's file, or its URL without the password."""
         self._registry = registry
         self.is_new = is_new
         """True when this :meth:`open` created the ledger."""
         self._lock = threading.RLock()
         self._fold: Fold | None = None
         self._cached: Fold | None = None  # the last state this object verified
-        self.key_file = key_file or keys.key_path(path)
-        self.anchor_file = anchor_file or keys.anchor_path(path)
+        self.key_file = key_file if key_file is not None else target.key_file(None)
+        self.anchor_file = anchor_file or target.anchor_file(None, self.key_file)
+        path = self.path
         meta = self._meta()
         if "ledger_id" not in meta:
             raise LedgerError(f"{str(path)!r} is an empty ledger file; it was never initialised.")
         self.ledger_id: str = meta["ledger_id"]
         self.created: str = meta["created"]
-        init = self._conn.execute("SELECT body FROM entries WHERE seq = 1").fetchone()
+        init = self._db.execute("SELECT body FROM entries WHERE seq = 1").fetchone()
         try:
             self._init = _json(init[0]) if init else {}
         except ValueError:
@@ -213,7 +178,7 @@ class Ledger:
             legacy = meta.get("fingerprint_key")
             self._legacy_key = bytes.fromhex(legacy) if legacy else None
         else:
-            self._key = keys.read_key(self.key_file)
+            self._key = keys.read_key(self.key_file) if self.key_file is not None else None
             if self._key is not None and self._key.digest != self._init.get("key_digest"):
                 raise LedgerError(
                     f"the key file {str(self.key_file)!r} is not the key of the ledger "
@@ -238,51 +203,47 @@ class Ledger:
         if it does not exist (check :attr:`is_new`). ``registry`` supplies accountants
         (default: the process-wide plugin registry). The key file and the head anchor
         default to ``PATH.key`` and ``PATH.anchor`` (or ``$DPFRAME_LEDGER_KEY_FILE`` and
-        ``$DPFRAME_LEDGER_ANCHOR``)."""
-        target = ledger_path(path)
-        key_at, anchor_at = keys.key_path(target, key_file), keys.anchor_path(target, anchor_file)
-        if target.is_dir():
-            raise LedgerError(f"the ledger path {str(target)!r} is a directory.")
+        ``$DPFRAME_LEDGER_ANCHOR``); a PostgreSQL ledger's key file must be named (see
+        :mod:`dpframe.ledger.postgres`)."""
+        target = locate(ledger_path(path))
+        key_at = target.key_file(key_file)
+        anchor_at = target.anchor_file(anchor_file, key_at)
+        target.check_openable(create)
         is_new = False
         if not target.exists():
             if not create:
                 raise LedgerError(
-                    f"there is no ledger at {str(target)!r}; create it with `dpframe ledger init`."
-                )
-            if not target.parent.is_dir():
-                raise LedgerError(
-                    f"cannot create a ledger at {str(target)!r}: directory "
-                    f"{str(target.parent)!r} does not exist."
+                    f"there is no ledger at {str(target.path)!r}; create it with `dpframe "
+                    "ledger init`."
                 )
             is_new = _create(target, key_at, anchor_at, timeout)
-        elif target.stat().st_size == 0:
-            raise LedgerError(
-                f"{str(target)!r} is an empty file, not a ledger; remove it or choose another "
-                "path (dpframe never initialises an existing file)."
-            )
-        with _sqlite_errors(target):
-            conn = schema.connect(str(target), timeout)
-            try:
-                schema.migrate(conn)
+        db = target.connect(timeout)
+        try:
+            with db.errors():
                 ledger = cls(
-                    conn, target, registry, is_new=is_new, key_file=key_at, anchor_file=anchor_at
+                    db, target, registry, is_new=is_new, key_file=key_at, anchor_file=anchor_at
                 )
-            except BaseException:
-                conn.close()
-                raise
+        except BaseException:
+            db.close()
+            raise
         return ledger
 
     @classmethod
     def init(cls, path: str | os.PathLike[str] | None = None, **options: Any) -> Ledger:
         """Create a new ledger; refuse if one exists at ``path``."""
         target = ledger_path(path)
-        if target.exists():
+        if locate(target).exists():
             raise LedgerError(f"a ledger (or another file) already exists at {str(target)!r}.")
         return cls.open(target, create=True, **options)
 
+    @staticmethod
+    def exists(path: str | os.PathLike[str] | None = None) -> bool:
+        """Whether a ledger (or, for a path, any file) exists at ``path``."""
+        return ledger_exists(path)
+
     def close(self) -> None:
         with self._lock:
-            self._conn.close()
+            self._db.close()
 
     def __enter__(self) -> Ledger:
         return self
@@ -312,13 +273,13 @@ class Ledger:
 
     @property
     def schema_version(self) -> int:
-        with self._lock, _sqlite_errors(self.path):
-            return schema.current_version(self._conn)
+        with self._lock, self._db.errors():
+            return self._db.schema_version()
 
     def head(self) -> tuple[int, str]:
         """``(seq, hash)`` of the last entry."""
-        with self._lock, _sqlite_errors(self.path):
-            row = self._conn.execute(
+        with self._lock, self._db.errors():
+            row = self._db.execute(
                 "SELECT seq, hash FROM entries ORDER BY seq DESC LIMIT 1"
             ).fetchone()
         return (int(row[0]), str(row[1])) if row else (0, GENESIS)
@@ -570,8 +531,8 @@ class Ledger:
 
     def entries(self) -> list[Entry]:
         """Every entry in chain order, bodies decoded (not verified: see :meth:`verify`)."""
-        with self._lock, _sqlite_errors(self.path):
-            rows = self._rows("1", ())
+        with self._lock, self._db.errors():
+            rows = self._rows("TRUE", ())
         try:
             return [_entry(row, _json(row.body)) for row in rows]
         except ValueError:
@@ -584,15 +545,15 @@ class Ledger:
         every checkpoint (its MAC, its link to the one before, and its state against the
         state re-derived from the rows), and the head anchor. With ``expect_head`` (a head
         hash kept elsewhere), also check that this entry is still in the chain."""
-        with self._lock, _sqlite_errors(self.path):
-            self._conn.execute("BEGIN")
+        with self._lock, self._db.errors():
+            self._db.begin_read()
             try:
-                rows = self._rows("1", ())
-                checkpoints = self._conn.execute(
+                rows = self._rows("TRUE", ())
+                checkpoints = self._db.execute(
                     "SELECT seq, state, prev_mac, mac FROM checkpoints ORDER BY seq"
                 ).fetchall()
             finally:
-                self._conn.execute("COMMIT")
+                self._db.commit()
         problems: list[Problem] = []
         states: dict[int, dict[str, Any]] = {}
         if self.format >= 2 and self._key is not None:
@@ -659,8 +620,8 @@ class Ledger:
         field, an undecodable event) are left out; :meth:`verify` names them. Never base a
         charging decision on this: :meth:`charges` and :meth:`reserve` refuse changed rows.
         """
-        with self._lock, _sqlite_errors(self.path):
-            rows = self._rows("1", ())
+        with self._lock, self._db.errors():
+            rows = self._rows("TRUE", ())
         fold = Fold()
         entries = []
         for row in rows:
@@ -696,6 +657,11 @@ class Ledger:
                 f"the ledger {str(self.path)!r} has no fingerprint key (it was imported without "
                 "it), so it can be audited but not charged."
             )
+        if self.key_file is None:
+            return (
+                f"no key file was named for the ledger {str(self.path)!r}, so it can be read "
+                f"and audited but not charged; name it with {keys.KEY_FILE_ENV}."
+            )
         return (
             f"the ledger key {str(self.key_file)!r} is missing, so {str(self.path)!r} can be "
             f"read and audited but not charged; name the key file with {keys.KEY_FILE_ENV}."
@@ -727,8 +693,8 @@ class Ledger:
         head anchor is checked. After the commit the anchor moves to the new head."""
         key = self._require_key()
         with self._lock:
-            with _sqlite_errors(self.path):
-                self._conn.execute("BEGIN IMMEDIATE")
+            with self._db.errors():
+                self._db.begin_write()
                 try:
                     fold = self._fold = self._state()
                     start = fold.seq
@@ -738,12 +704,12 @@ class Ledger:
                     yield fold
                     if fold.seq != start and fold.seq - fold.checkpoint_seq >= CHECKPOINT_EVERY:
                         self._write_checkpoint(fold)
-                    self._conn.execute("COMMIT")
+                    self._db.commit()
                     self._cached = fold
                 except BaseException:
                     self._cached = None
-                    if self._conn.in_transaction:
-                        self._conn.execute("ROLLBACK")
+                    if self._db.in_transaction:
+                        self._db.rollback()
                     raise
                 finally:
                     self._fold = None
@@ -765,16 +731,16 @@ class Ledger:
             if self._fold is not None:
                 yield self._fold
                 return
-            with _sqlite_errors(self.path):
-                self._conn.execute("BEGIN")
+            with self._db.errors():
+                self._db.begin_read()
                 try:
                     self._fold = self._state()
                     self._cached = self._fold
                     yield self._fold
                 finally:
                     self._fold = None
-                    if self._conn.in_transaction:
-                        self._conn.execute("COMMIT")
+                    if self._db.in_transaction:
+                        self._db.commit()
 
     def _new_fold(self) -> Fold:
         fold = Fold(
@@ -792,7 +758,7 @@ class Ledger:
         fold = self._new_fold()
         found = None
         if self._key is not None:
-            found = self._conn.execute(
+            found = self._db.execute(
                 "SELECT seq, state, prev_mac, mac FROM checkpoints ORDER BY seq DESC LIMIT 1"
             ).fetchone()
         if found is not None:
@@ -832,13 +798,13 @@ class Ledger:
         return fold
 
     def _hash_at(self, seq: int) -> str | None:
-        row = self._conn.execute("SELECT hash FROM entries WHERE seq = ?", (seq,)).fetchone()
+        row = self._db.execute("SELECT hash FROM entries WHERE seq = ?", (seq,)).fetchone()
         return None if row is None else str(row[0])
 
     def _write_checkpoint(self, fold: Fold) -> None:
         state = canonical_json(fold.to_dict())
         mac = self._checkpoint_mac(fold.seq, state, fold.checkpoint_mac)
-        self._conn.execute(
+        self._db.execute(
             "INSERT INTO checkpoints (seq, state, prev_mac, mac) VALUES (?, ?, ?, ?)",
             (fold.seq, state, fold.checkpoint_mac, mac),
         )
@@ -875,7 +841,7 @@ class Ledger:
                     last_seq + 1,
                 )
             ]
-        row = self._conn.execute("SELECT hash FROM entries WHERE seq = ?", (anchor.seq,)).fetchone()
+        row = self._db.execute("SELECT hash FROM entries WHERE seq = ?", (anchor.seq,)).fetchone()
         if row is None or row[0] != anchor.hash:
             return [
                 Problem(
@@ -908,12 +874,12 @@ class Ledger:
         return total
 
     def _meta(self) -> dict[str, str]:
-        with self._lock, _sqlite_errors(self.path):
-            return dict(self._conn.execute("SELECT key, value FROM meta").fetchall())
+        with self._lock, self._db.errors():
+            return dict(self._db.execute("SELECT key, value FROM meta").fetchall())
 
     def _rows(self, where: str, args: tuple) -> list[Row]:
         query = f"SELECT {_ROW_COLUMNS} FROM entries WHERE {where} ORDER BY seq"
-        return [Row(*r) for r in self._conn.execute(query, args).fetchall()]
+        return [Row(*r) for r in self._db.execute(query, args).fetchall()]
 
     def _checked(self, row: Row) -> Entry:
         """The row as an Entry, after checking its MAC (a changed row is refused)."""
@@ -944,7 +910,7 @@ class Ledger:
         fold = self._fold
         assert fold is not None
         budget_id = budget.budget_id if isinstance(budget, DatasetBudget) else budget
-        entry = _append(self._conn, fold, self._require_key().mac_key, kind, body, budget_id, ref)
+        entry = _append(self._db, fold, self._require_key().mac_key, kind, body, budget_id, ref)
         return entry
 
     def _append_rows(self, rows: list[Row]) -> None:
@@ -957,7 +923,7 @@ class Ledger:
             problems += fold.apply(row, body)
             if problems:
                 raise LedgerError(f"the rows cannot be appended: {problems[0]}")
-            self._conn.execute(
+            self._db.execute(
                 f"INSERT INTO entries ({_ROW_COLUMNS}) VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?)",
                 tuple(getattr(row, name) for name in _ROW_COLUMNS.split(", ")),
             )
@@ -1116,7 +1082,7 @@ def _entry(row: Row, body: dict[str, Any]) -> Entry:
 
 
 def _append(
-    conn: sqlite3.Connection,
+    conn: Database,
     fold: Fold,
     mac_key: bytes,
     kind: str,
@@ -1156,14 +1122,19 @@ def _append(
     return _entry(row, stored)
 
 
-def _create(target: Path, key_file: Path, anchor_file: Path, timeout: float) -> bool:
+def _create(target: Target, key_file: Path | None, anchor_file: Path, timeout: float) -> bool:
     """Create a new ledger at ``target`` with its key file (kept if it exists) and
     anchor; False if another process created one there first (then that one is used)."""
     from dpframe.version import __version__
 
+    if key_file is None:
+        raise ParameterError(
+            f"a PostgreSQL ledger keeps its key in a file outside the database: name it with "
+            f"{keys.KEY_FILE_ENV} (or key_file=) to create {str(target.path)!r}."
+        )
     key = keys.read_key(key_file) or keys.create_key(key_file)
 
-    def populate(conn: sqlite3.Connection) -> Row:
+    def populate(conn: Database) -> Row:
         ledger_id, created = uuid.uuid4().hex, schema.now()
         conn.executemany(
             "INSERT INTO meta (key, value) VALUES (?, ?)",
@@ -1178,7 +1149,7 @@ def _create(target: Path, key_file: Path, anchor_file: Path, timeout: float) -> 
         entry = _append(conn, Fold(key=key.mac_key), key.mac_key, "init", body, None, None)
         return Row(**{**entry.to_dict(), "body": body_json(entry.body)})
 
-    last = create_file(target, populate, timeout)
+    last = target.create(populate, timeout)
     if last is None:
         return False
     seq, head_hash = last.seq, last.hash
@@ -1186,40 +1157,6 @@ def _create(target: Path, key_file: Path, anchor_file: Path, timeout: float) -> 
         anchor_file, Anchor.make(key, json.loads(last.body)["ledger_id"], seq, head_hash)
     )
     return True
-
-
-def create_file(
-    target: Path, populate: Callable[[sqlite3.Connection], Row], timeout: float
-) -> Row | None:
-    """Build a ledger database under a temporary name (0600), fill it in one transaction
-    with ``populate`` (which returns the last row), and link it into place: no reader
-    ever sees a half-made ledger, and an existing file is never overwritten. ``None`` if
-    a file appeared at ``target`` meanwhile."""
-    tmp = target.with_name(f".{target.name}.{uuid.uuid4().hex[:12]}.new")
-    try:
-        with _sqlite_errors(target):
-            fd = os.open(tmp, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600)
-            os.fchmod(fd, 0o600)
-            os.close(fd)
-            conn = schema.connect(str(tmp), timeout)
-            try:
-                schema.migrate(conn)
-                conn.execute("BEGIN IMMEDIATE")
-                last = populate(conn)
-                conn.execute("COMMIT")
-                conn.execute("PRAGMA wal_checkpoint(TRUNCATE)")
-            finally:
-                conn.close()
-            try:
-                os.link(tmp, target)
-            except FileExistsError:
-                return None
-            keys.sync_directory(target.parent)
-        return last
-    finally:
-        for suffix in ("", "-wal", "-shm"):
-            with contextlib.suppress(OSError):
-                os.unlink(f"{tmp}{suffix}")
 
 
 def _label_conflict(fold: Fold, label: str, fingerprint: str, data_changed: bool) -> str | None:

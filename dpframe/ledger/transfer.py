@@ -19,6 +19,9 @@ have yet (a backup catching up). It refuses to merge different ledgers, or a led
 that has diverged from the export: their budgets, keys and chains cannot be combined
 soundly. Imported without its key, a ledger can be listed, verified (links and
 structure, not MACs) and audited, but not charged.
+
+:func:`copy_ledger` copies a ledger between a SQLite file and a PostgreSQL database (either
+way) without the JSON step, checkpoints included.
 """
 
 from __future__ import annotations
@@ -32,11 +35,12 @@ from typing import IO, Any
 
 from dpframe.errors import LedgerError
 from dpframe.ledger import keys, schema
+from dpframe.ledger.backend import locate
 from dpframe.ledger.chain import Row, canonical_json
 from dpframe.ledger.keys import Anchor, LedgerKey
 from dpframe.ledger.state import Fold, verify_rows
 from dpframe.ledger.store import FORMAT as LEDGER_FORMAT
-from dpframe.ledger.store import Ledger, _append, create_file, ledger_path
+from dpframe.ledger.store import Ledger, _append, ledger_path
 
 FORMAT = "dpframe-ledger"
 FORMAT_VERSION = 2
@@ -91,12 +95,14 @@ def import_jsonl(
     same chain up to date. Nothing is written unless the whole export verifies."""
     header, rows = _read(source)
     target = ledger_path(path)
-    key = keys.read_key(keys.key_path(target, key_file))
+    where = locate(target)
+    key_at = where.key_file(key_file)
+    key = keys.read_key(key_at) if key_at is not None else None
     digest = json.loads(rows[0].body).get("key_digest") if rows else None
     if key is not None and key.digest != digest:
         raise LedgerError(
-            f"the key file {str(keys.key_path(target, key_file))!r} is not the key of this "
-            "export's ledger; nothing was imported."
+            f"the key file {str(key_at)!r} is not the key of this export's ledger; nothing "
+            "was imported."
         )
     problems = verify_rows(
         rows,
@@ -109,12 +115,11 @@ def import_jsonl(
         more = f" ({len(problems) - 1} more problems)" if len(problems) > 1 else ""
         raise LedgerError(f"the export is not intact: {first}{more}; nothing was imported.")
     opened = {"key_file": key_file, "anchor_file": anchor_file, **options}
-    if target.exists():
+    if where.exists():
         with Ledger.open(target, **opened) as ledger:
             _catch_up(ledger, header, rows)
     else:
-        if not target.parent.is_dir():
-            raise LedgerError(f"directory {str(target.parent)!r} does not exist.")
+        where.check_openable(create=True)
 
         def populate(conn: Any) -> Row:
             meta = [("ledger_id", header["ledger_id"]), ("created", header["created"])]
@@ -122,11 +127,11 @@ def import_jsonl(
             _insert(conn, rows)
             return rows[-1]
 
-        if create_file(target, populate, options.get("timeout", 60.0)) is None:
-            raise LedgerError(f"a ledger appeared at {str(target)!r} meanwhile.")
+        if where.create(populate, options.get("timeout", 60.0)) is None:
+            raise LedgerError(f"a ledger appeared at {str(where.path)!r} meanwhile.")
         if key is not None:
             anchor = Anchor.make(key, header["ledger_id"], rows[-1].seq, rows[-1].hash)
-            keys.write_anchor(keys.anchor_path(target, anchor_file), anchor)
+            keys.write_anchor(where.anchor_file(anchor_file, key_at), anchor)
     ledger = Ledger.open(target, **opened)
     report = ledger.verify()
     if key is not None and not report.ok:  # pragma: no cover - verified before writing
@@ -142,7 +147,7 @@ def _catch_up(ledger: Ledger, header: dict[str, Any], rows: list[Row]) -> None:
             f"{header['ledger_id']}); ledgers cannot be merged, import into a new file."
         )
     with ledger._writing():
-        have = ledger._rows("1", ())
+        have = ledger._rows("TRUE", ())
         if len(have) > len(rows) or any(a.hash != b.hash for a, b in zip(have, rows, strict=False)):
             raise LedgerError(
                 f"{str(ledger.path)!r} has entries the export does not have (the two have "
@@ -282,9 +287,16 @@ def migrate_ledger(
         entries = old.entries()
         ledger_id, created = old.ledger_id, old.created
     target = ledger_path(path)
-    if target.exists():
+    where = locate(target)
+    if where.exists():
         raise LedgerError(f"a ledger (or another file) already exists at {str(target)!r}.")
-    key_at = keys.key_path(target, key_file)
+    where.check_openable(create=True)
+    key_at = where.key_file(key_file)
+    if key_at is None:
+        raise LedgerError(
+            f"name the new ledger's key file with {keys.KEY_FILE_ENV} to migrate into "
+            f"{str(where.path)!r}."
+        )
     key = keys.read_key(key_at) or keys.create_key(key_at, LedgerKey(os.urandom(32), legacy))
     if key.legacy_fingerprint_key != legacy:
         raise LedgerError(
@@ -324,9 +336,85 @@ def migrate_ledger(
             )
         return Row(**{**last.to_dict(), "body": canonical_json(last.body)})
 
-    last = create_file(target, populate, options.get("timeout", 60.0))
+    last = where.create(populate, options.get("timeout", 60.0))
     if last is None:
-        raise LedgerError(f"a ledger appeared at {str(target)!r} meanwhile.")
+        raise LedgerError(f"a ledger appeared at {str(where.path)!r} meanwhile.")
     anchor = Anchor.make(key, ledger_id, last.seq, last.hash)
-    keys.write_anchor(keys.anchor_path(target, anchor_file), anchor)
+    keys.write_anchor(where.anchor_file(anchor_file, key_at), anchor)
     return Ledger.open(target, key_file=key_file, anchor_file=anchor_file, **options)
+
+
+def copy_ledger(
+    source: str | os.PathLike[str],
+    destination: str | os.PathLike[str],
+    *,
+    key_file: str | os.PathLike[str] | None = None,
+    **options: Any,
+) -> Ledger:
+    """Copy the ledger at ``source`` into a new ledger at ``destination``, between SQLite
+    files and PostgreSQL databases in either direction: the same ledger id, entries,
+    hashes, MACs and checkpoints, so the copy verifies with the same key and has the same
+    head. The source must verify with its key; a destination that already holds a ledger
+    (or a file) is refused. The destination's key file is ``key_file`` (or
+    ``$DPFRAME_LEDGER_KEY_FILE``, or ``DESTINATION.key`` beside a file), else the
+    source's; it is created with the source's key if it does not exist. Retire the
+    source afterwards: two live copies of one ledger are two budgets."""
+    with Ledger.open(source, key_file=key_file, **options) as old:
+        if old.format != LEDGER_FORMAT:
+            raise LedgerError(
+                f"{str(old.path)!r} is a format-{old.format} ledger; move it with `dpframe "
+                "ledger migrate` instead (nothing was copied)."
+            )
+        key = old._require_key()
+        report = old.verify()
+        if not report.ok:
+            raise LedgerError(
+                f"{str(old.path)!r} does not verify ({report.problems[0]}); nothing was copied."
+            )
+        with old._reading():
+            rows = old._rows("TRUE", ())
+            checkpoints = old._db.execute(
+                "SELECT seq, state, prev_mac, mac FROM checkpoints ORDER BY seq"
+            ).fetchall()
+        ledger_id, created, old_key_file = old.ledger_id, old.created, old.key_file
+    where = locate(ledger_path(destination))
+    if where.exists():
+        raise LedgerError(
+            f"the destination {str(where.path)!r} already holds a ledger (or a file); a copy "
+            "goes into a new, empty one (nothing was copied)."
+        )
+    where.check_openable(create=True)
+    key_at = where.key_file(key_file) or old_key_file
+    assert key_at is not None  # the source had its key
+    if keys.read_key(key_at) is None:
+        keys.create_key(key_at, key)
+    if keys.read_key(key_at) != key:
+        raise LedgerError(
+            f"the key file {str(key_at)!r} holds another ledger's key; name the source's key "
+            f"file with {keys.KEY_FILE_ENV} (nothing was copied)."
+        )
+
+    def populate(conn: Any) -> Row:
+        conn.executemany(
+            "INSERT INTO meta (key, value) VALUES (?, ?)",
+            (("ledger_id", ledger_id), ("created", created)),
+        )
+        _insert(conn, rows)
+        if checkpoints:
+            conn.executemany(
+                "INSERT INTO checkpoints (seq, state, prev_mac, mac) VALUES (?, ?, ?, ?)",
+                [tuple(c) for c in checkpoints],
+            )
+        return rows[-1]
+
+    if where.create(populate, options.get("timeout", 60.0)) is None:
+        raise LedgerError(f"a ledger appeared at {str(where.path)!r} meanwhile.")
+    anchor_at = where.anchor_file(None, key_at)
+    keys.write_anchor(anchor_at, Anchor.make(key, ledger_id, rows[-1].seq, rows[-1].hash))
+    opened = {"key_file": key_at, "anchor_file": anchor_at, **options}
+    copied = Ledger.open(ledger_path(destination), **opened)
+    check = copied.verify()
+    if not check.ok:  # pragma: no cover - the rows were verified before writing
+        copied.close()
+        raise LedgerError(f"the copy does not verify: {check.problems[0]}.")
+    return copied

@@ -36,6 +36,15 @@ from dpframe.privacy.events import (
 )
 from dpframe.releases.plugins import PluginInfo, Registry
 
+RESERVATION_EDITS = {
+    "kind": "UPDATE entries SET kind = 'note' WHERE kind = 'reserve'",
+    "budget_id-null": "UPDATE entries SET budget_id = NULL WHERE kind = 'reserve'",
+    "lowered-event": "UPDATE entries SET body = replace(body, '\"noise_multiplier\":10.0', "
+    "'\"noise_multiplier\":1000.0') WHERE kind = 'reserve'",
+}
+"""Edits of past reservations, in SQL that SQLite and PostgreSQL both run, each of which
+would free budget if a charge decision read the edited rows."""
+
 
 def make_dataset(seed: int = 0, n: int = 200, m: int = 3, relation: str = "replace_one") -> Dataset:
     """Records in the unit box, generated from a fixed seed (public test data)."""

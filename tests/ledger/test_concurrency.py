@@ -1,4 +1,5 @@
-"""Real processes racing for one budget, and processes killed mid-release."""
+"""Real processes racing for one budget, and processes killed mid-release, on a SQLite
+file and on a real PostgreSQL server (the ``location`` fixture)."""
 
 from __future__ import annotations
 
@@ -14,6 +15,7 @@ from pathlib import Path
 
 import pytest
 
+from dpframe.audit import audit
 from dpframe.ledger import Ledger
 from dpframe.ledger.keys import read_anchor
 
@@ -41,13 +43,14 @@ def wait_for(path: Path, process: subprocess.Popen, timeout: float = 120.0) -> N
         time.sleep(0.02)
 
 
-def test_racing_processes_never_overspend_nor_lose_an_entry(ledger_file, tmp_path):
-    """16 processes x 3 requests of epsilon 0.1 against a pure cap of 2: exactly 20 fit."""
+def test_racing_processes_never_overspend_nor_lose_an_entry(location, tmp_path):
+    """16 processes x 3 requests of epsilon 0.1 against a pure cap of 2: exactly
+    floor(2 / 0.1) = 20 fit."""
     workers, requests, epsilon, cap = 16, 3, 0.1, 2.0
-    with Ledger.open(ledger_file, create=True) as ledger:
+    with Ledger.open(location, create=True) as ledger:
         ledger.create_budget("shared", (cap, 0.0), accountant="pure")
     start = tmp_path / "go"
-    processes = [spawn("race", ledger_file, start, requests, epsilon) for _ in range(workers)]
+    processes = [spawn("race", location, start, requests, epsilon) for _ in range(workers)]
     for process in processes:  # every worker has its ledger open before the race starts
         assert json.loads(process.stdout.readline()) == {"ready": True}
     start.touch()
@@ -61,7 +64,7 @@ def test_racing_processes_never_overspend_nor_lose_an_entry(ledger_file, tmp_pat
     assert len(results) == workers * requests
     assert len(admitted) == 20
     assert {r["error"] for r in refused} == {"BudgetExceededError"}
-    with Ledger.open(ledger_file) as ledger:
+    with Ledger.open(location) as ledger:
         assert ledger.verify().ok
         anchor = read_anchor(ledger.anchor_file)  # moved forward by every writer, never back
         assert anchor is not None and anchor.seq == ledger.head()[0]
@@ -74,16 +77,16 @@ def test_racing_processes_never_overspend_nor_lose_an_entry(ledger_file, tmp_pat
         assert ledger.head()[0] == 3 + 2 * len(admitted)  # init, budget, data binding
 
 
-def test_a_process_killed_between_reserve_and_commit_stays_charged(ledger_file, tmp_path):
-    with Ledger.open(ledger_file, create=True) as ledger:
+def test_a_process_killed_between_reserve_and_commit_stays_charged(location, tmp_path):
+    with Ledger.open(location, create=True) as ledger:
         ledger.create_budget("shared", (1.0, 0.0), accountant="pure")
     marker = tmp_path / "running"
-    process = spawn("block", ledger_file, marker, 0.6)
+    process = spawn("block", location, marker, 0.6)
     wait_for(marker, process)
     os.kill(process.pid, signal.SIGKILL)
     process.wait(timeout=30)
     assert process.returncode == -signal.SIGKILL
-    with Ledger.open(ledger_file) as ledger:
+    with Ledger.open(location) as ledger:
         assert ledger.verify().ok
         (pending,) = ledger.charges("shared")
         assert pending.status == "pending"
@@ -91,14 +94,17 @@ def test_a_process_killed_between_reserve_and_commit_stays_charged(ledger_file, 
         balance = ledger.remaining("shared")
         assert balance.pending == 1
         assert balance.spent == pytest.approx(0.6)
+        (budget,) = audit(ledger).to_dict()["budgets"]
+        (entry,) = budget["entries"]
+        assert entry["status"] == "pending" and "pending" in entry["flags"]
     # 0.5 would fit if the killed run were forgotten; it must be refused, 0.4 still fits.
-    process = spawn("race", ledger_file, tmp_path / "go", 1, 0.5)
+    process = spawn("race", location, tmp_path / "go", 1, 0.5)
     (tmp_path / "go").touch()
     out, err = process.communicate(timeout=120)
     assert [json.loads(line).get("error") for line in out.splitlines()[1:]] == [
         "BudgetExceededError"
     ], err
-    process = spawn("race", ledger_file, tmp_path / "go", 1, 0.4)
+    process = spawn("race", location, tmp_path / "go", 1, 0.4)
     out, err = process.communicate(timeout=120)
     assert [json.loads(line)["ok"] for line in out.splitlines()[1:]] == [True], err
 

@@ -16,7 +16,7 @@ import threading
 from pathlib import Path
 
 import pytest
-from ledger_testkit import charge
+from ledger_testkit import RESERVATION_EDITS, charge
 
 from dpframe.errors import BudgetExceededError, LedgerError
 from dpframe.ledger import Ledger, export_jsonl
@@ -52,16 +52,7 @@ def full(ledger):
     return ledger
 
 
-@pytest.mark.parametrize(
-    "edit",
-    [
-        "UPDATE entries SET kind = 'note' WHERE kind = 'reserve'",
-        "UPDATE entries SET budget_id = NULL WHERE kind = 'reserve'",
-        "UPDATE entries SET body = replace(body, '\"noise_multiplier\":10.0', "
-        "'\"noise_multiplier\":1000.0') WHERE kind = 'reserve'",
-    ],
-    ids=["kind", "budget_id-null", "lowered-event"],
-)
+@pytest.mark.parametrize("edit", RESERVATION_EDITS.values(), ids=list(RESERVATION_EDITS))
 def test_edited_reservations_refuse_the_charge_naming_the_row(full, ledger_file, edit):
     before = rows(ledger_file)
     sql(ledger_file, edit)

@@ -77,7 +77,7 @@ def _accountants_option(f):  # type: ignore[no-untyped-def]
 @json_option
 def plan_cmd(
     spec_path: Path,
-    ledger_file: Path | None,
+    ledger_file: Path | str | None,
     domain_path: Path | None,
     accountants: tuple[str, ...],
     data_path: Path | None,
@@ -132,14 +132,14 @@ def plan_cmd(
         click.echo("(No ledger given: planned as a new budget.)", err=True)
 
 
-def _existing_ledger(ledger_file: Path | None) -> Ledger | None:
+def _existing_ledger(ledger_file: Path | str | None) -> Ledger | None:
     """The ledger to read existing charges from, if one is given and exists."""
-    from dpframe.ledger import Ledger, ledger_path
+    from dpframe.ledger import Ledger, ledger_exists, ledger_path
 
     if ledger_file is None:
         return None
     path = ledger_path(ledger_file)
-    return Ledger.open(path) if path.exists() else None
+    return Ledger.open(path) if ledger_exists(path) else None
 
 
 @chain.command("run")
@@ -180,7 +180,7 @@ def run_cmd(
     domain_path: Path | None,
     label: str | None,
     header: bool | None,
-    ledger_file: Path | None,
+    ledger_file: Path | str | None,
     out: Path,
     seed: int | None,
     data_changed: bool,

@@ -16,15 +16,31 @@ if TYPE_CHECKING:
     from dpframe.ledger import Balance, Charge, DatasetBudget, Ledger
 
 
+class LedgerLocation(click.ParamType):
+    """A ledger file (a :class:`Path`) or a ``postgresql://`` URL (kept as a string)."""
+
+    name = "PATH|URL"
+
+    def convert(self, value: Any, param: Any, ctx: Any) -> Path | str:
+        if isinstance(value, (Path, str)) and str(value).startswith(
+            ("postgresql://", "postgres://")
+        ):
+            return str(value)
+        return click.Path(path_type=Path, dir_okay=False).convert(value, param, ctx)
+
+
+LEDGER = LedgerLocation()
+
+
 def ledger_option(f: Callable) -> Callable:
-    """``--ledger PATH``, defaulting to ``$DPFRAME_LEDGER``."""
+    """``--ledger PATH|URL``, defaulting to ``$DPFRAME_LEDGER``."""
     return click.option(
         "--ledger",
         "ledger_file",
-        type=click.Path(path_type=Path, dir_okay=False),
+        type=LEDGER,
         envvar=LEDGER_ENV_VAR,
         default=None,
-        help=f"The ledger file (default: ${LEDGER_ENV_VAR}).",
+        help=f"The ledger file, or a postgresql:// URL (default: ${LEDGER_ENV_VAR}).",
     )(f)
 
 
@@ -36,7 +52,7 @@ def ledger() -> None:
 @ledger.command()
 @ledger_option
 @json_option
-def init(ledger_file: Path | None, as_json: bool) -> None:
+def init(ledger_file: Path | str | None, as_json: bool) -> None:
     """Create a new, empty ledger, with its key file and head anchor beside it."""
     from dpframe.ledger import Ledger
 
@@ -48,6 +64,12 @@ def init(ledger_file: Path | None, as_json: bool) -> None:
         return
     click.echo(f"Created ledger {info['path']} (id {info['ledger_id']}).")
     click.echo(f"Its key is {key_file} and its head anchor {anchor_file}: keep the key as private")
+    if "://" in str(info["path"]):
+        click.echo(
+            "as the data and copy it to every machine that charges this ledger; the anchor is "
+            "this machine's (see docs/ledger-threat-model.md)."
+        )
+        return
     click.echo(
         "as the data, and back up the three files together (see docs/ledger-threat-model.md)."
     )
@@ -59,7 +81,7 @@ def init(ledger_file: Path | None, as_json: bool) -> None:
 @click.option("--entries", "with_entries", is_flag=True, help="Also list the raw chain entries.")
 @json_option
 def show(
-    ledger_file: Path | None, budget_name: str | None, with_entries: bool, as_json: bool
+    ledger_file: Path | str | None, budget_name: str | None, with_entries: bool, as_json: bool
 ) -> None:
     """Show the budgets, what each has spent, and every charge."""
     from dpframe.ledger import Ledger
@@ -124,7 +146,7 @@ def budget() -> None:
 @json_option
 def budget_create(
     label: str,
-    ledger_file: Path | None,
+    ledger_file: Path | str | None,
     epsilon: float,
     delta: float,
     accountant: str,
@@ -149,7 +171,7 @@ def budget_create(
 @budget.command("list")
 @ledger_option
 @json_option
-def budget_list(ledger_file: Path | None, as_json: bool) -> None:
+def budget_list(ledger_file: Path | str | None, as_json: bool) -> None:
     """List the budgets with what each has spent and has left."""
     from dpframe.ledger import Ledger
 
@@ -168,7 +190,7 @@ def budget_list(ledger_file: Path | None, as_json: bool) -> None:
 @click.argument("name")
 @ledger_option
 @json_option
-def budget_show(name: str, ledger_file: Path | None, as_json: bool) -> None:
+def budget_show(name: str, ledger_file: Path | str | None, as_json: bool) -> None:
     """Show one budget (label or id) and its charges."""
     from dpframe.ledger import Ledger
 
@@ -203,7 +225,7 @@ def budget_show(name: str, ledger_file: Path | None, as_json: bool) -> None:
 )
 @json_option
 def verify(
-    ledger_file: Path | None,
+    ledger_file: Path | str | None,
     expect_head: str | None,
     release_dirs: tuple[Path, ...],
     as_json: bool,
@@ -249,7 +271,7 @@ def verify(
     "ledger restored or moved on purpose: compare with a published head first).",
 )
 @json_option
-def head_cmd(ledger_file: Path | None, reanchor: bool, as_json: bool) -> None:
+def head_cmd(ledger_file: Path | str | None, reanchor: bool, as_json: bool) -> None:
     """Print the head anchor (ledger id, last row, its hash and MAC) for publication
     outside the ledger; later, `dpframe ledger verify --expect-head HASH` proves every row
     up to it unchanged."""
@@ -270,7 +292,7 @@ def head_cmd(ledger_file: Path | None, reanchor: bool, as_json: bool) -> None:
 @click.argument("source", type=click.Path(path_type=Path, dir_okay=False, exists=True))
 @ledger_option
 @json_option
-def migrate_cmd(source: Path, ledger_file: Path | None, as_json: bool) -> None:
+def migrate_cmd(source: Path, ledger_file: Path | str | None, as_json: bool) -> None:
     """Move a format-1 ledger SOURCE (made before the keyed chain) to a new keyed ledger
     at --ledger, with a new key file; SOURCE is left unchanged and should then be retired."""
     from dpframe.ledger import migrate_ledger
@@ -287,6 +309,36 @@ def migrate_cmd(source: Path, ledger_file: Path | None, as_json: bool) -> None:
     )
 
 
+@ledger.command("copy")
+@click.argument("source", type=LEDGER)
+@click.argument("destination", type=LEDGER)
+@json_option
+def copy_cmd(source: Path | str, destination: Path | str, as_json: bool) -> None:
+    """Copy the ledger SOURCE into a new, empty ledger DESTINATION (a file or a
+    postgresql:// URL, either way), chain, MACs and checkpoints intact. The key file is
+    $DPFRAME_LEDGER_KEY_FILE if set, else each side's default; retire SOURCE afterwards."""
+    from dpframe.ledger import copy_ledger
+
+    with copy_ledger(source, destination) as led:
+        info = {**_ledger_info(led), "copied_from": _display(source)}
+        info["key_file"], info["anchor_file"] = str(led.key_file), str(led.anchor_file)
+    if as_json:
+        emit_json(info)
+        return
+    click.echo(
+        f"Copied {info['entries']} entries of ledger {info['ledger_id']} into {info['path']} "
+        f"(head {info['head']['seq']}:{info['head']['hash'][:16]}, chain verified; key "
+        f"{info['key_file']}, anchor {info['anchor_file']}). Retire {info['copied_from']}: "
+        "charges made to it from now on are not counted in the copy."
+    )
+
+
+def _display(location: Path | str) -> str:
+    from dpframe.ledger.backend import locate
+
+    return str(locate(location).path)
+
+
 @ledger.command("audit")
 @ledger_option
 @click.option(
@@ -297,7 +349,7 @@ def migrate_cmd(source: Path, ledger_file: Path | None, as_json: bool) -> None:
     help="Total only under these accountants (repeatable; default: every installed one).",
 )
 @json_option
-def audit_cmd(ledger_file: Path | None, accountants: tuple[str, ...], as_json: bool) -> None:
+def audit_cmd(ledger_file: Path | str | None, accountants: tuple[str, ...], as_json: bool) -> None:
     """Audit the ledger: totals per budget under each accountant, balances, the hash
     chain, every charge re-derived from its recorded plugin, parameters and domain, and
     flags. Exits 4 when a problem is found (see docs/auditing.md)."""
@@ -323,7 +375,7 @@ def audit_cmd(ledger_file: Path | None, accountants: tuple[str, ...], as_json: b
 @click.argument("destination", type=click.Path(path_type=Path, dir_okay=False, allow_dash=True))
 @ledger_option
 @json_option
-def export_cmd(destination: Path, ledger_file: Path | None, as_json: bool) -> None:
+def export_cmd(destination: Path, ledger_file: Path | str | None, as_json: bool) -> None:
     """Write the ledger to DESTINATION as JSON Lines ('-' for stdout). Exports hold no
     secret; the ledger key stays in its key file."""
     from dpframe.ledger import Ledger, export_jsonl
@@ -344,7 +396,7 @@ def export_cmd(destination: Path, ledger_file: Path | None, as_json: bool) -> No
 @click.argument("source", type=click.Path(path_type=Path, dir_okay=False, allow_dash=True))
 @ledger_option
 @json_option
-def import_cmd(source: Path, ledger_file: Path | None, as_json: bool) -> None:
+def import_cmd(source: Path, ledger_file: Path | str | None, as_json: bool) -> None:
     """Import a JSON Lines export into a new ledger (or catch up a copy of the same one)."""
     from dpframe.ledger import import_jsonl
 

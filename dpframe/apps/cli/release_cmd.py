@@ -248,7 +248,7 @@ def release(
     scheduler: str | None,
     timeout: float | None,
     progress: bool | None,
-    ledger_file: Path | None,
+    ledger_file: Path | str | None,
     budget_label: str | None,
     budget_epsilon: float | None,
     budget_delta: float | None,
