@@ -22,7 +22,7 @@ from typing import Any
 
 import numpy as np
 
-from dpframe.samplers import Sampler, Shape
+from dpframe.privacy.samplers import Sampler, Shape
 from dpframe.testing.mutants import WrappedSampler
 
 POOL_MAX = 1 << 20

@@ -15,8 +15,8 @@ from pathlib import Path
 
 import pytest
 
-from dpframe.audit import audit
 from dpframe.ledger import Ledger
+from dpframe.ledger.audit import audit
 from dpframe.ledger.keys import read_anchor
 
 WORKER = Path(__file__).with_name("ledger_worker.py")

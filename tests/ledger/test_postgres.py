@@ -18,9 +18,9 @@ import pytest
 from click.testing import CliRunner
 from ledger_testkit import RESERVATION_EDITS, charge
 
-from dpframe.audit import audit
 from dpframe.errors import BudgetExceededError, LedgerError, ParameterError
 from dpframe.ledger import Ledger, copy_ledger
+from dpframe.ledger.audit import audit
 from dpframe.ledger.chain import GENESIS, entry_hash, entry_mac
 from dpframe.ledger.keys import LedgerKey, read_anchor
 from dpframe.ledger.state import CHECKPOINT_EVERY
@@ -183,7 +183,7 @@ def test_copy_postgres_to_sqlite_and_back_keeps_the_chain(full, pg_url, pg_serve
 
 
 def test_the_cli_takes_a_postgresql_url(pg_url, tmp_path):
-    from dpframe.cli import cli as main
+    from dpframe.apps.cli import cli as main
 
     runner = CliRunner()
     result = runner.invoke(main, ["ledger", "init", "--json"], env={"DPFRAME_LEDGER": pg_url})
