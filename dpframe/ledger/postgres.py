@@ -37,8 +37,8 @@ from typing import Any
 
 from dpframe.errors import LedgerError, ParameterError
 from dpframe.ledger import keys, schema
-from dpframe.ledger.backend import Connection, Populate
 from dpframe.ledger.chain import Row
+from dpframe.ledger.connection import Connection, Populate
 
 _LOCK_ID = 0x6470_6672_616D_65  # pg_advisory_xact_lock id held while a ledger is created
 

@@ -45,7 +45,7 @@ from dpframe.errors import (
     UnsupportedEventError,
 )
 from dpframe.ledger import keys, schema
-from dpframe.ledger.backend import Database, Target, is_url, locate
+from dpframe.ledger.backend import is_url, locate
 from dpframe.ledger.chain import (
     GENESIS,
     Problem,
@@ -55,6 +55,7 @@ from dpframe.ledger.chain import (
     entry_mac,
     row_hash,
 )
+from dpframe.ledger.connection import Database, Target
 from dpframe.ledger.keys import Anchor, LedgerKey
 from dpframe.ledger.records import (
     Balance,
