@@ -52,14 +52,6 @@ DPCDA_SUBSAMPLED = (
     "looped releases can resolve, so the noise-halved mutant is beyond the kit"
 )
 
-FLOAT_PATH = {
-    "test_floating_point": (
-        "still on the documented floating-point noise path (Mechanism.float_noise; its "
-        "releases are flagged unsafe_float_noise in the ledger): issue 15 not done for it"
-    )
-}
-
-
 def power_skip(reason: str) -> dict[str, str]:
     return {"test_power_self_check": reason, "test_power_thorough": reason}
 
@@ -150,12 +142,12 @@ TestDpcdaReplaceOne = check(
     {"epsilon": 1.0, "delta": 1e-5, "order": 2},
     BOX_CLASSES,
     bounds_records=CLIPS_ROWS,
-    skip={**power_skip(DPCDA_SUBSAMPLED), **FLOAT_PATH},
+    skip=power_skip(DPCDA_SUBSAMPLED),
 )
 TestDpcdaAddRemove = check(
     "dpcda",
     {"epsilon": 1.0, "delta": 1e-5, "order": 2, "class_sizes": np.array([4, 4])},
     SQUARE_ADD_REMOVE,
     bounds_records=CLIPS_ROWS,
-    skip={**power_skip(DPCDA_SUBSAMPLED), **FLOAT_PATH},
+    skip=power_skip(DPCDA_SUBSAMPLED),
 )
