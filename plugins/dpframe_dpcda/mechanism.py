@@ -292,15 +292,18 @@ class DPCDAMechanism(Mechanism):
     def noisy_stages(
         self, dataset: Dataset, params: DPCDAParams, sampler: Sampler, count: int
     ) -> dict[str, np.ndarray]:
-        """``count`` noisy copies of :meth:`query` with the noise ``run()`` adds to each
-        mixture's sum (a grid per ``d``-coordinate sum, discrete Gaussian noise)."""
+        """``count`` noisy copies of :meth:`query`: each copy draws the noise one ``run()``
+        adds (``T_k`` mixtures per class, each sum on its grid with discrete Gaussian
+        noise) on the full class sums and reports each class's first mixture."""
         pools = plan_pools(params, dataset.domain)
         noise_multiplier = self._noise_multiplier(params, pools)
         declared = self.sensitivity(params, dataset.domain)["mixture"].value
         sums = self.query(dataset, params)["mixture"].reshape(-1, dataset.n_features)
-        copies = np.broadcast_to(sums, (count, *sums.shape)).reshape(-1, sums.shape[1])
+        per_run = np.repeat(sums, pools.mixtures, axis=0)  # one row per mixture
+        copies = np.broadcast_to(per_run, (count, *per_run.shape)).reshape(-1, sums.shape[1])
         noisy = grid_release(copies, "gaussian", declared, noise_multiplier, sampler, copies=True)
-        return {"mixture": noisy.reshape(count, -1)}
+        first = np.concatenate([[0], np.cumsum(pools.mixtures)[:-1]])
+        return {"mixture": noisy.reshape(count, *per_run.shape)[:, first].reshape(count, -1)}
 
     def run(self, dataset: Dataset, params: DPCDAParams, sampler: Sampler) -> Release:
         domain = dataset.domain
