@@ -67,3 +67,24 @@ def test_summary_runs_on_a_tiny_setting(tmp_path, datasets_dir, monkeypatch):
     assert path.name == "README.md" and (tmp_path / "summary-covariance.png").exists()
     assert "--trials 2" in text and "| covariance | 1 |" in text
     assert "not** protected" in text
+
+
+@pytest.mark.slow
+def test_dpcda_reproduction_runs_on_a_tiny_setting(tmp_path, datasets_dir, monkeypatch):
+    # Both datasets cut to 1,000 records, one order: the exact-noise release, the
+    # accounting table (discrete Gaussian events) and the report all run.
+    from dpframe.reproduce import dpcda
+
+    full = dpcda.load_idx
+
+    def first_thousand(directory, name, split):
+        images, labels = full(directory, name, split)
+        return images[:1000], labels[:1000]
+
+    monkeypatch.setattr(dpcda, "load_idx", first_thousand)
+    monkeypatch.setattr(dpcda, "ORDERS", (4,))
+    monkeypatch.setattr(dpcda, "ACCOUNTING_ORDERS", (4,))
+    path = dpcda.run(1, tmp_path, datasets_dir)
+    text = path.read_text()
+    assert path.name == "dpcda.md" and (tmp_path / "dpcda-mnist.png").exists()
+    assert "--trials 1" in text and "nan" not in text.lower()
