@@ -71,7 +71,7 @@ def test_summary_runs_on_a_tiny_setting(tmp_path, datasets_dir, monkeypatch):
 
 @pytest.mark.slow
 def test_dpcda_reproduction_runs_on_a_tiny_setting(tmp_path, datasets_dir, monkeypatch):
-    # Both datasets cut to 1,000 records, one order: the exact-noise release, the
+    # Both datasets cut to 1,000 records, orders 1 and 4: the exact-noise release, the
     # accounting table (discrete Gaussian events) and the report all run.
     from dpframe.reproduce import dpcda
 
@@ -82,8 +82,8 @@ def test_dpcda_reproduction_runs_on_a_tiny_setting(tmp_path, datasets_dir, monke
         return images[:1000], labels[:1000]
 
     monkeypatch.setattr(dpcda, "load_idx", first_thousand)
-    monkeypatch.setattr(dpcda, "ORDERS", (4,))
-    monkeypatch.setattr(dpcda, "ACCOUNTING_ORDERS", (4,))
+    monkeypatch.setattr(dpcda, "ORDERS", (1, 4))  # the report quotes l = 1
+    monkeypatch.setattr(dpcda, "ACCOUNTING_ORDERS", (1, 4))
     path = dpcda.run(1, tmp_path, datasets_dir)
     text = path.read_text()
     assert path.name == "dpcda.md" and (tmp_path / "dpcda-mnist.png").exists()
