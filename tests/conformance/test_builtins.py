@@ -52,6 +52,7 @@ DPCDA_SUBSAMPLED = (
     "looped releases can resolve, so the noise-halved mutant is beyond the kit"
 )
 
+
 def power_skip(reason: str) -> dict[str, str]:
     return {"test_power_self_check": reason, "test_power_thorough": reason}
 
