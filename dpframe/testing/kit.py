@@ -25,6 +25,7 @@ import numpy as np
 
 from dpframe.data.dataset import Dataset
 from dpframe.data.domain import Domain
+from dpframe.data.units import unit_map
 from dpframe.errors import DataError, DomainError
 from dpframe.privacy.calibration import gdp_epsilon
 from dpframe.privacy.events import (
@@ -509,6 +510,12 @@ class Kit:
         exact integer noise of full support (discrete Laplace or Gaussian) reaches from
         either dataset, so no output seen on one is impossible on the other. ``value +
         float noise`` fails: the finest bit its outputs use depends on the value.
+
+        The values are taken in the coordinates the mechanism works in (its
+        ``info["units"]``): a release exact on its grid in rescaled units is mapped back to
+        declared units by a public affine map, post-processing whose results need not lie on
+        a dyadic grid (a box centre or half-width that is not dyadic), so the pair is mapped
+        into the working coordinates first (a bijection: still neighbours).
         """
         pairs = self.audit_pairs("fast")[:1] if pairs is None else pairs
         if not pairs:
@@ -516,8 +523,8 @@ class Kit:
         pair = pairs[0]
         grids = []
         for seed, dataset in ((51, pair.first), (52, pair.second)):
-            params = self.params(dataset.domain)
-            grids.append(_grids(self._noisy_values(dataset, params, seed)))
+            working, params = self._working_coordinates(dataset)
+            grids.append(_grids(self._noisy_values(working, params, seed)))
         first, second = grids
         for stage in sorted(set(first) & set(second)):
             (g1, top1), (g2, top2) = first[stage], second[stage]
@@ -529,6 +536,17 @@ class Kit:
                     "dataset is impossible on the other (Mironov 2012). Add the noise with "
                     f"dpframe.privacy.noise (exact integer noise on a grid).\n{pair.describe()}"
                 )
+
+    def _working_coordinates(self, dataset: Dataset) -> tuple[Dataset, Any]:
+        """``dataset`` (and its parameters) in the coordinates the mechanism's ``run``
+        works in (:func:`dpframe.data.units.unit_map`, what ``info["units"]`` reports), where
+        the map back to declared units is the identity."""
+        params = self.params(dataset.domain)
+        units = unit_map(self.mechanism, params, dataset.domain)
+        if units is None:
+            return dataset, params
+        domain = units.domain(dataset.domain)
+        return units.dataset(dataset, domain), self.params(domain)
 
     def _noisy_values(self, dataset: Dataset, params: Any, seed: int) -> dict[str, np.ndarray]:
         count = 200

@@ -31,7 +31,8 @@ from typing import Any
 import numpy as np
 
 from dpframe import Dataset, Domain, SeededSampler
-from dpframe.privacy.calibration import gaussian_sigma, gdp_delta, gdp_mu, laplace_scale
+from dpframe.privacy.accountants.zcdp import zcdp_delta
+from dpframe.privacy.calibration import gaussian_sigma, laplace_scale, split_zcdp
 
 NAME = "mvg"
 DEFAULT_TRIALS = 100
@@ -115,15 +116,13 @@ def summarise(values: Sequence[float]) -> dict[str, float]:
     }
 
 
-def _gdp_split(epsilon: float, delta: float, fraction: float) -> tuple[float, float]:
-    """Deltas for two Gaussian stages (mu_1^2 = f mu^2, mu_2^2 = (1-f) mu^2) run at the
-    same epsilon: each stage calibrates to exactly its mu_i, and mu-GDP composition
-    (Dong, Roth, Su 2019) makes the pair exactly (epsilon, delta)-DP."""
-    mu = gdp_mu(epsilon, delta)
-    return (
-        gdp_delta(math.sqrt(fraction) * mu, epsilon),
-        gdp_delta(math.sqrt(1 - fraction) * mu, epsilon),
-    )
+def _zcdp_split(epsilon: float, delta: float, fraction: float) -> tuple[float, float]:
+    """Deltas for two discrete Gaussian stages (rho_1 = f rho, rho_2 = (1-f) rho, rho the
+    zCDP that converts to (epsilon, delta)) run at the same epsilon: each stage calibrates
+    to its rho_i through zCDP, and zCDP adds up (Bun and Steinke 2016), so the pair is
+    (epsilon, delta)-DP (up to the calibrations' rounding, 1e-12 relative)."""
+    rho = 1 / (2 * split_zcdp(epsilon, delta, [1.0])[0] ** 2)
+    return zcdp_delta(fraction * rho, epsilon), zcdp_delta((1 - fraction) * rho, epsilon)
 
 
 def _trials(trials: int, seed: int, one: Callable[[SeededSampler], float]) -> dict[str, float]:
@@ -180,7 +179,7 @@ def experiment_regression(
     results["MVG exact, uniform"] = _trials(
         trials, 11, lambda s: rmse(mvg.run(data, uniform, s)["data"])
     )
-    pca_delta, mvg_delta = _gdp_split(epsilon, delta, PCA_FRACTION)
+    pca_delta, mvg_delta = _zcdp_split(epsilon, delta, PCA_FRACTION)
     gaussian = GaussianMechanism()
     pca_params = gaussian.params(epsilon=epsilon, delta=pca_delta, query="covariance")
 

@@ -5,16 +5,24 @@ in the plugin README ("Privacy analysis"). Summary:
 
 Working rows ``v = (x - anchor) / range`` (a public map from the domain) are clipped to
 ``||v||_2 <= c``. Class k produces ``T_k`` mixtures
-``m_t = (sum_{i in S_t} v_i + Z_t) / l`` with ``Z_t ~ N(0, s^2 I)`` independent; only the
-mixtures (and their class) are released. The denominator ``l`` is fixed (public), so the
-released object is a noisy *sum* rescaled by a public constant.
+``m_t = (sum_{i in S_t} v_i + Z_t) / l`` with independent noise ``Z_t`` of standard
+deviation ``s`` per coordinate; only the mixtures (and their class) are released. The
+denominator ``l`` is fixed (public), so the released object is a noisy *sum* rescaled by a
+public constant.
+
+Exact noise: each mixture's sum (``d`` coordinates) is rounded to a power-of-two grid ``γ``
+and discrete Gaussian noise is added (:func:`dpframe.privacy.noise.grid_release`); rounding moves a
+neighbour's sum by an integer vector of L2 norm at most ``Δ/γ + ⌈√d⌉`` grid steps, which
+``grid_for`` adds to the sensitivity before scaling the integer noise, so the multiplier
+``s/Δ`` below is that of a discrete Gaussian on integer shifts (``DiscreteGaussianEvent``).
+Subsampling amplifies it by the generic bounds (:mod:`dpframe.privacy.accountants.subsampled`).
 
 add/remove (record counts private): ``S_t`` is a Poisson subsample of class k's records
 with the public rate ``q_k = l / N~_k`` (``N~_k`` a declared or earlier-DP class size).
 Adding or removing one record changes exactly one class pool, and each mixture of that
 pool is a Poisson-subsampled Gaussian with L2 sensitivity ``c``. Event::
 
-    ParallelEvent([SelfComposed(PoissonSampled(q_k, Gaussian(s / c)), T_k) for k],
+    ParallelEvent([SelfComposed(PoissonSampled(q_k, DiscreteGaussian(s / c)), T_k) for k],
                   partitions_touched=1)
 
 replace-one (n public): each class pool has a public size ``M_k``: the class's records in
@@ -26,13 +34,14 @@ two pools (its old and new class), each by at most one substitution of one eleme
 record in or out), and a substitution changes a subset sum by at most ``D``
 (``2c``, or less: :func:`sum_sensitivity`). Event::
 
-    ParallelEvent([SelfComposed(SampledWithoutReplacement(M_k, l, Gaussian(s / D)), T_k)
+    ParallelEvent([SelfComposed(SampledWithoutReplacement(M_k, l, DiscreteGaussian(s / D)), T_k)
                    for k], partitions_touched=2)
 
 Both are parallel compositions whose children bound the loss of their pool for any change
-of one record to it, as the ParallelEvent contract asks. The ledger's accountant (RDP:
-Mironov, Talwar, Zhang 2019 for Poisson; Wang, Balle, Kasiviswanathan 2019, Thm 27, for
-sampling without replacement) computes the cost.
+of one record to it, as the ParallelEvent contract asks. The ledger's accountant (RDP: the
+discrete Gaussian's curve, CKS 2020 Prop. 5, amplified by Zhu and Wang 2019, Thm 6, for
+Poisson and by Wang, Balle, Kasiviswanathan 2019, Thm 9, for sampling without
+replacement) computes the cost.
 """
 
 from __future__ import annotations
@@ -46,7 +55,7 @@ from dpframe.data.relation import Relation
 from dpframe.errors import DPFrameError, ParameterError
 from dpframe.privacy.accountants import Accountant
 from dpframe.privacy.events import (
-    GaussianEvent,
+    DiscreteGaussianEvent,
     ParallelEvent,
     PoissonSampledEvent,
     PrivacyEvent,
@@ -95,7 +104,7 @@ class Pools:
 
     def child(self, k: int, noise_multiplier: float) -> PrivacyEvent:
         """The event of class k's ``T_k`` mixtures."""
-        gaussian = GaussianEvent(noise_multiplier, relation=self.relation)
+        gaussian = DiscreteGaussianEvent(noise_multiplier, relation=self.relation)
         if self.relation is Relation.ADD_REMOVE:
             sampled: PrivacyEvent = PoissonSampledEvent(self.order / self.sizes[k], gaussian)
         else:

@@ -7,9 +7,10 @@ Algorithm 1 of Saha, Tonoy and Imtiaz, made sound (README, "Privacy analysis"):
 2. One pool per class with a public size (replace-one: the class's records in random order,
    truncated or padded with zero dummies to ``M_k``) or a public Poisson rate (add/remove:
    ``q_k = l / N~_k``).
-3. ``T_k = floor(T / K)`` mixtures per class: ``m = (sum_{i in S} v_i + N(0, s^2 I)) / l``
-   with S a uniform l-subset of the pool (replace-one) or a Poisson subsample (add/remove);
-   the denominator is the public l either way.
+3. ``T_k = floor(T / K)`` mixtures per class: ``m = (sum_{i in S} v_i + Z) / l`` with S a
+   uniform l-subset of the pool (replace-one) or a Poisson subsample (add/remove), the sum
+   rounded to a power-of-two grid and ``Z`` exact discrete Gaussian noise
+   (:func:`dpframe.privacy.noise.grid_release`); the denominator is the public l either way.
 4. Release ``anchor + range * m`` with the class as its label (no label noise: every
    record of a mixture has that class).
 
@@ -33,6 +34,7 @@ from dpframe.data.relation import Relation
 from dpframe.data.units import data_coordinates, in_domain_param
 from dpframe.errors import DomainError, ParameterError
 from dpframe.privacy.events import PrivacyEvent
+from dpframe.privacy.noise import grid_release
 from dpframe.privacy.samplers import Sampler
 from dpframe.releases.params import one_of, optional, positive, positive_int
 from dpframe_dpcda.accounting import (
@@ -229,10 +231,6 @@ class DPCDAMechanism(Mechanism):
     """Class-centric noisy means of l records, with a sound subsampled-RDP analysis."""
 
     name = "dpcda"
-    float_noise = (
-        "its subsampled-Gaussian RDP analysis has no discrete-Gaussian counterpart in "
-        "dpframe yet (issue 15)"
-    )
     title = "DP-CDA: class-centric data aggregation (sound accounting)"
     summary = "synthetic records as noisy means of l same-class records, per class"
     reference = (
@@ -241,7 +239,8 @@ class DPCDAMechanism(Mechanism):
         "accounting replaced by dpframe's (README)."
     )
     privacy = (
-        "(ε, δ)-DP via RDP; add/remove: Poisson(l/N~_k)-subsampled Gaussian per class, "
+        "(ε, δ)-DP via RDP; discrete Gaussian on a grid; add/remove: Poisson(l/N~_k)-"
+        "subsampled per class, "
         "parallel over classes; replace-one: l-of-M_k without replacement from padded pools, "
         "≤ 2 classes touched"
     )
@@ -290,13 +289,30 @@ class DPCDAMechanism(Mechanism):
         np.add.at(sums, y, geometry.encode(dataset.features))
         return {"mixture": sums.ravel()}
 
+    def noisy_stages(
+        self, dataset: Dataset, params: DPCDAParams, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        """``count`` noisy copies of :meth:`query`: each copy draws the noise one ``run()``
+        adds (``T_k`` mixtures per class, each sum on its grid with discrete Gaussian
+        noise) on the full class sums and reports each class's first mixture."""
+        pools = plan_pools(params, dataset.domain)
+        noise_multiplier = self._noise_multiplier(params, pools)
+        declared = self.sensitivity(params, dataset.domain)["mixture"].value
+        sums = self.query(dataset, params)["mixture"].reshape(-1, dataset.n_features)
+        per_run = np.repeat(sums, pools.mixtures, axis=0)  # one row per mixture
+        copies = np.broadcast_to(per_run, (count, *per_run.shape)).reshape(-1, sums.shape[1])
+        noisy = grid_release(copies, "gaussian", declared, noise_multiplier, sampler, copies=True)
+        first = np.concatenate([[0], np.cumsum(pools.mixtures)[:-1]])
+        return {"mixture": noisy.reshape(count, *per_run.shape)[:, first].reshape(count, -1)}
+
     def run(self, dataset: Dataset, params: DPCDAParams, sampler: Sampler) -> Release:
         domain = dataset.domain
         geometry = Geometry.build(params, domain)
         pools = plan_pools(params, domain)
         noise_multiplier = self._noise_multiplier(params, pools)
         # From the declared sensitivity (the testing hook), so the noise follows it.
-        sigma = noise_multiplier * self.sensitivity(params, domain)["mixture"].value
+        declared = self.sensitivity(params, domain)["mixture"].value
+        sigma = noise_multiplier * declared
         y = dataset.require_labels("DP-CDA")
         v = geometry.encode(dataset.features)
         # One output array filled class by class and transformed in place: at MNIST scale
@@ -312,8 +328,9 @@ class DPCDAMechanism(Mechanism):
                 )
             else:
                 selection = _subset_selection(rows, len(dataset), pools, k, sampler)
-            block[...] = selection @ v
-            block += sampler.gaussian(sigma, block.shape)
+            block[...] = grid_release(
+                selection @ v, "gaussian", declared, noise_multiplier, sampler, copies=True
+            )
         synthetic /= pools.order
         geometry.decode(synthetic, out=synthetic)
         classes = np.asarray(domain.classes().values)

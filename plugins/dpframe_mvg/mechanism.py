@@ -20,6 +20,7 @@ from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitiv
 from dpframe.data.units import data_coordinates, units_param
 from dpframe.errors import ParameterError
 from dpframe.privacy.events import PrivacyEvent
+from dpframe.privacy.noise import NoisyStage, batch_perturb, follow_declared, grid_for
 from dpframe.privacy.samplers import Sampler
 from dpframe.releases.linalg import psd_project
 from dpframe.releases.params import one_of, optional, positive
@@ -302,6 +303,23 @@ class Design:
         value = (value @ kept) @ kept.T
         return kept @ (kept.T @ value) if self.equimodal else value
 
+    @property
+    def kept_size(self) -> int:
+        """Entries of the whitened query on the kept directions (the grid's ``d``)."""
+        kept = int(self.kept.sum())
+        return kept * (kept if self.equimodal else self.spec.shape[0])
+
+    def kept_block(self, whitened: np.ndarray) -> np.ndarray:
+        """The kept directions' block of a whitened matrix (dropped ones are always 0)."""
+        block = whitened[:, self.kept]
+        return block[self.kept] if self.equimodal else block
+
+    def unwhiten(self, block: np.ndarray) -> np.ndarray:
+        """``A W B^T`` for the kept block ``W`` (post-processing of the whitened release)."""
+        factor = self.factor()[:, self.kept]
+        out = block @ factor.T
+        return factor @ out if self.equimodal else out
+
     def whiten(self, value: np.ndarray) -> np.ndarray:
         """``A^-1 value B^-T`` (with the projection onto kept directions)."""
         root = np.sqrt(self.precisions)
@@ -314,11 +332,6 @@ class MVGMechanism(Mechanism):
     """Matrix-variate Gaussian noise on a matrix-valued query (see the module docstring)."""
 
     name = "mvg"
-    float_noise = (
-        "its exact calibration is analytic-Gaussian (GDP) in whitened coordinates and the "
-        "Theorem 2/3 calibrations are for continuous MVG noise; the discrete-Gaussian "
-        "conversion (issue 15) is not done yet"
-    )
     title = "MVG mechanism (matrix-variate Gaussian, directional noise)"
     summary = (
         "identity, covariance or custom matrix query plus matrix-variate Gaussian noise with "
@@ -329,8 +342,9 @@ class MVGMechanism(Mechanism):
         "Matrix-Valued Query. CCS 2018 (arXiv:1801.00823)."
     )
     privacy = (
-        "(ε, δ)-DP, replace-one; exact: mu-GDP on the whitened query (analytic Gaussian); "
-        "theorem2: the paper's sufficient condition"
+        "(ε, δ)-DP, replace-one; discrete Gaussian on a grid in whitened coordinates, "
+        "zCDP with the whitened sensitivity S(q) (inflated by the rounding); theorem2/3 "
+        "only choose the precisions"
     )
     outputs = ("data", "covariance", "matrix", "centre", "directions")
     Params = MVGParams
@@ -355,10 +369,10 @@ class MVGMechanism(Mechanism):
         else:
             basis, source = direction_basis(params.directions, n)
         allocation = self._allocation(params, basis)
+        sensitivity = whitened_sensitivity(
+            spec, None if spec.name == "custom" else domain, basis, params.equimodal
+        )
         if params.calibration == "exact":
-            sensitivity = whitened_sensitivity(
-                spec, None if spec.name == "custom" else domain, basis, params.equimodal
-            )
             calibration = calibrate_exact(
                 params.epsilon, params.delta, sensitivity, allocation, domain.relation
             )
@@ -372,6 +386,7 @@ class MVGMechanism(Mechanism):
                 params.equimodal,
                 allocation,
                 domain.relation,
+                sensitivity,
             )
         return Design(spec, params.equimodal, basis, source, allocation, calibration)
 
@@ -433,70 +448,53 @@ class MVGMechanism(Mechanism):
         return self.design(params, domain).calibration.event
 
     def sensitivity(self, params: MVGParams, domain: Domain) -> dict[str, Sensitivity]:
-        """exact: the whitened query's L2 sensitivity mu (noise 1, multiplier 1/mu);
-        theorem2/3: the query's Frobenius sensitivity s2 (the event is opaque)."""
+        """The whitened query's L2 sensitivity ``S(q)`` (the noise is unit noise in
+        whitened coordinates on a grid, multiplier ``1/S(q)``), for every calibration."""
         design = self.design(params, domain)
-        if design.calibration.method == "exact":
-            assert design.calibration.mu is not None
-            note = "whitened query A^-1 f(X) B^-T; " + (
-                "attained" if design.calibration.sensitivity_attained else "an upper bound"
-            )
-            return {STAGE: Sensitivity(design.calibration.mu, "l2", domain.relation, note)}
-        note = "Frobenius sensitivity s2 of f(X) (Theorem 2/3 also use gamma)"
-        return {STAGE: Sensitivity(design.spec.l2_sensitivity, "l2", domain.relation, note)}
+        assert design.calibration.mu is not None
+        note = "whitened query A^-1 f(X) B^-T; " + (
+            "attained" if design.calibration.sensitivity_attained else "an upper bound"
+        )
+        return {STAGE: Sensitivity(design.calibration.mu, "l2", domain.relation, note)}
 
     def query(self, dataset: Dataset, params: MVGParams) -> dict[str, np.ndarray]:
-        """exact: the whitened query, flattened; theorem2/3: f(X), flattened."""
+        """The whitened query on the kept directions, flattened."""
         design = self.design(params, dataset.domain)
         value = self._value(dataset, params, design.spec)
-        if design.calibration.method == "exact":
-            return {STAGE: design.whiten(value).ravel()}
-        return {STAGE: value.ravel()}
+        return {STAGE: design.kept_block(design.whiten(value)).ravel()}
 
     def noisy_stages(
         self, dataset: Dataset, params: MVGParams, sampler: Sampler, count: int
     ) -> dict[str, np.ndarray]:
-        """``query() + noise`` for ``count`` runs, with the noise ``run()`` adds (whitened
-        for ``exact``: standard normal on the kept directions), before post-processing."""
-        design = self.design(params, dataset.domain)
-        value = design.project(self._value(dataset, params, design.spec))
-        factor = design.factor()
-        unit = self._unit(params, dataset.domain, design)
-        noise = sampler.standard_normal((count, *design.spec.shape)) @ (factor * unit).T
-        if design.equimodal:
-            noise = factor @ noise
-        noisy = value + noise
-        if design.calibration.method == "exact":
-            noisy = design.whiten(noisy)
-        return {STAGE: noisy.reshape(count, -1)}
+        """``query() + noise`` for ``count`` runs, with the noise ``run()`` adds: the
+        whitened query on the grid plus discrete Gaussian noise (before the map back)."""
+        query = self.query(dataset, params)
+        return batch_perturb(self._stages(params, dataset.domain), query, sampler, count)
 
     def run(self, dataset: Dataset, params: MVGParams, sampler: Sampler) -> Release:
         design = self.design(params, dataset.domain)
-        value = design.project(self._value(dataset, params, design.spec))
-        unit = self._unit(params, dataset.domain, design)
-        factor = design.factor()
-        row_factor = factor if design.equimodal else None
-        noisy = value + sampler.matrix_normal(row_factor, factor * unit, design.spec.shape)
+        stage = self._stages(params, dataset.domain)[STAGE]
+        whitened = design.kept_block(design.whiten(self._value(dataset, params, design.spec)))
+        noisy = design.unwhiten(stage.perturb(whitened, sampler))
         arrays = self._outputs(dataset, params, noisy)
         arrays["directions"] = design.basis
-        noise_scales = self._noise_scales(design)
-        if design.calibration.method == "exact":
-            noise_scales = {STAGE: unit}
         return Release(
             arrays=arrays,
-            noise_scales=noise_scales,
-            info=self._info(params, design),
+            noise_scales={STAGE: stage.scale},
+            info=self._info(params, design, stage),
         )
 
-    def _unit(self, params: MVGParams, domain: Domain, design: Design) -> float:
-        """exact: the whitened noise's standard deviation, ``sensitivity() / mu`` (1 for
-        this class; the noise follows the declared sensitivity, as the testing kit needs).
-        theorem2/3: 1 (their noise is not linear in a sensitivity)."""
-        if design.calibration.method != "exact":
-            return 1.0
+    def _stages(self, params: MVGParams, domain: Domain) -> dict[str, NoisyStage]:
+        """The one noisy stage: unit noise in whitened coordinates, i.e. multiplier
+        ``1/S(q)`` on the declared sensitivity (so the noise follows the testing hook)."""
+        design = self.design(params, domain)
         assert design.calibration.mu is not None
-        declared = self.sensitivity(params, domain)[STAGE].value
-        return float(declared / design.calibration.mu)
+        stages = {
+            STAGE: NoisyStage(
+                "gaussian", design.calibration.mu, 1.0 / design.calibration.mu, domain.relation
+            )
+        }
+        return follow_declared(stages, self.sensitivity(params, domain))
 
     # -- helpers -----------------------------------------------------------------------
 
@@ -523,22 +521,13 @@ class MVGMechanism(Mechanism):
         return {"matrix": noisy}
 
     @staticmethod
-    def _noise_scales(design: Design) -> dict[str, Any]:
-        if design.calibration.method == "exact":
-            return {STAGE: 1.0}
-        variances = design.variances()
-        return {
-            STAGE: {
-                "column_variances": variances,
-                "row_variances": variances if design.equimodal else "identity",
-            }
-        }
-
-    @staticmethod
-    def _info(params: MVGParams, design: Design) -> dict[str, Any]:
+    def _info(params: MVGParams, design: Design, stage: NoisyStage) -> dict[str, Any]:
         cal = design.calibration
         m, n = design.spec.shape
-        power = design.expected_noise_power()
+        grid = grid_for("gaussian", stage.sensitivity, stage.noise_multiplier, design.kept_size)
+        # the integer noise is at least the unit noise: its std in whitened units
+        inflation = (grid.noise * grid.granularity / stage.scale) ** 2
+        power = design.expected_noise_power() * inflation
         info: dict[str, Any] = {
             "orientation": "records are rows of X; f(X) is m x n; unimodal noise is "
             "directional over the n columns",
@@ -569,10 +558,11 @@ class MVGMechanism(Mechanism):
             info["signal_power"] = design.allocation.powers.tolist()
         if cal.coefficients is not None:
             info["precision_budget"]["a"] = cal.coefficients.tolist()
-        if cal.method == "exact":
-            info["gdp_mu"] = cal.mu
-            info["whitened_sensitivity_attained"] = cal.sensitivity_attained
-        else:
+        info["whitened_sensitivity"] = cal.mu
+        info["whitened_sensitivity_attained"] = cal.sensitivity_attained
+        info["zcdp_rho"] = cal.mu**2 / 2 if cal.mu is not None else None
+        info["whitened_grid"] = grid.to_dict()
+        if cal.method != "exact":
             assert cal.terms is not None
             info["theorem"] = attrs.asdict(cal.terms)
             if cal.method == "theorem3":

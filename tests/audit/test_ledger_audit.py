@@ -302,11 +302,11 @@ def test_the_flag_table_is_consistent_with_the_ledger():
 def test_opaque_events_mixed_with_others_are_not_a_filter_even_under_zcdp(ledger):
     with Session(make_dataset(), ledger, "toy", cap=(20.0, 1e-4), accountant="zcdp") as s:
         s.release("laplace", epsilon=0.5)
-        s.release("mvg", epsilon=1.0, delta=1e-6, calibration="theorem2")  # opaque (ε, δ)
+        # DPRP's event holds an opaque (0, δ_R) part (its projection bound's failure)
+        s.release("dprp", epsilon=1.0, delta=1e-6, k1=2)
     report = audit(ledger)
     assert only_budget(report).adaptive_filter is False
-    # MVG still adds floating-point noise (its Mechanism.float_noise): flagged too
-    assert entry_flags(report) == [[], [FLAG_FLOAT_NOISE, "adaptive_without_filter"]]
+    assert entry_flags(report) == [[], ["adaptive_without_filter"]]
 
 
 def test_is_filter_follows_the_events():

@@ -37,10 +37,6 @@ NORMALISES = (
 )
 CLIPS_ROWS = "the mechanism clips every encoded row to its L2 bound itself"
 CLIPS_PROJECTED = "the mechanism clips every projected row (and label) to its region itself"
-THEOREM_NOISE = (
-    "theorem2/3 noise is not linear in the declared Frobenius sensitivity (the paper's "
-    "condition also involves gamma, the output's size), so doubling it cannot double the noise"
-)
 THEOREM_LOOSE = (
     "theorem2/3 noise is orders of magnitude above the exact calibration on this domain: "
     "a halved noise is still private, so no audit may object (the kit is powerless here)"
@@ -55,13 +51,6 @@ DPCDA_SUBSAMPLED = (
     "small datasets a halved noise multiplier raises the loss less than the 10 000 "
     "looped releases can resolve, so the noise-halved mutant is beyond the kit"
 )
-
-FLOAT_PATH = {
-    "test_floating_point": (
-        "still on the documented floating-point noise path (Mechanism.float_noise; its "
-        "releases are flagged unsafe_float_noise in the ledger): issue 15 not done for it"
-    )
-}
 
 
 def power_skip(reason: str) -> dict[str, str]:
@@ -116,17 +105,13 @@ TestLapPcaGaussian = check("lap_pca", {"epsilon": 1.0, "dimension": 2, **GAUSSIA
 
 # -- MVG: exact (identity unimodal, covariance equi-modal), theorem2 ----------------------------
 MVG = {"epsilon": 1.0, "delta": 1e-5}
-TestMvgIdentity = check("mvg", {**MVG, "query": "identity"}, BOX, skip=FLOAT_PATH)
-TestMvgCovariance = check("mvg", {**MVG, "query": "covariance"}, BOX, skip=FLOAT_PATH)
+TestMvgIdentity = check("mvg", {**MVG, "query": "identity"}, BOX)
+TestMvgCovariance = check("mvg", {**MVG, "query": "covariance"}, BOX)
 TestMvgTheorem2 = check(
     "mvg",
     {**MVG, "query": "covariance", "calibration": "theorem2"},
     BOX,
-    skip={
-        "test_noise_follows_sensitivity": THEOREM_NOISE,
-        **power_skip(THEOREM_LOOSE),
-        **FLOAT_PATH,
-    },
+    skip=power_skip(THEOREM_LOOSE),
 )
 
 # theorem3 is opt-in (unaudited); the kit audits it: Layers A-D and the audit pass, but its
@@ -140,11 +125,7 @@ TestMvgTheorem3 = check(
         "allow_unaudited_theorem3": True,
     },
     BOX,
-    skip={
-        "test_noise_follows_sensitivity": THEOREM_NOISE,
-        **power_skip(THEOREM_LOOSE),
-        **FLOAT_PATH,
-    },
+    skip=power_skip(THEOREM_LOOSE),
 )
 
 # -- DPRP ----------------------------------------------------------------------------------------
@@ -162,12 +143,12 @@ TestDpcdaReplaceOne = check(
     {"epsilon": 1.0, "delta": 1e-5, "order": 2},
     BOX_CLASSES,
     bounds_records=CLIPS_ROWS,
-    skip={**power_skip(DPCDA_SUBSAMPLED), **FLOAT_PATH},
+    skip=power_skip(DPCDA_SUBSAMPLED),
 )
 TestDpcdaAddRemove = check(
     "dpcda",
     {"epsilon": 1.0, "delta": 1e-5, "order": 2, "class_sizes": np.array([4, 4])},
     SQUARE_ADD_REMOVE,
     bounds_records=CLIPS_ROWS,
-    skip={**power_skip(DPCDA_SUBSAMPLED), **FLOAT_PATH},
+    skip=power_skip(DPCDA_SUBSAMPLED),
 )

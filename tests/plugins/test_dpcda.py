@@ -23,6 +23,9 @@ from dpframe import Classes, Dataset, Domain, SeededSampler, execute
 from dpframe.data.relation import Relation
 from dpframe.errors import DataError, DomainError, DPFrameError, ParameterError, PluginError
 from dpframe.privacy.events import (
+    ComposedEvent,
+    DiscreteGaussianEvent,
+    GaussianEvent,
     ParallelEvent,
     PoissonSampledEvent,
     SampledWithoutReplacementEvent,
@@ -342,10 +345,30 @@ def test_dpframe_rdp_accountant_agrees_with_dp_accounting(relation):
     data = _data(relation=relation)
     params = MECH.params(noise_multiplier=1.5, order=4, class_sizes=[30, 25, 30], records=300)
     event = MECH.plan(params, data.domain)
-    # Same RDP curves; the accountants may search different orders, so allow 2%.
-    assert accountant.epsilon(event, 1e-5) == pytest.approx(
-        dp_accounting_epsilon(event, 1e-5), rel=0.02
+    # The plan's discrete Gaussians get generic subsampling bounds, never below the
+    # continuous Gaussian's tight curves (the oracle) and here within 40 % of them (the
+    # sampling ratios 4/25 and 4/30 are large; at MNIST sizes the gap is under 1 %).
+    ours, oracle = accountant.epsilon(event, 1e-5), dp_accounting_epsilon(event, 1e-5)
+    assert oracle * (1 - 1e-9) <= ours <= 1.4 * oracle
+    # With continuous Gaussian leaves the curves are the same; the accountants may search
+    # different orders, so allow 2 %.
+    continuous = _with_continuous_leaves(event)
+    assert accountant.epsilon(continuous, 1e-5) == pytest.approx(
+        dp_accounting_epsilon(continuous, 1e-5), rel=0.02
     )
+
+
+def _with_continuous_leaves(event):
+    """``event`` with every discrete Gaussian replaced by a Gaussian of the same multiplier."""
+    import attrs
+
+    if isinstance(event, DiscreteGaussianEvent):
+        return GaussianEvent(event.noise_multiplier, relation=event.relation)
+    if isinstance(event, (ParallelEvent, ComposedEvent)):
+        return attrs.evolve(event, events=tuple(_with_continuous_leaves(e) for e in event.events))
+    if hasattr(event, "event"):
+        return attrs.evolve(event, event=_with_continuous_leaves(event.event))
+    return event
 
 
 def test_calibration_meets_the_target_with_the_smallest_noise():

@@ -85,3 +85,24 @@ def test_no_reproduction_writes_to_the_docs_unless_told(monkeypatch) -> None:
     monkeypatch.setattr(dpframe_reproduce, "main", seen.append)
     mvg.main(["--trials", "2"])
     assert seen == [["mvg", "--trials", "2"]]
+
+
+@pytest.mark.slow
+def test_dpcda_reproduction_runs_on_a_tiny_setting(tmp_path, datasets_dir, monkeypatch):
+    # Both datasets cut to 1,000 records, orders 1 and 4: the exact-noise release, the
+    # accounting table (discrete Gaussian events) and the report all run.
+    from dpframe_reproduce import dpcda
+
+    full = dpcda.load_idx
+
+    def first_thousand(directory, name, split):
+        images, labels = full(directory, name, split)
+        return images[:1000], labels[:1000]
+
+    monkeypatch.setattr(dpcda, "load_idx", first_thousand)
+    monkeypatch.setattr(dpcda, "ORDERS", (1, 4))  # the report quotes l = 1
+    monkeypatch.setattr(dpcda, "ACCOUNTING_ORDERS", (1, 4))
+    path = dpcda.run(1, tmp_path, datasets_dir)
+    text = path.read_text()
+    assert path.name == "dpcda.md" and (tmp_path / "dpcda-mnist.png").exists()
+    assert "--trials 1" in text and "nan" not in text.lower()

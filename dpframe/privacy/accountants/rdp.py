@@ -9,8 +9,11 @@ the opaque ``(ε, δ)`` events inside it, composed basically.
   without-replacement sampling of Gaussian noise from
   :mod:`dpframe.privacy.accountants.subsampled`; Poisson sampling of a Laplace query by Zhu and
   Wang's general bound (2019, Thm 6), capped by the unsampled Laplace curve and the pure
-  bound of the amplified ε. Several Gaussian queries on the same sample are
-  one Gaussian query with ``z = (Σ z_i^-2)^-1/2`` (their concatenation).
+  bound of the amplified ε. Sampled discrete Gaussians by the generic bounds only (Zhu and
+  Wang's Thm 6 for Poisson, Wang, Balle and Kasiviswanathan's Thm 9 without replacement),
+  from their RDP curve (see :mod:`dpframe.privacy.accountants.subsampled`). Several Gaussian
+  queries on the same sample are one Gaussian query with ``z = (Σ z_i^-2)^-1/2`` (their
+  concatenation).
 * Sequential composition adds curves order by order (Mironov 2017, Prop. 1);
   self-composition multiplies by the count.
 * Parallel composition: a record changes at most ``k`` partitions and the others' outputs
@@ -109,13 +112,17 @@ class RDPCurve:
         )
 
 
-def gaussian_noise_multiplier(event: PrivacyEvent) -> float | PrivacyEvent:
+def gaussian_noise_multiplier(
+    event: PrivacyEvent, kind: type[PrivacyEvent] = GaussianEvent
+) -> float | PrivacyEvent:
     """The noise multiplier of the single Gaussian query equivalent to ``event``.
 
-    ``event`` must be a Gaussian, a no-op, or compositions of those; otherwise the first
-    offending sub-event is returned. A no-op alone gives ``inf`` (no privacy loss).
+    ``event`` must be a Gaussian (of type ``kind``: :class:`GaussianEvent`, or
+    :class:`DiscreteGaussianEvent`, whose independent coordinates also concatenate), a
+    no-op, or compositions of those; otherwise the first offending sub-event is returned.
+    A no-op alone gives ``inf`` (no privacy loss).
     """
-    if isinstance(event, GaussianEvent):
+    if isinstance(event, kind):
         return event.noise_multiplier
     if isinstance(event, NoOpEvent):
         return math.inf
@@ -123,7 +130,7 @@ def gaussian_noise_multiplier(event: PrivacyEvent) -> float | PrivacyEvent:
         count = event.count if isinstance(event, SelfComposedEvent) else 1
         precision = 0.0
         for child in event.children():
-            found = gaussian_noise_multiplier(child)
+            found = gaussian_noise_multiplier(child, kind)
             if isinstance(found, PrivacyEvent):
                 return found
             precision += count / found**2
@@ -144,7 +151,7 @@ class RDPAccountant(Accountant):
     adaptive_filter = False  # the order is chosen after the fact; a filter needs it fixed
     summary = (
         "Rényi DP over a grid of orders: Gaussian, Laplace, pure ε, zCDP, subsampled Gaussian "
-        "(Poisson, without replacement); tight conversion"
+        "and discrete Gaussian (Poisson, without replacement); tight conversion"
     )
 
     def __init__(
@@ -273,14 +280,33 @@ class RDPAccountant(Accountant):
     ) -> RDPCurve:
         if isinstance(event, PoissonSampledEvent) and isinstance(event.event, LaplaceEvent):
             return self._poisson_laplace(event.sampling_probability, event.event.noise_multiplier)
-        sigma = gaussian_noise_multiplier(event.event)
+        discrete = _discrete_multiplier(event.event)
+        sigma = gaussian_noise_multiplier(event.event) if discrete is None else discrete
         assert isinstance(sigma, float)  # guaranteed by supports()
         if math.isinf(sigma):
             return RDPCurve(np.zeros_like(self.orders), 0.0)
+        if discrete is not None:
+            return self._sampled_discrete(event, sigma)
         if isinstance(event, PoissonSampledEvent):
             return RDPCurve(self._sampled.poisson(event.sampling_probability, sigma))
         q = event.sample_size / event.source_size
         return RDPCurve(self._sampled.without_replacement(q, sigma))
+
+    def _sampled_discrete(
+        self, event: PoissonSampledEvent | SampledWithoutReplacementEvent, sigma: float
+    ) -> RDPCurve:
+        """Subsampled discrete Gaussian by the generic bounds, which need only its RDP
+        curve ``α/(2σ²)`` in both directions (CKS 2020, Prop. 5): Zhu-Wang's Thm 6
+        (Poisson) capped by the unsampled curve, WBK's Thm 9 (without replacement). The
+        Gaussian-specific refinements (MTZ 2019's exact mixture, WBK's Thm 27) are not used."""
+        orders = self.orders
+        unsampled = gaussian_rdp(orders, sigma)
+        if isinstance(event, PoissonSampledEvent):
+            q = event.sampling_probability
+            general = poisson_general(orders, q, lambda ls: gaussian_rdp(ls, sigma))
+            return RDPCurve(np.minimum(general, unsampled))
+        q = event.sample_size / event.source_size
+        return RDPCurve(self._sampled.without_replacement(q, sigma, refined=False))
 
     def _poisson_laplace(self, q: float, b: float) -> RDPCurve:
         """Zhu-Wang's general bound on the Laplace RDP, capped by the unsampled Laplace and
@@ -290,6 +316,15 @@ class RDPAccountant(Accountant):
         general = poisson_general(orders, q, lambda ls: laplace_rdp(ls, b))
         curve = np.minimum(np.minimum(general, laplace_rdp(orders, b)), pure_rdp(orders, amplified))
         return RDPCurve(curve, amplified)
+
+
+def _discrete_multiplier(event: PrivacyEvent) -> float | None:
+    """The multiplier of the one discrete Gaussian query equivalent to ``event`` (which
+    holds at least one discrete Gaussian and otherwise only no-ops), else None."""
+    if not any(isinstance(sub, DiscreteGaussianEvent) for sub in event.walk()):
+        return None
+    found = gaussian_noise_multiplier(event, DiscreteGaussianEvent)
+    return None if isinstance(found, PrivacyEvent) else found
 
 
 def _top_k(k: int, values: list[float]) -> float:
@@ -302,13 +337,15 @@ def _leaf_support(event: PrivacyEvent) -> Support:
     if isinstance(event, PoissonSampledEvent) and isinstance(event.event, LaplaceEvent):
         return SUPPORTED  # Zhu-Wang's general bound
     if isinstance(event, (PoissonSampledEvent, SampledWithoutReplacementEvent)):
+        if _discrete_multiplier(event.event) is not None:
+            return SUPPORTED
         found = gaussian_noise_multiplier(event.event)
         if isinstance(found, PrivacyEvent):
             return unsupported(
                 found,
-                f"the RDP accountant bounds {type(event).__name__} only around Gaussian noise "
-                "(or compositions of Gaussian queries on the same sample) and Poisson "
-                "sampling of a Laplace query.",
+                f"the RDP accountant bounds {type(event).__name__} only around Gaussian or "
+                "discrete Gaussian noise (or compositions of such queries of one kind on "
+                "the same sample) and Poisson sampling of a Laplace query.",
             )
         return SUPPORTED
     return unsupported(event, f"the RDP accountant has no bound for {type(event).__name__}.")

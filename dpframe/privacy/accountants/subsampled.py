@@ -36,6 +36,19 @@ integers (WBK Cor. 10; ``(α-1) r(α) = 0`` at ``α = 1``). Sampling a subset is
 than the unsampled Gaussian (joint quasi-convexity of Rényi divergence, van Erven and
 Harremoës 2014, Thm 13), so we also cap at ``α c``.
 
+**The discrete Gaussian** (independent ``N_Z(0, σ²)`` coordinates on an integer query whose
+integer shifts have L2 norm at most 1 in units of σ's multiplier). Its Rényi divergence at
+every order is at most the continuous one, ``α/(2σ²)``, for every integer shift and in both
+directions (Canonne, Kamath, Steinke 2020, Prop. 5, added over independent coordinates).
+The tight formulas above use more than that curve: MTZ's exact mixture computation and its
+Thm 4 (the mixture-versus-base direction dominates) and WBK's Gaussian refinement rest on
+the continuous Gaussian's densities and CDF. So a sampled discrete Gaussian gets only the
+**generic** bounds, which hold for any mechanism with that RDP curve: Zhu and Wang's Thm 6
+below (Poisson; capped by the unsampled curve, by quasi-convexity), and WBK's Thm 9 (without
+replacement; the ``2 e^{(j-1) j c}`` terms, ``refined=False``). Both agree with the
+Gaussian ones in the leading ``q²`` term; the higher terms are larger (at most a factor 3
+for Poisson), which matters only for large sampling ratios or small noise.
+
 **Poisson sampling of other mechanisms, add/remove** (Zhu and Wang 2019, "Poisson
 subsampled Rényi differential privacy", Thm 6, the general upper bound): if the mechanism
 is ``(l, ε(l))``-RDP at every integer ``l`` (in both directions, as the Laplace mechanism
@@ -187,8 +200,10 @@ class SubsampledGaussian:
 
     # -- without replacement ---------------------------------------------------------------
 
-    def without_replacement(self, q: float, sigma: float) -> np.ndarray:
-        """RDP of the Gaussian on a uniform sample without replacement (replace-one)."""
+    def without_replacement(self, q: float, sigma: float, *, refined: bool = True) -> np.ndarray:
+        """RDP of the Gaussian on a uniform sample without replacement (replace-one);
+        ``refined=False``: WBK's general Thm 9 only (the discrete Gaussian, module
+        docstring)."""
         if q == 0:
             return np.zeros_like(self.orders)
         gaussian = self.orders / (2 * sigma**2)
@@ -197,7 +212,7 @@ class SubsampledGaussian:
         needed = set(self._ints.tolist())
         for a in self._frac:
             needed |= {math.floor(a), math.ceil(a)}
-        cumulant = {a: _wor_cumulant(q, sigma, a) for a in needed}
+        cumulant = {a: _wor_cumulant(q, sigma, a, refined) for a in needed}
         out = np.empty_like(self.orders)
         for index, a in enumerate(self.orders):
             if self._is_int[index]:
@@ -210,8 +225,10 @@ class SubsampledGaussian:
         return np.minimum(np.maximum(out, 0.0), gaussian)
 
 
-def _wor_cumulant(q: float, sigma: float, alpha: int) -> float:
-    """``(α-1) r(α) = log A_α`` of WBK's bound at an integer order (0 at α = 1)."""
+def _wor_cumulant(q: float, sigma: float, alpha: int, gaussian: bool = True) -> float:
+    """``(α-1) r(α) = log A_α`` of WBK's bound at an integer order (0 at α = 1); without
+    ``gaussian`` (the Gaussian refinement), Thm 9's general terms ``2 e^{(j-1) ε(j)}``
+    for ``j >= 3``."""
     if alpha <= 1:
         return 0.0
     c = 1 / (2 * sigma**2)
@@ -219,7 +236,7 @@ def _wor_cumulant(q: float, sigma: float, alpha: int) -> float:
     plain = math.log(2) + (j - 1) * j * c
     refined = np.full_like(j, np.inf)
     refined[0] = math.log(4) + float(log_expm1(np.array([2 * c]))[0])
-    usable = j[1:] <= _WOR_DIFFERENCES
+    usable = j[1:] <= (_WOR_DIFFERENCES if gaussian else 0)
     if usable.any():
         moments = _log_central_moments(sigma)
         jj = j[1:][usable].astype(int)

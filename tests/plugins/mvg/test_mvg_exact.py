@@ -1,8 +1,10 @@
-"""The exact calibration: (epsilon, delta) by the analytic Gaussian formula, recomputed here.
+"""The exact calibration: (epsilon, delta) through the discrete Gaussian's zCDP, recomputed here.
 
 The whitened sensitivity is rebuilt in each test from the domain and the recorded
-per-direction variances; the privacy profile is the analytic Gaussian condition
-(Balle and Wang 2018) written out with scipy's normal CDF.
+per-direction variances; unit discrete Gaussian noise on it is ``mu^2/2``-zCDP (Canonne,
+Kamath, Steinke 2020), and the conversion to ``(epsilon, delta)`` is CKS's Corollary 13,
+``delta = inf_alpha exp((alpha - 1)(alpha rho - eps)) / (alpha - 1) (1 - 1/alpha)^alpha``,
+minimised here with scipy.
 """
 
 from __future__ import annotations
@@ -11,16 +13,22 @@ import math
 
 import numpy as np
 import pytest
-from scipy.optimize import brentq
-from scipy.stats import norm
+from scipy.optimize import brentq, minimize_scalar
 
 from dpframe import Domain
-from dpframe.privacy.events import GaussianEvent
+from dpframe.privacy.events import DiscreteGaussianEvent
 
 
 def delta_of(mu: float, eps: float) -> float:
-    """Smallest delta of the Gaussian mechanism with sensitivity/noise ratio mu."""
-    return norm.cdf(-eps / mu + mu / 2) - math.exp(eps) * norm.cdf(-eps / mu - mu / 2)
+    """delta of unit discrete Gaussian noise on whitened sensitivity mu (rho = mu^2/2)."""
+    rho = mu * mu / 2
+
+    def log_delta(log_excess: float) -> float:
+        a = 1 + math.exp(log_excess)
+        return (a - 1) * (a * rho - eps) - math.log(a - 1) + a * math.log1p(-1 / a)
+
+    best = minimize_scalar(log_delta, bounds=(-12, 12), method="bounded", options={"xatol": 1e-12})
+    return math.exp(min(best.fun, 0.0))
 
 
 def largest_mu(eps: float, delta: float) -> float:
@@ -48,9 +56,9 @@ def test_identity_meets_epsilon_delta_and_fails_when_scaled_down(mvg, allocation
     # Identity, axis-aligned: mu^2 = sum_j w_j^2 / t_j (dropped directions contribute 0).
     mu = math.sqrt(np.sum(WIDTHS**2 / t))
     assert delta_of(mu, eps) <= delta * (1 + 1e-9)
-    assert delta_of(mu, eps) >= delta * (1 - 1e-6)  # the budget is used, not wasted
+    assert delta_of(mu, eps) >= delta * (1 - 1e-4)  # the budget is used, not wasted
     assert delta_of(mu / 0.99, eps) > delta  # noise std scaled by 0.99 breaks the target
-    assert design.calibration.event == GaussianEvent(1 / design.calibration.mu)
+    assert design.calibration.event == DiscreteGaussianEvent(1 / design.calibration.mu)
     assert design.calibration.mu == pytest.approx(mu, rel=1e-12)
 
 
@@ -69,8 +77,8 @@ def test_covariance_equimodal_meets_epsilon_delta(mvg, allocation):
     assert delta_of(mu / 0.99, eps) > delta
 
 
-def test_uniform_on_equal_box_is_the_analytic_gaussian_mechanism(mvg):
-    # iid N(0, s^2) with s = ||w||_2 / mu_max is the analytic Gaussian mechanism on a row change.
+def test_uniform_on_equal_box_is_the_zcdp_calibrated_gaussian_mechanism(mvg):
+    # iid noise of std s = ||w||_2 / mu_max: the Gaussian mechanism on a row change.
     domain = Domain(lower=-1.0, upper=1.0, records=25).bind(6)
     design = mvg.design(mvg.params(epsilon=1.0, delta=1e-5), domain)
     sigma = math.sqrt(6 * 2.0**2) / largest_mu(1.0, 1e-5)

@@ -15,7 +15,8 @@ from dpframe_mvg import MVGMechanism
 
 from dpframe import Domain
 from dpframe.errors import ParameterError
-from dpframe.privacy.events import EpsilonDeltaEvent
+from dpframe.privacy.accountants.zcdp import zcdp_epsilon
+from dpframe.privacy.events import DiscreteGaussianEvent
 
 getcontext().prec = 50
 
@@ -79,7 +80,12 @@ def test_theorem2_psi_and_unimodal_budget(shape, s2, gamma, eps, delta):
     assert design.calibration.budget == pytest.approx(budget, rel=1e-9)
     expected_t = 1 / math.sqrt(budget / n)
     assert design.variances() == pytest.approx([expected_t] * n, rel=1e-9)
-    assert design.calibration.event == EpsilonDeltaEvent(eps, delta)
+    # the theorem only sets the precisions; the cost is the exact one of the discrete
+    # Gaussian in whitened coordinates (custom query: S(q) = s2 sqrt(max q)), far below (eps, delta)
+    whitened = s2 * math.sqrt(1 / expected_t)
+    assert design.calibration.event == DiscreteGaussianEvent(1 / design.calibration.mu)
+    assert design.calibration.mu == pytest.approx(whitened, rel=1e-9)
+    assert zcdp_epsilon(whitened**2 / 2, delta) < eps
 
 
 def test_theorem2_condition_holds_with_equality_at_the_chosen_noise():
