@@ -79,18 +79,19 @@ class GMMParams(PrivacyParams):
         validator=_projection,
         eq=False,
     )
-    count_share: float = param(
-        0.1,
-        help="share of the budget for the per-class counts",
+    count_share: float | None = param(
+        None,
+        help="share of the budget for the per-class counts (default by rule: 0.1, or "
+        "0.05 with covariance = tied; README)",
         constraint="0 < share, count_share + mean_share < 1",
-        validator=probability_open,
+        validator=optional(probability_open),
     )
-    mean_share: float = param(
-        0.3,
-        help="share of the budget for the per-class sums (means); the rest goes to the "
-        "second moments",
+    mean_share: float | None = param(
+        None,
+        help="share of the budget for the per-class sums (means), the rest going to the "
+        "second moments (default by rule: 0.3, or 0.45 with covariance = tied; README)",
         constraint="0 < share, count_share + mean_share < 1",
-        validator=probability_open,
+        validator=optional(probability_open),
     )
     noise: Literal["laplace", "gaussian"] = family_param()
     accounting: Literal["joint", "parallel"] = param(
@@ -134,10 +135,11 @@ class GMMParams(PrivacyParams):
 
     def __attrs_post_init__(self) -> None:
         check_family(self.noise, self.delta)
-        if self.count_share + self.mean_share >= 1:
+        counts, sums = self.budget_shares()
+        if counts + sums >= 1:
             raise ParameterError(
                 "count_share + mean_share must be below 1 (the rest is for the second "
-                f"moments), got {self.count_share + self.mean_share:g}."
+                f"moments), got {counts + sums:g}."
             )
         if self.covariance == "tied" and self.accounting != "joint":
             raise ParameterError(
@@ -158,6 +160,16 @@ class GMMParams(PrivacyParams):
                 if wants_projection
                 else "projection is only used with reduction = supplied; set it."
             )
+
+    def budget_shares(self) -> tuple[float, float]:
+        """``(count_share, mean_share)``: the user's, or the rule's when not given (README,
+        "Budget shares"): 0.1 and 0.3 for per-class covariances; 0.05 and 0.45 for a tied
+        covariance, whose single pooled moment needs less of the budget."""
+        rule = (0.05, 0.45) if self.covariance == "tied" else (0.1, 0.3)
+        return (
+            rule[0] if self.count_share is None else self.count_share,
+            rule[1] if self.mean_share is None else self.mean_share,
+        )
 
 
 @data_coordinates

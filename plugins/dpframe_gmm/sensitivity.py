@@ -97,11 +97,8 @@ def partition_sensitivities(region: Region, norm: str) -> dict[str, float]:
 
 
 def shares(params: object) -> dict[str, float]:
-    return {
-        "counts": params.count_share,
-        "sums": params.mean_share,
-        "second_moments": 1.0 - params.count_share - params.mean_share,
-    }
+    counts, sums = params.budget_shares()
+    return {"counts": counts, "sums": sums, "second_moments": 1.0 - counts - sums}
 
 
 def stages(params: object, domain: Domain, region: Region) -> dict[str, NoisyStage]:

@@ -158,7 +158,9 @@ def test_tied_sensitivities_survive_attack(search, noise):
 
 def test_tied_covariance_is_shared_and_less_noisy():
     data = labelled(8)
-    tied = execute(GMM, data, GMM.params(epsilon=1.0, covariance="tied"), SeededSampler(1))
+    same_shares = {"count_share": 0.1, "mean_share": 0.3}  # per_class's rule
+    params = GMM.params(epsilon=1.0, covariance="tied", **same_shares)
+    tied = execute(GMM, data, params, SeededSampler(1))
     per_class = execute(GMM, data, GMM.params(epsilon=1.0), SeededSampler(1))
     covariances = tied["covariances"]
     assert all(np.array_equal(c, covariances[0]) for c in covariances)
@@ -167,6 +169,19 @@ def test_tied_covariance_is_shared_and_less_noisy():
     assert tied.noise_scales["second_moments"] < per_class.noise_scales["second_moments"]
     assert tied.noise_scales["sums"] == per_class.noise_scales["sums"]
     assert tied.info["covariance"] == "tied"
+
+
+def test_shares_follow_the_rule_when_not_given():
+    domain = labelled(8).domain
+    for covariance, rule in (("per_class", (0.1, 0.3)), ("tied", (0.05, 0.45))):
+        default = GMM.params(epsilon=1.0, covariance=covariance)
+        explicit = GMM.params(
+            epsilon=1.0, covariance=covariance, count_share=rule[0], mean_share=rule[1]
+        )
+        assert default.budget_shares() == rule
+        assert GMM.plan(default, domain) == GMM.plan(explicit, domain)
+    given = GMM.params(epsilon=1.0, covariance="tied", mean_share=0.2)
+    assert given.budget_shares() == (0.05, 0.2)
 
 
 def test_tied_model_approaches_lda_at_large_epsilon():
