@@ -8,7 +8,7 @@
    real test data (they are not protected by the releases: they stand for data the
    evaluator already has). The other 70 % are the private data.
 3. The chain ``dpframe/data/ctg-demo.toml`` (Lap-PCA components; GMM synthetic data in
-   those components; the same GMM in a random orthonormal projection, for comparison) is
+   those components; a GMM with one shared (tied) covariance in all 21 features) is
    planned in full without reading the data, run into a ledger, and the ledger is audited.
 4. With scikit-learn installed: logistic regression trained on each synthetic dataset and
    on the real training split, tested on the held-out real records.

@@ -34,7 +34,8 @@ from dpframe.privacy.noise import (
     symmetric_matrix,
 )
 from dpframe.privacy.samplers import Sampler
-from dpframe.privacy.sensitivities import Region, check_dimension, check_projection
+from dpframe.privacy.sensitivities import Region, check_dimension, check_projection, public_count
+from dpframe.releases.linalg import psd_project
 from dpframe.releases.params import one_of, optional, positive_int, probability_open
 from dpframe.releases.synthesis import (
     class_conditional,
@@ -83,18 +84,19 @@ class GMMParams(PrivacyParams):
         validator=_projection,
         eq=False,
     )
-    count_share: float = param(
-        0.1,
-        help="share of the budget for the per-class counts",
+    count_share: float | None = param(
+        None,
+        help="share of the budget for the per-class counts (default by rule: 0.1, or "
+        "0.05 with covariance = tied; README)",
         constraint="0 < share, count_share + mean_share < 1",
-        validator=probability_open,
+        validator=optional(probability_open),
     )
-    mean_share: float = param(
-        0.3,
-        help="share of the budget for the per-class sums (means); the rest goes to the "
-        "second moments",
+    mean_share: float | None = param(
+        None,
+        help="share of the budget for the per-class sums (means), the rest going to the "
+        "second moments (default by rule: 0.3, or 0.45 with covariance = tied; README)",
         constraint="0 < share, count_share + mean_share < 1",
-        validator=probability_open,
+        validator=optional(probability_open),
     )
     noise: Literal["laplace", "gaussian"] = family_param()
     accounting: Literal["joint", "parallel"] = param(
@@ -103,6 +105,14 @@ class GMMParams(PrivacyParams):
         "ParallelEvent over classes, two partitions touched",
         constraint="joint | parallel",
         validator=one_of("joint", "parallel"),
+    )
+    covariance: Literal["per_class", "tied"] = param(
+        "per_class",
+        help="per_class: one noisy second moment per class (the paper); tied: one pooled "
+        "second moment for all classes, one shared within-class covariance (LDA's model; "
+        "noise divided by n rather than a class size)",
+        constraint="per_class | tied (tied needs accounting = joint)",
+        validator=one_of("per_class", "tied"),
     )
     balanced: bool = param(
         False, help="equal class sizes in the synthetic data (default: the noisy proportions)"
@@ -130,10 +140,16 @@ class GMMParams(PrivacyParams):
 
     def __attrs_post_init__(self) -> None:
         check_family(self.noise, self.delta)
-        if self.count_share + self.mean_share >= 1:
+        counts, sums = self.budget_shares()
+        if counts + sums >= 1:
             raise ParameterError(
                 "count_share + mean_share must be below 1 (the rest is for the second "
-                f"moments), got {self.count_share + self.mean_share:g}."
+                f"moments), got {counts + sums:g}."
+            )
+        if self.covariance == "tied" and self.accounting != "joint":
+            raise ParameterError(
+                "covariance = tied pools every class's second moment into one statistic; "
+                "use accounting = joint."
             )
         needs = {"none": (False, False), "ron": (True, False), "supplied": (False, True)}
         wants_dimension, wants_projection = needs[self.reduction]
@@ -149,6 +165,16 @@ class GMMParams(PrivacyParams):
                 if wants_projection
                 else "projection is only used with reduction = supplied; set it."
             )
+
+    def budget_shares(self) -> tuple[float, float]:
+        """``(count_share, mean_share)``: the user's, or the rule's when not given (README,
+        "Budget shares"): 0.1 and 0.3 for per-class covariances; 0.05 and 0.45 for a tied
+        covariance, whose single pooled moment needs less of the budget."""
+        rule = (0.05, 0.45) if self.covariance == "tied" else (0.1, 0.3)
+        return (
+            rule[0] if self.count_share is None else self.count_share,
+            rule[1] if self.mean_share is None else self.mean_share,
+        )
 
 
 @data_coordinates
@@ -230,17 +256,12 @@ class GMM(Mechanism):
             w = np.eye(dataset.n_features, params.dimension)
         else:
             w = self._projection(params, dataset.n_features, None)
-        counts, sums, seconds = _class_moments(dataset, w, region)
-        values = {
-            "counts": counts,
-            "sums": sums,
-            "second_moments": np.stack([symmetric_entries(s, params.noise) for s in seconds]),
-        }
+        values = _statistics(_class_moments(dataset, w, region), params)
         if params.accounting == "joint":
             return {name: values[name].ravel() for name in STAGES}
         return {
             f"{name}/{k}": np.atleast_1d(values[name][k]).ravel()
-            for k in range(counts.size)
+            for k in range(values["counts"].size)
             for name in STAGES
         }
 
@@ -249,14 +270,8 @@ class GMM(Mechanism):
         region = self._region(params, domain)
         planned = self._noisy(params, domain)
         w = self._projection(params, dataset.n_features, sampler)
-        counts, sums, seconds = _class_moments(dataset, w, region)
-        n_classes, dim = sums.shape
-
-        values = {
-            "counts": np.asarray(counts, dtype=np.float64),
-            "sums": sums,
-            "second_moments": np.stack([symmetric_entries(m, params.noise) for m in seconds]),
-        }
+        values = _statistics(_class_moments(dataset, w, region), params)
+        n_classes, dim = values["sums"].shape
         if params.accounting == "joint":  # one release per stage, all classes at once
             released = {name: planned[name].perturb(values[name], sampler) for name in STAGES}
         else:  # one release per stage and class
@@ -270,16 +285,19 @@ class GMM(Mechanism):
                 for name in STAGES
             }
 
-        means, covariances, weights = [], [], []
-        for k in range(n_classes):
-            count = float(released["counts"][k])
-            total = released["sums"][k]
-            entries = released["second_moments"][k]
-            second = symmetric_matrix(entries, dim, params.noise)
-            mean, covariance = moments_to_gaussian(count, total, second)
-            means.append(region.clip(mean[None, :])[0])
-            covariances.append(covariance)
-            weights.append(max(count, 0.0))
+        if params.covariance == "tied":
+            means, covariances, weights = _tied_model(released, region, dim, params, domain)
+        else:
+            means, covariances, weights = [], [], []
+            for k in range(n_classes):
+                count = float(released["counts"][k])
+                total = released["sums"][k]
+                entries = released["second_moments"][k]
+                second = symmetric_matrix(entries, dim, params.noise)
+                mean, covariance = moments_to_gaussian(count, total, second)
+                means.append(region.clip(mean[None, :])[0])
+                covariances.append(covariance)
+                weights.append(max(count, 0.0))
         size = params.n_synthetic or dataset.n_records
         z, labels = class_conditional(
             means,
@@ -324,6 +342,7 @@ class GMM(Mechanism):
                 "accounting": params.accounting,
                 "reduction": params.reduction,
                 "balanced": params.balanced,
+                "covariance": params.covariance,
                 "output_space": params.output_space,
                 "empty_classes": empty,
             },
@@ -336,6 +355,42 @@ class GMM(Mechanism):
         if params.reduction == "supplied":
             return check_projection(params.projection)
         return None
+
+
+def _statistics(
+    moments: tuple[np.ndarray, np.ndarray, np.ndarray], params: GMMParams
+) -> dict[str, np.ndarray]:
+    """The statistics released: per-class counts and sums, and the per-class second
+    moments (``per_class``) or their sum over classes, one pooled moment (``tied``)."""
+    counts, sums, seconds = moments
+    if params.covariance == "tied":
+        pooled = symmetric_entries(seconds.sum(axis=0), params.noise)[None, :]
+    else:
+        pooled = np.stack([symmetric_entries(s, params.noise) for s in seconds])
+    return {
+        "counts": np.asarray(counts, dtype=np.float64),
+        "sums": sums,
+        "second_moments": pooled,
+    }
+
+
+def _tied_model(
+    released: dict[str, np.ndarray], region: Region, dim: int, params: GMMParams, domain: Domain
+) -> tuple[list[np.ndarray], list[np.ndarray], list[float]]:
+    """Post-processing for ``tied``: class means ``s~_k / max(n~_k, 1)`` clamped into the
+    region, and one within-class covariance ``psd(S~ / n - sum_k pi_k mu_k mu_k^T)`` with
+    ``n`` the public record count and ``pi_k`` the noisy class proportions."""
+    counts = np.asarray(released["counts"], dtype=np.float64)
+    weights = np.maximum(counts, 0.0)
+    means = [
+        region.clip((released["sums"][k] / max(float(counts[k]), 1.0))[None, :])[0]
+        for k in range(counts.size)
+    ]
+    share = weights / weights.sum() if weights.sum() > 0 else np.full(counts.size, 1 / counts.size)
+    second = symmetric_matrix(released["second_moments"][0], dim, params.noise)
+    between = sum(p * np.outer(mu, mu) for p, mu in zip(share, means, strict=True))
+    pooled = psd_project(second / public_count(domain) - between)
+    return means, [pooled] * counts.size, weights.tolist()
 
 
 def _class_moments(

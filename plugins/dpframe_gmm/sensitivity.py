@@ -29,6 +29,11 @@ sums and second moments.
 its sensitivity is the larger of the replace and moving-class columns, and the three
 stages compose to ``(epsilon, delta)``.
 
+``covariance = "tied"`` (joint only): the second moments of all classes are summed into
+one pooled ``S = sum_i u_i u_i^T``; a neighbour changes one summand whatever the classes,
+so its sensitivity is the replace bound (L1 kappa-bound, L2 ``sqrt(2) R^2``), and the
+noise on the shared covariance ``S/n - sum_k pi_k mu_k mu_k^T`` is divided by ``n``.
+
 ``accounting = "parallel"``: one child event per class, ``ParallelEvent(children,
 partitions_touched=2)``; each child's stage is calibrated to the larger of its replace
 and add/remove bounds (counts 1, sums ``2L``/``2R``, second ``max(kappa-bound, (L^2 +
@@ -77,17 +82,23 @@ def joint_sensitivities(region: Region, norm: str) -> dict[str, float]:
     return {name: max(rep, combine * add) for name, (rep, add) in _bounds(region, norm).items()}
 
 
+def tied_sensitivities(region: Region, norm: str) -> dict[str, float]:
+    """``covariance = tied``: counts and sums as :func:`joint_sensitivities`; the pooled
+    second moment ``sum_i u_i u_i^T`` ignores the class, so a neighbour (a replace, whether
+    or not the class changes) changes one summand: the replace bound."""
+    return joint_sensitivities(region, norm) | {
+        "second_moments": second_moment(region, norm),
+    }
+
+
 def partition_sensitivities(region: Region, norm: str) -> dict[str, float]:
     """Per stage, for one class (a partition): ``max(replace, add/remove)``."""
     return {name: max(rep, add) for name, (rep, add) in _bounds(region, norm).items()}
 
 
 def shares(params: object) -> dict[str, float]:
-    return {
-        "counts": params.count_share,
-        "sums": params.mean_share,
-        "second_moments": 1.0 - params.count_share - params.mean_share,
-    }
+    counts, sums = params.budget_shares()
+    return {"counts": counts, "sums": sums, "second_moments": 1.0 - counts - sums}
 
 
 def stages(params: object, domain: Domain, region: Region) -> dict[str, NoisyStage]:
@@ -97,14 +108,18 @@ def stages(params: object, domain: Domain, region: Region) -> dict[str, NoisySta
     norm = norm_of(params.noise)
     budget = shares(params)
     if params.accounting == "joint":
-        sens = joint_sensitivities(region, norm)
+        tied = getattr(params, "covariance", "per_class") == "tied"
+        sens = (tied_sensitivities if tied else joint_sensitivities)(region, norm)
+        notes = {name: "all classes, one vector" for name in STAGES}
+        if tied:
+            notes["second_moments"] = "all records, one pooled moment (class-free)"
         return plan_stages(
             params.noise,
             params.epsilon,
             params.delta,
             {name: (budget[name], sens[name]) for name in STAGES},
             domain.relation,
-            {name: "all classes, one vector" for name in STAGES},
+            notes,
         )
     sens = partition_sensitivities(region, norm)
     laplace = params.noise == "laplace"

@@ -73,7 +73,7 @@ def test_the_demo_runs_end_to_end(tmp_path, monkeypatch):
     gmm = doc["run"]["steps"][1]
     assert gmm["links"][0]["name"] == "pca" and gmm["links"][0]["array"] == "components"
     rows = {r["name"].split(" ")[0]: r for r in doc["utility"]["rows"]}
-    assert set(rows) == {"real", "gmm_pca", "gmm_ron", "always"}
+    assert set(rows) == {"real", "gmm_pca", "gmm_tied", "always"}
     for step in doc["run"]["steps"][1:]:  # one ε per step: the charged one, labelled so
         row = rows[step["name"]]
         assert row["charged_epsilon"] == step["cost"] != step["epsilon"]
@@ -88,7 +88,7 @@ def test_the_demo_runs_end_to_end(tmp_path, monkeypatch):
 def test_a_seeded_demo_is_reproducible(tmp_path):
     for run in ("a", "b"):
         run_demo(seed=11, ledger=tmp_path / f"{run}.ledger", out=tmp_path / run)
-    for step in ("pca", "gmm_pca", "gmm_ron"):
+    for step in ("pca", "gmm_pca", "gmm_tied"):
         first, second = (Release.load(tmp_path / run / step) for run in ("a", "b"))
         assert first.arrays.keys() == second.arrays.keys()
         for name in first.arrays:

@@ -107,6 +107,77 @@ def test_gaussian_covariance_noise_is_svec_shaped():
     assert 0.45 < off.var() < 0.55
 
 
+# AC-, Variance- and FHR-like columns: half-widths 1/30, 4512.5 and 75 (README, "Units")
+WIDE = Domain(lower=[0.0, 0.0, 50.0], upper=[1 / 15, 9025.0, 200.0])
+
+
+@pytest.mark.parametrize("name", ["laplace", "gaussian"])
+def test_each_column_error_is_in_proportion_to_its_own_range(name):
+    """README "Per-coordinate calibration": column j's noise is s_j times one scale in
+    the rescaled coordinates, b_j = 2 m s_j / (n eps) for Laplace, sigma_j = z 2 sqrt(m)
+    s_j / n for Gaussian (whatever the other columns' ranges)."""
+    mech = dpframe.mechanism(name)
+    extra = {"delta": 1e-5} if name == "gaussian" else {}
+    params = mech.params(epsilon=1.0, in_domain=False, **extra)
+    n, m = 50, 3
+    half = np.array([1 / 30, 4512.5, 75.0])
+    x = np.tile([1 / 30, 4512.5, 125.0], (n, 1))  # every row at the centre
+    data = dataset(x, WIDE)
+    sampler = SeededSampler(17)
+    draws = np.array([mech.run(data, params, sampler)["mean"] for _ in range(1200)])
+    errors = (draws - x[0]) / half  # each column's error in units of its half-width
+    if name == "laplace":
+        predicted = 2 * m / (n * 1.0)  # E|Lap(b)| = b; the grid adds at most 2^-12
+        # |Lap| is exponential: 1200 draws give a relative s.e. of 2.9 %; the band is
+        # 4.5 s.e. wide on each side (false alarm < 1e-5 per column)
+        ratio = np.abs(errors).mean(axis=0) / predicted
+        assert np.all((ratio > 0.87) & (ratio < 1.13)), ratio
+    else:
+        z = mech.plan(params, data.domain).noise_multiplier
+        predicted = z * 2 * np.sqrt(m) / n
+        # sample variance of 1200 normals: relative s.e. 4.1 %; band 4.6 s.e. (< 1e-5)
+        ratio = errors.var(axis=0) / predicted**2
+        assert np.all((ratio > 0.81) & (ratio < 1.19)), ratio
+
+
+def test_narrow_column_matches_a_per_column_split_and_beats_raw_units():
+    """diffprivlib-style check: m one-column Laplace means, each with eps/m and its own
+    bounds, have scale (hi_j - lo_j) / (n eps / m); the rescaled release has the same
+    scale per column and the same total eps, while raw units give the narrow column the
+    widest one's noise."""
+    mech = dpframe.mechanism("laplace")
+    n, m, eps = 50, 3, 1.0
+    lower, upper = np.array(WIDE.lower), np.array(WIDE.upper)
+    split = (upper - lower) / (n * eps / m)  # per-column budget eps/m, its own bounds
+    x = np.tile([0.0032, 3000.0, 130.0], (n, 1))
+    data = dataset(x, WIDE)
+    rescaled = execute(mech, data, mech.params(epsilon=eps), SeededSampler(2))
+    assert rescaled.noise_scales["mean"] * (upper - lower) / 2 == pytest.approx(split, rel=1e-12)
+    raw = mech.params(epsilon=eps, units="raw", in_domain=False)
+    raw_scale = execute(mech, data, raw, SeededSampler(2)).noise_scales["mean"]
+    assert raw_scale == pytest.approx(np.sum(upper - lower) / (n * eps))
+    sampler = SeededSampler(5)
+    narrow = [
+        mech.run(data, mech.params(epsilon=eps, in_domain=False), sampler)["mean"][0]
+        for _ in range(400)
+    ]
+    # mean |error| is split[0] = 0.004 (s.e. 5 % over 400 draws); raw units give ~184
+    assert np.mean(np.abs(np.array(narrow) - 0.0032)) < 1.3 * split[0]
+    assert split[0] < 1e-4 * raw_scale
+
+
+def test_means_are_clamped_to_the_domain():
+    mech = dpframe.mechanism("laplace")
+    x = np.tile([0.0, 0.0, 50.0], (5, 1))  # every row at the lower corner
+    means = [
+        execute(mech, dataset(x, WIDE), mech.params(epsilon=0.1), SeededSampler(s))["mean"]
+        for s in range(20)
+    ]
+    lower, upper = np.array(WIDE.lower), np.array(WIDE.upper)
+    assert all(np.all((lower <= v) & (v <= upper)) for v in means)
+    assert any(np.any(v == lower) for v in means)  # the noise did push some outside
+
+
 def test_same_seed_same_release_different_seed_different():
     mech = dpframe.mechanism("gaussian")
     params = mech.params(epsilon=1.0, delta=1e-5)

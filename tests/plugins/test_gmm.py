@@ -139,6 +139,64 @@ def test_per_class_sensitivities_survive_attack(search, accounting):
         assert found["counts"] == pytest.approx(2.0)
 
 
+@pytest.mark.parametrize("noise", ["laplace", "gaussian"])
+def test_tied_sensitivities_survive_attack(search, noise):
+    """The pooled second moment ignores the class: a neighbour (changing class or not)
+    changes it by at most the replace bound, which opposite corners attain."""
+    domain = Domain(lower=-1.0, upper=1.0, labels=Classes((0, 1)))
+    base = (uniform_rows(9, 5, 3), np.array([0, 1, 0, 1, 1]))
+    extra = {"noise": "gaussian", "delta": 1e-6} if noise == "gaussian" else {}
+    params = GMM.params(epsilon=1.0, covariance="tied", **extra)
+    found, declared = search(GMM, params, domain, base, labels=(0, 1), random_pairs=40)
+    norm = "l2" if noise == "gaussian" else "l1"
+    region = Region.of_domain(Domain(lower=-1.0, upper=1.0, feature_names=("a", "b", "c")))
+    assert declared["second_moments"].value == pytest.approx(second_moment(region, norm))
+    for stage, sensitivity in declared.items():
+        assert found[stage] <= sensitivity.value * (1 + 1e-9), stage
+        assert found[stage] >= 0.66 * sensitivity.value, stage
+
+
+def test_tied_covariance_is_shared_and_less_noisy():
+    data = labelled(8)
+    same_shares = {"count_share": 0.1, "mean_share": 0.3}  # per_class's rule
+    params = GMM.params(epsilon=1.0, covariance="tied", **same_shares)
+    tied = execute(GMM, data, params, SeededSampler(1))
+    per_class = execute(GMM, data, GMM.params(epsilon=1.0), SeededSampler(1))
+    covariances = tied["covariances"]
+    assert all(np.array_equal(c, covariances[0]) for c in covariances)
+    assert np.linalg.eigvalsh(covariances[0]).min() >= -1e-12
+    # one pooled moment of 15 entries against three per-class moments in one vector
+    assert tied.noise_scales["second_moments"] < per_class.noise_scales["second_moments"]
+    assert tied.noise_scales["sums"] == per_class.noise_scales["sums"]
+    assert tied.info["covariance"] == "tied"
+
+
+def test_shares_follow_the_rule_when_not_given():
+    domain = labelled(8).domain
+    for covariance, rule in (("per_class", (0.1, 0.3)), ("tied", (0.05, 0.45))):
+        default = GMM.params(epsilon=1.0, covariance=covariance)
+        explicit = GMM.params(
+            epsilon=1.0, covariance=covariance, count_share=rule[0], mean_share=rule[1]
+        )
+        assert default.budget_shares() == rule
+        assert GMM.plan(default, domain) == GMM.plan(explicit, domain)
+    given = GMM.params(epsilon=1.0, covariance="tied", mean_share=0.2)
+    assert given.budget_shares() == (0.05, 0.2)
+
+
+def test_tied_model_approaches_lda_at_large_epsilon():
+    """At a huge budget the tied model's covariance is the pooled within-class one."""
+    data = labelled(14, n=3000, m=3)
+    release = execute(
+        GMM, data, GMM.params(epsilon=1e7, covariance="tied", in_domain=False), SeededSampler(3)
+    )
+    x, y = data.features, data.label_values(data.labels)
+    pooled = sum(np.cov(x[y == c].T, bias=True) * np.mean(y == c) for c in ("a", "b", "c"))
+    assert np.linalg.norm(release["covariances"][0] - pooled) < 1e-3 * np.linalg.norm(pooled)
+    for k, c in enumerate(("a", "b", "c")):
+        assert release["means"][k] == pytest.approx(x[y == c].mean(0), abs=1e-3)
+
+
 def test_supplied_projection_from_lap_pca(search):
     data = labelled(10)
     components = execute(LAP_PCA, data, LAP_PCA.params(epsilon=1.0, dimension=2), SeededSampler(1))[
@@ -198,6 +256,8 @@ def test_bad_parameters_fail_with_one_sentence():
         ({"count_share": 0.5, "mean_share": 0.5}, "below 1"),
         ({"epsilon": -1.0}, "epsilon"),
         ({"accounting": "sequential"}, "accounting"),
+        ({"covariance": "tied", "accounting": "parallel"}, "use accounting = joint"),
+        ({"covariance": "full"}, "covariance"),
     ]
     for values, text in cases:
         with pytest.raises(ParameterError) as exc:
