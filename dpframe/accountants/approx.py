@@ -439,7 +439,8 @@ _GRIDS: EventCache = EventCache(1024)
 def _grid_of(event: PrivacyEvent) -> list[Sum]:
     """``ε`` of a curved composite part at the per-part δ's ``2^-j``, exact."""
     profile = profile_of(event)
-    return [_exact(max(0.0, profile.at(2.0**-j))) for j in range(1, GRID + 1)]
+    values = (profile.at(2.0**-j) for j in range(1, GRID + 1))
+    return [_exact(math.inf if math.isnan(v) else max(0.0, v)) for v in values]
 
 
 def _window(eps0: float, count: int) -> int:
