@@ -9,7 +9,9 @@ checkpoint, every later row checked, the anchor checked, the running total, the 
 and the commit, around a Laplace or Gaussian release of 200 x 3 records. The earlier
 charges are appended in bulk through the store's own append path (the same rows, MACs and
 checkpoints a real run writes, only faster to make), then each point is timed over
-`--repeats` real charges: min and median.
+`--repeats` real charges: min and median wall time, and the median CPU time of the
+process (on a loaded machine the wall time is mostly waiting for a core). `--audit` also
+times `verify` and `audit` (totals under the budget's own accountant) at every length.
 
 With ``--backend postgresql`` the ledgers live in a PostgreSQL server started with
 pgserver in a temporary directory (Unix socket, same machine), or in ``--url``'s database
@@ -78,12 +80,19 @@ def fill(ledger: Ledger, name: str, target: int) -> None:
 
 
 def timed(function, repeats: int) -> tuple[float, float]:
-    values = []
+    """Min and median wall time of ``repeats`` calls (the median CPU time of this process
+    goes to ``CPU``: on a loaded machine the wall time is mostly waiting)."""
+    values, cpu = [], []
     for _ in range(repeats):
-        start = time.perf_counter()
+        start, start_cpu = time.perf_counter(), time.process_time()
         function()
         values.append(time.perf_counter() - start)
+        cpu.append(time.process_time() - start_cpu)
+    CPU[0] = statistics.median(cpu)
     return min(values), statistics.median(values)
+
+
+CPU = [0.0]
 
 
 def main(argv: list[str]) -> None:
@@ -106,7 +115,10 @@ def main(argv: list[str]) -> None:
     data = dataset()
     print(f"# load average {os.getloadavg()[0]:.1f} on {os.cpu_count()} cores", flush=True)
     print(f"# backend {args.backend}", flush=True)
-    print("accountant,prior_charges,charge_min_ms,charge_median_ms", flush=True)
+    print(
+        "accountant,prior_charges,charge_min_ms,charge_median_ms,charge_median_cpu_ms,load",
+        flush=True,
+    )
     with contextlib.ExitStack() as stack:
         tmp = stack.enter_context(tempfile.TemporaryDirectory(dir=args.dir))
         if args.backend == "postgresql":
@@ -144,8 +156,12 @@ def main(argv: list[str]) -> None:
                         interleaved(ledger, baseline, name, data, length, args.repeats)
                         continue
                     best, median = timed(lambda n=name: charge(ledger, n, data), args.repeats)
-                    print(f"{name},{length},{best * 1e3:.2f},{median * 1e3:.2f}", flush=True)
-                    if args.audit and name == "pure":
+                    print(
+                        f"{name},{length},{best * 1e3:.2f},{median * 1e3:.2f},"
+                        f"{CPU[0] * 1e3:.2f},{os.getloadavg()[0]:.1f}",
+                        flush=True,
+                    )
+                    if args.audit:
                         verify(ledger, length)
 
     print("done", flush=True)
@@ -230,16 +246,17 @@ def floor_postgres(url: str, repeats: int) -> tuple[float, float]:
 def verify(ledger: Ledger, length: int) -> None:
     from dpframe.ledger.audit import audit
 
-    start = time.perf_counter()
+    start, cpu = time.perf_counter(), time.process_time()
     report = ledger.verify()
-    seconds = time.perf_counter() - start
+    seconds, cpu = time.perf_counter() - start, time.process_time() - cpu
     assert report.ok, report.problems[:3]
-    start = time.perf_counter()
-    audited = audit(ledger, accountants=["pure"])
-    audit_seconds = time.perf_counter() - start
+    start, audit_cpu = time.perf_counter(), time.process_time()
+    audited = audit(ledger, accountants=[ledger.budgets()[0].accountant])
+    audit_seconds, audit_cpu = time.perf_counter() - start, time.process_time() - audit_cpu
     print(
-        f"# verify {report.entries} entries ({length} charges): {seconds:.2f} s; "
-        f"audit: {audit_seconds:.2f} s (ok={audited.ok})",
+        f"# verify {report.entries} entries ({length} charges): {seconds:.2f} s "
+        f"(CPU {cpu:.2f} s); audit: {audit_seconds:.2f} s (CPU {audit_cpu:.2f} s, "
+        f"ok={audited.ok}); load {os.getloadavg()[0]:.1f}",
         flush=True,
     )
 

@@ -21,6 +21,7 @@ from __future__ import annotations
 
 import datetime
 import functools
+import gc
 import json
 import math
 import os
@@ -389,8 +390,17 @@ def audit(
     if not isinstance(ledger, Ledger):
         with Ledger.open(ledger) as opened:
             return audit(opened, accountants=accountants)
-    report = ledger.verify()
-    budgets, charges = ledger.recorded()
+    enabled = gc.isenabled()
+    gc.disable()  # 100,000s of long-lived objects: each collection would rescan them all
+    try:
+        return _audit(ledger, accountants)
+    finally:
+        if enabled:
+            gc.enable()
+
+
+def _audit(ledger: Ledger, accountants: list[str] | None) -> AuditReport:
+    report, budgets, charges = ledger.verified_records()
     tampered_seqs = {p.seq for p in report.problems if p.seq is not None}
     tampered_ids = {p.entry_id for p in report.problems if p.entry_id is not None}
     by_id = {c.entry_id: c for c in charges}
@@ -425,6 +435,7 @@ def _audit_budget(
 
     delta = min(budget.cap.delta * (1 + RTOL), 1.0)
     events = [c.event for c in charges]
+    grouped = Counter(events)  # first-seen order: the ledger's fold adds them so
     flags: list[str] = []
     try:
         accountant = registry().accountant(budget.accountant, relation=budget.relation)
@@ -436,12 +447,12 @@ def _audit_budget(
         flags.append("accountant_member_unavailable")
     if accountant is not None:
         try:
-            spent = accountant.epsilon(composition(accountant, events), delta) if events else 0.0
+            spent = running_total(accountant, grouped).epsilon(delta) if events else 0.0
         except DPFrameError:
             spent = math.inf
         if not within(spent, budget.cap.epsilon):
             flags.append("over_cap")
-    filter_ok = None if accountant is None else is_filter(accountant, events)
+    filter_ok = None if accountant is None else is_filter(accountant, list(grouped))
     units = [planning_unit(c) for c in charges]
     first_unit = units[0] if units else None
     entries = []
@@ -458,7 +469,7 @@ def _audit_budget(
         budget=budget,
         adaptive_filter=filter_ok,
         spent=spent,
-        totals=accountant_totals(events, budget.relation, delta, names),
+        totals=accountant_totals(grouped, budget.relation, delta, names),
         planning_units=len(set(units)),
         chains=chains,
         entries=tuple(entries),
@@ -510,8 +521,7 @@ def _audit_entry(
 def rederive(mechanism: type, charge: Charge) -> Rederivation:
     """Re-plan ``charge`` with ``mechanism`` from its recorded parameters and domain."""
     try:
-        key = (json.dumps(charge.params, sort_keys=True), json.dumps(charge.domain, sort_keys=True))
-        event = _replan(mechanism, *key)
+        event = _replan(mechanism, _text(charge.params), _text(charge.domain))
     except Exception as exc:  # the plugin's own failure is the finding
         detail = str(exc) if isinstance(exc, DPFrameError) else f"{type(exc).__name__}: {exc}"
         return Rederivation("error", detail=detail)
@@ -522,6 +532,32 @@ def rederive(mechanism: type, charge: Charge) -> Rederivation:
         event,
         f"re-derived {event.describe()}, but {charge.event.describe()} was charged",
     )
+
+
+_TEXTS: dict[int, tuple[Any, str]] = {}
+
+
+def _text(value: Any) -> str:
+    """``value`` as sorted JSON; charges read from identical reserve rows share their
+    decoded parameters, so each distinct object is encoded once (kept alive with its
+    text, so that its id is not reused)."""
+    found = _TEXTS.get(id(value))
+    if found is not None and found[0] is value:
+        return found[1]
+    text = json.dumps(value, sort_keys=True)
+    if len(_TEXTS) >= 4096:
+        _TEXTS.clear()
+    _TEXTS[id(value)] = (value, text)
+    return text
+
+
+def running_total(accountant: Any, events: Counter) -> Any:
+    """The accountant's running total of ``events`` (counted, in first-seen order): the
+    total the ledger keeps for a budget, re-derived from its rows."""
+    total = accountant.running()
+    for event, count in events.items():
+        total = total.add_many(event, count)
+    return total
 
 
 @functools.lru_cache(maxsize=1024)
@@ -594,7 +630,10 @@ def _chains(entries: list[EntryAudit], accountant: Any, delta: float) -> tuple[C
 
 
 def accountant_totals(
-    events: list[PrivacyEvent], relation: Any, delta: float, names: list[str] | None = None
+    events: list[PrivacyEvent] | Counter,
+    relation: Any,
+    delta: float,
+    names: list[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """ε of the composition of ``events`` at ``delta`` under every registered accountant
     (or ``names``): ``{name: {"epsilon", "adaptive_filter", "error"}}``, with ``epsilon``

@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import json
 import math
+from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
@@ -31,7 +32,10 @@ CHECKPOINT_EVERY = 64
 """Rows between checkpoints: a write re-verifies at most this many rows."""
 
 AccountantOf = Callable[[DatasetBudget], Accountant]
-_EVENTS: dict[str, Any] = {}  # decoded events by their JSON (events are immutable)
+_RESERVES: dict[str, tuple[dict[str, Any], Any]] = {}
+"""Decoded reserve bodies and their events by stored text (read-only; a reserve body holds
+no entry-unique field, so a ledger of repeated releases decodes each body once)."""
+_MAX_CACHED = 4096
 
 
 class Fold:
@@ -62,6 +66,7 @@ class Fold:
         self.labels: dict[str, str] = {}
         self.fingerprints: dict[str, str] = {}
         self._totals: dict[str, RunningTotal] = {}
+        self._pending: dict[str, Counter] = {}  # events folded but not yet added to totals
         self.checkpoint_seq = 0  # the store's last checkpoint (row and MAC)
         self.checkpoint_mac = GENESIS
 
@@ -84,9 +89,7 @@ class Fold:
     def _check(self, row: Row) -> tuple[dict[str, Any] | None, list[str]]:
         problems = []
         try:
-            body = json.loads(row.body)
-            if not isinstance(body, dict):
-                raise ValueError("not an object")
+            body = decode_body(row)
         except (ValueError, TypeError):
             return None, [*problems, f"{where(row)} has a body that is not a JSON object."]
         if row_hash(row) != row.hash:
@@ -172,7 +175,7 @@ class Fold:
             return []
         if row.kind == "reserve":
             try:
-                event = self._event(body.get("event"))
+                event = reserve_event(row.body, body)
             except EventError as exc:
                 return [f"{where(row)} holds an event that cannot be read: {exc}"]
             self.open[row.entry_id] = budget_id
@@ -189,24 +192,23 @@ class Fold:
         budget["committed" if row.kind == "commit" else "failed"] += 1
         return []
 
-    def _event(self, data: Any) -> Any:
-        """The event recorded as ``data`` (decoded once per distinct event)."""
-        key = repr(data)  # stored bodies are canonical JSON, decoded in key order
-        found = _EVENTS.get(key)
-        if found is None:
-            found = event_from_dict(data)
-            if len(_EVENTS) > 4096:
-                _EVENTS.clear()
-            _EVENTS[key] = found
-        return found
-
     def _add(self, budget_id: str, event: Any) -> None:
-        if self.accountants is None:
+        """Count ``event`` against the budget; the running total adds the counted events
+        when it is next read (all copies of one event at once, in first-seen order)."""
+        if self.accountants is None or self.budgets[budget_id].get("stale"):
+            return
+        self._pending.setdefault(budget_id, Counter())[event] += 1
+
+    def _flush(self, budget_id: str) -> None:
+        pending = self._pending.pop(budget_id, None)
+        if not pending:
             return
         budget = self.budgets[budget_id]
         try:
-            total = self.total(budget_id)
-            self._totals[budget_id] = total.add(event)
+            total = self._stored_total(budget_id)
+            for event, count in pending.items():
+                total = total.add_many(event, count)
+            self._totals[budget_id] = total
         except DPFrameError:
             # The accountant is not installed (or refuses): the total is re-derived from
             # the rows when it is next needed (see Ledger._total).
@@ -217,6 +219,12 @@ class Fold:
     def total(self, budget_id: str) -> RunningTotal:
         """The running total of a budget's charges (raises if its accountant is missing
         or the total must be re-derived from the rows: ``stale``)."""
+        self._flush(budget_id)
+        if self.budgets[budget_id].get("stale"):
+            raise StaleTotal(budget_id)
+        return self._stored_total(budget_id)
+
+    def _stored_total(self, budget_id: str) -> RunningTotal:
         if budget_id in self._totals:
             return self._totals[budget_id]
         budget = self.budgets[budget_id]
@@ -230,6 +238,7 @@ class Fold:
     def set_total(self, budget_id: str, total: RunningTotal) -> None:
         """Replace a stale total by one re-derived from the rows."""
         self.budgets[budget_id].pop("stale", None)
+        self._pending.pop(budget_id, None)
         self._totals[budget_id] = total
 
     # -- reading -----------------------------------------------------------------------
@@ -253,6 +262,8 @@ class Fold:
     # -- checkpoints -------------------------------------------------------------------
 
     def to_dict(self) -> dict[str, Any]:
+        for budget_id in list(self._pending):
+            self._flush(budget_id)
         budgets = {}
         for budget_id, data in self.budgets.items():
             saved = dict(data)
@@ -270,7 +281,7 @@ class Fold:
         self.open = dict(state["open"])
         self.labels = {v["label"]: k for k, v in self.budgets.items()}
         self.fingerprints = {f: k for k, v in self.budgets.items() for f in v["fingerprints"]}
-        self._totals = {}
+        self._totals, self._pending = {}, {}
         return self
 
     def copy(self) -> Fold:
@@ -290,29 +301,58 @@ class Fold:
         other.labels = dict(self.labels)
         other.fingerprints = dict(self.fingerprints)
         other._totals = dict(self._totals)  # totals are immutable
+        other._pending = {k: Counter(v) for k, v in self._pending.items()}
         other.checkpoint_seq, other.checkpoint_mac = self.checkpoint_seq, self.checkpoint_mac
         return other
+
+
+def decode_body(row: Row) -> dict[str, Any]:
+    """The decoded body of ``row`` (read-only: a reserve body may be shared with other
+    rows of the same text); ``ValueError`` unless it is a JSON object."""
+    found = _RESERVES.get(row.body) if row.kind == "reserve" else None
+    if found is not None:
+        return found[0]
+    body = json.loads(row.body)
+    if not isinstance(body, dict):
+        raise ValueError("not an object")
+    return body
+
+
+def reserve_event(text: str, body: dict[str, Any]) -> Any:
+    """The event of the reserve row whose body is ``text`` (decoded as ``body``), decoded
+    once per distinct text; raises :class:`EventError` if it cannot be read."""
+    found = _RESERVES.get(text)
+    if found is None:
+        found = (json.loads(text), event_from_dict(body.get("event")))  # a private copy
+        if len(_RESERVES) >= _MAX_CACHED:
+            _RESERVES.clear()
+        _RESERVES[text] = found
+    return found[1]
 
 
 class StaleTotal(DPFrameError):
     """A budget's running total must be re-derived from its rows."""
 
 
-def same_state(recorded: Any, derived: Any) -> bool:
+def same_state(recorded: Any, derived: Any, *, total: bool = False) -> bool:
     """Whether a checkpoint's state equals the state re-derived from the rows (numbers
     up to a relative 1e-9: another machine's libm may round a transcendental otherwise;
-    totals that were not derived, ``None`` on either side, are not compared)."""
+    totals that were not derived, ``None`` on either side, are not compared, nor parts of
+    totals in another form: a checkpoint written by an earlier dpframe may hold an
+    accountant's total in an older form, e.g. approx's list of events, which the charge
+    path reads back exactly)."""
     if isinstance(recorded, dict) and isinstance(derived, dict):
-        keys = set(recorded) | set(derived)
+        if total and set(recorded) != set(derived):
+            return True
         return all(
-            same_state(recorded.get(k), derived.get(k))
-            for k in keys
+            same_state(recorded.get(k), derived.get(k), total=total or k == "total")
+            for k in set(recorded) | set(derived)
             if not (k == "total" and (recorded.get(k) is None or derived.get(k) is None))
             and k != "stale"
         )
     if isinstance(recorded, list) and isinstance(derived, list):
         return len(recorded) == len(derived) and all(
-            same_state(a, b) for a, b in zip(recorded, derived, strict=True)
+            same_state(a, b, total=total) for a, b in zip(recorded, derived, strict=True)
         )
     if _number(recorded) and _number(derived):
         return recorded == derived or math.isclose(recorded, derived, rel_tol=1e-9)
@@ -332,6 +372,7 @@ def verify_rows(
     key: bytes | None = None,
     accountants: AccountantOf | None = None,
     checkpoints: dict[int, dict[str, Any]] | None = None,
+    fold: Fold | None = None,
 ) -> list[Problem]:
     """Every integrity problem of a ledger's rows, in ``seq`` order.
 
@@ -341,14 +382,12 @@ def verify_rows(
     fingerprints defined once; charges against known budgets; every commit or fail
     closing one open reservation of the same budget), and that every checkpoint in
     ``checkpoints`` (seq -> state) equals the state re-derived from the rows up to it.
+    ``fold``, a new :class:`Fold`, is the one folded (the caller reads the budgets).
     """
     problems: list[Problem] = []
-    fold = Fold(
-        key=key,
-        ledger_id=ledger_id,
-        key_digest=key_digest,
-        accountants=accountants,
-    )
+    fold = fold if fold is not None else Fold()
+    fold.key, fold.ledger_id, fold.key_digest = key, ledger_id, key_digest
+    fold.accountants = accountants
     ids: set[str] = set()
     last: Row | None = None
     pending = dict(checkpoints or {})

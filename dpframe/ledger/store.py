@@ -29,7 +29,7 @@ import math
 import os
 import threading
 import uuid
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Iterable, Iterator
 from pathlib import Path
 from typing import Any
 
@@ -73,7 +73,14 @@ from dpframe.ledger.records import (
     event_of,
     release_digest,
 )
-from dpframe.ledger.state import CHECKPOINT_EVERY, Fold, StaleTotal, verify_rows
+from dpframe.ledger.state import (
+    CHECKPOINT_EVERY,
+    Fold,
+    StaleTotal,
+    decode_body,
+    reserve_event,
+    verify_rows,
+)
 from dpframe.privacy.accountants.base import (
     Accountant,
     RunningTotal,
@@ -541,21 +548,76 @@ class Ledger:
                 "a ledger entry is not valid JSON; run `dpframe ledger verify`."
             ) from None
 
-    def verify(self, expect_head: str | None = None, *, check_anchor: bool = True) -> VerifyReport:
+    def verify(
+        self,
+        expect_head: str | None = None,
+        *,
+        check_anchor: bool = True,
+        visit: Callable[[Row], None] | None = None,
+        fold: Fold | None = None,
+    ) -> VerifyReport:
         """Check the whole chain from row 1: every MAC, link and number, the structure,
         every checkpoint (its MAC, its link to the one before, and its state against the
         state re-derived from the rows), and the head anchor. With ``expect_head`` (a head
-        hash kept elsewhere), also check that this entry is still in the chain."""
+        hash kept elsewhere), also check that this entry is still in the chain. ``visit``
+        is called with every row read and ``fold`` (a new Fold) is the state folded: the
+        audit reads the records in the same pass."""
+        problems: list[Problem] = []
+        seen = {"count": 0, "last": None, "expected": False}
+
+        def rows() -> Iterator[Row]:
+            for row in self._iter_rows():
+                if visit is not None:
+                    visit(row)
+                seen["count"] += 1
+                seen["last"] = row
+                if row.hash == expect_head:
+                    seen["expected"] = True
+                yield row
+
         with self._lock, self._db.errors():
             self._db.begin_read()
             try:
-                rows = self._rows("TRUE", ())
                 checkpoints = self._db.execute(
                     "SELECT seq, state, prev_mac, mac FROM checkpoints ORDER BY seq"
                 ).fetchall()
+                states = self._checkpoint_states(checkpoints, problems)
+                problems += verify_rows(
+                    rows(),
+                    ledger_id=self.ledger_id,
+                    key_digest=self._init_digest(),
+                    key=self._mac_key(),
+                    accountants=self._accountant,
+                    checkpoints=states,
+                    fold=fold,
+                )
             finally:
                 self._db.commit()
-        problems: list[Problem] = []
+        last: Row | None = seen["last"]  # type: ignore[assignment]
+        if check_anchor and self.format >= 2 and self._key is not None:
+            problems += self._anchor_problems(last.seq if last else 0)
+        if expect_head is not None and not seen["expected"]:
+            problems.append(
+                Problem(
+                    f"the expected head {expect_head[:16]}… is not in the chain: rows up to it "
+                    "were changed or deleted."
+                )
+            )
+        return VerifyReport(
+            str(self.path),
+            self.ledger_id,
+            int(seen["count"]),  # type: ignore[call-overload]
+            last.seq if last else 0,
+            last.hash if last else GENESIS,
+            tuple(problems),
+            authenticated=self._key is not None,
+        )
+
+    def _checkpoint_states(
+        self, checkpoints: list[tuple], problems: list[Problem]
+    ) -> dict[int, dict[str, Any]]:
+        """The states of the checkpoints whose MAC and link verify (by row); a problem for
+        each other one."""
         states: dict[int, dict[str, Any]] = {}
         if self.format >= 2 and self._key is not None:
             prev = GENESIS
@@ -571,33 +633,7 @@ class Ledger:
                 else:
                     states[int(seq)] = json.loads(state)
                 prev = mac
-        problems += verify_rows(
-            rows,
-            ledger_id=self.ledger_id,
-            key_digest=self._init_digest(),
-            key=self._mac_key(),
-            accountants=self._accountant,
-            checkpoints=states,
-        )
-        last = rows[-1] if rows else None
-        if check_anchor and self.format >= 2 and self._key is not None:
-            problems += self._anchor_problems(last.seq if last else 0)
-        if expect_head is not None and not any(r.hash == expect_head for r in rows):
-            problems.append(
-                Problem(
-                    f"the expected head {expect_head[:16]}… is not in the chain: rows up to it "
-                    "were changed or deleted."
-                )
-            )
-        return VerifyReport(
-            str(self.path),
-            self.ledger_id,
-            len(rows),
-            last.seq if last else 0,
-            last.hash if last else GENESIS,
-            tuple(problems),
-            authenticated=self._key is not None,
-        )
+        return states
 
     def check_release(self, release: Release) -> Charge:
         """The committed charge of ``release``; one sentence unless its digest matches."""
@@ -622,25 +658,20 @@ class Ledger:
         charging decision on this: :meth:`charges` and :meth:`reserve` refuse changed rows.
         """
         with self._lock, self._db.errors():
-            rows = self._rows("TRUE", ())
+            self._db.begin_read()
+            try:
+                return _records(self._iter_rows())
+            finally:
+                self._db.commit()
+
+    def verified_records(
+        self, expect_head: str | None = None
+    ) -> tuple[VerifyReport, list[DatasetBudget], list[Charge]]:
+        """:meth:`verify` and :meth:`recorded` in one pass over the rows (the audit)."""
+        rows: list[Row] = []
         fold = Fold()
-        entries = []
-        for row in rows:
-            try:
-                body = _json(row.body)
-            except ValueError:
-                continue
-            fold.apply(row, body)
-            entries.append(_entry(row, body))
-        budgets = fold.all_budgets()
-        closing = {e.ref: e for e in entries if e.kind in ("commit", "fail")}
-        charges = []
-        for entry in (e for e in entries if e.kind == "reserve"):
-            try:
-                charges.append(_charge(entry, budgets, closing.get(entry.entry_id)))
-            except (KeyError, TypeError, ValueError, AttributeError, DPFrameError):
-                continue
-        return list(budgets.values()), charges
+        report = self.verify(expect_head, visit=rows.append, fold=fold)
+        return (report, *_records(rows, fold))
 
     # -- internals: keys -------------------------------------------------------------
 
@@ -882,6 +913,13 @@ class Ledger:
         query = f"SELECT {_ROW_COLUMNS} FROM entries WHERE {where} ORDER BY seq"
         return [Row(*r) for r in self._db.execute(query, args).fetchall()]
 
+    def _iter_rows(self, batch: int = 4096) -> Iterator[Row]:
+        """Every row in chain order, read in batches through one cursor (constant memory)."""
+        cursor = self._db.execute(f"SELECT {_ROW_COLUMNS} FROM entries ORDER BY seq")
+        make = Row._make
+        while chunk := cursor.fetchmany(batch):
+            yield from map(make, chunk)
+
     def _checked(self, row: Row) -> Entry:
         """The row as an Entry, after checking its MAC (a changed row is refused)."""
         try:
@@ -1060,6 +1098,37 @@ def composition(accountant: Accountant, events: list[PrivacyEvent]) -> PrivacyEv
     return group_identical(accountant, events)
 
 
+def _records(
+    rows: Iterable[Row], folded: Fold | None = None
+) -> tuple[list[DatasetBudget], list[Charge]]:
+    """The budgets and charges as recorded in ``rows`` (see :meth:`Ledger.recorded`);
+    ``folded``: the rows were folded already (by :meth:`Ledger.verify`)."""
+    fold = folded or Fold()
+    entries = []
+    events: dict[int, PrivacyEvent] = {}
+    for row in rows:
+        try:
+            body = decode_body(row)
+        except (ValueError, TypeError):
+            continue
+        if row.kind == "reserve":
+            with contextlib.suppress(ValueError, TypeError, DPFrameError):
+                events[row.seq] = reserve_event(row.body, body)
+        if folded is None:
+            fold.apply(row, body)
+        if row.kind in ("reserve", "commit", "fail"):
+            entries.append(_entry(row, body))
+    budgets = fold.all_budgets()
+    closing = {e.ref: e for e in entries if e.kind in ("commit", "fail")}
+    charges = []
+    for entry in (e for e in entries if e.kind == "reserve"):
+        try:
+            charges.append(_charge(entry, budgets, closing.get(entry.entry_id), events[entry.seq]))
+        except (KeyError, TypeError, ValueError, AttributeError, DPFrameError):
+            continue
+    return list(budgets.values()), charges
+
+
 def _json(text: str) -> dict[str, Any]:
     value = json.loads(text)
     if not isinstance(value, dict):
@@ -1226,7 +1295,12 @@ def _reserve_body(
     }
 
 
-def _charge(entry: Entry, budgets: dict[str, DatasetBudget], closing: Entry | None) -> Charge:
+def _charge(
+    entry: Entry,
+    budgets: dict[str, DatasetBudget],
+    closing: Entry | None,
+    event: PrivacyEvent | None = None,
+) -> Charge:
     body = entry.body
     budget = budgets.get(str(entry.budget_id))
     status = (
@@ -1249,7 +1323,7 @@ def _charge(entry: Entry, budgets: dict[str, DatasetBudget], closing: Entry | No
         dpframe_version=body.get("dpframe_version", ""),
         params=body["params"],
         domain=body["domain"],
-        event=event_of(body),
+        event=event if event is not None else event_of(body),
         sampler=body["sampler"],
         chain=body.get("chain"),
         flags=tuple(body.get("flags", ())),

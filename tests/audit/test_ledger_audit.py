@@ -341,3 +341,18 @@ def test_a_best_member_missing_here_is_flagged_and_never_lowers_the_balance(ledg
     without = registry().accountant("best[pure,rdp]")
     expected = without.epsilon(composition(without, events), 1e-6 * (1 + 1e-9))
     assert budget.spent == pytest.approx(expected, rel=1e-12)
+
+
+def test_the_audit_re_derives_an_approx_budgets_running_total_exactly(ledger, ledger_file):
+    """The ledger admits charges from its checkpointed running total; the audit folds the
+    rows again and must reach the very same number (here past a checkpoint, with more
+    distinct charges than the total keeps one by one)."""
+    ledger.create_budget("toy", (100.0, 1e-6), accountant="approx")
+    for i in range(34):
+        laplace_release(ledger, epsilon=0.01 * (i % 20 + 1))
+    spent = ledger.remaining("toy").spent
+    with Ledger.open(ledger_file) as reopened:  # continues from the checkpoint
+        assert reopened.remaining("toy").spent == spent
+    report = audit(ledger, accountants=["approx"])
+    assert report.verification.ok  # the checkpoint's state equals the rows' state
+    assert only_budget(report).spent == spent

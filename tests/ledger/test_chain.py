@@ -6,7 +6,6 @@ import hashlib
 import json
 import sqlite3
 
-import attrs
 import pytest
 from ledger_testkit import make_dataset
 
@@ -104,7 +103,7 @@ def test_entry_hash_is_sha256_of_the_tagged_canonical_record():
 )
 def test_every_field_is_covered_by_the_hash(field, value):
     row = Row(3, "e", "reserve", None, "b", "t", '{"x":1}', GENESIS, "")
-    assert row_hash(attrs.evolve(row, **{field: value})) != row_hash(row)
+    assert row_hash(row._replace(**{field: value})) != row_hash(row)
 
 
 # -- verify --------------------------------------------------------------------------------------
@@ -133,7 +132,7 @@ def test_a_changed_row_with_a_recomputed_hash_fails_its_mac_and_the_next_link(fi
     conn = sqlite3.connect(ledger_file)
     row = Row(*conn.execute(f"SELECT {COLUMNS} FROM entries WHERE seq = 4").fetchone())
     conn.close()
-    forged = attrs.evolve(row, **{"created": "2000-01-01T00:00:00+00:00", "hash": ""})
+    forged = row._replace(**{"created": "2000-01-01T00:00:00+00:00", "hash": ""})
     new_hash = row_hash(forged)
     tamper(
         ledger_file,
@@ -195,7 +194,7 @@ def test_a_full_rewrite_without_the_key_fails_verify_and_charges_nothing(filled,
     prev = GENESIS
     for row in rows:
         body = row.body.replace('"epsilon":5.0', '"epsilon":500.0')
-        forged = attrs.evolve(row, **{"body": body, "prev_hash": prev, "hash": ""})
+        forged = row._replace(**{"body": body, "prev_hash": prev, "hash": ""})
         prev = row_hash(forged)
         conn.execute(
             "UPDATE entries SET body = ?, prev_hash = ?, hash = ? WHERE seq = ?",
@@ -239,3 +238,15 @@ def test_the_spliced_row_hash_is_the_canonical_entry_hash(ref, budget_id, body):
     }
     row = Row(**fields, body=canonical_json(body), hash="")
     assert row_hash(row) == entry_hash(**fields, body=body)
+
+
+def test_a_checkpoint_total_in_an_older_form_is_not_compared_but_the_rest_is():
+    from dpframe.ledger.state import same_state
+
+    old = {"charges": 2, "total": {"events": [{"event": {}, "count": 2}]}}
+    new = {"charges": 2, "total": {"sums": ["1/2"], "pairs": []}}
+    assert same_state(old, new)  # approx's total before ApproxTotal: read back, not compared
+    assert not same_state({**old, "charges": 3}, new)
+    assert not same_state(
+        {"total": {"sums": ["1/2"], "pairs": []}}, {"total": {"sums": ["1/3"], "pairs": []}}
+    )

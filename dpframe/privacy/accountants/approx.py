@@ -36,9 +36,11 @@ the parts enter:
 
 from __future__ import annotations
 
+import json
 import math
 from collections import Counter
 from collections.abc import Callable
+from typing import Any
 
 import attrs
 import numpy as np
@@ -49,6 +51,7 @@ from dpframe.privacy.accountants.base import (
     SUPPORTED,
     Accountant,
     EventCache,
+    RunningTotal,
     Support,
     check_delta,
     check_epsilon,
@@ -56,12 +59,14 @@ from dpframe.privacy.accountants.base import (
     unsupported,
 )
 from dpframe.privacy.accountants.composition import (
+    _WINDOW_SD,
     HeterogeneousComposition,
     advanced_composition_epsilon,
     amplify,
     optimal_composition_epsilon,
     optimal_composition_floor,
 )
+from dpframe.privacy.accountants.running import Sum, _decode, _encode, _exact, _round_up
 from dpframe.privacy.accountants.zcdp import zcdp_epsilon
 from dpframe.privacy.calibration import gdp_epsilon
 from dpframe.privacy.events import (
@@ -81,6 +86,7 @@ from dpframe.privacy.events import (
     SampledWithoutReplacementEvent,
     SelfComposedEvent,
     ZCDPEvent,
+    event_from_dict,
 )
 
 
@@ -233,11 +239,28 @@ def _build(event: PrivacyEvent) -> Profile:
         return sampled(profile_of(event.event), event.sampling_probability)
     if isinstance(event, SampledWithoutReplacementEvent):
         return sampled(profile_of(event.event), event.sample_size / event.source_size)
+    split = _split(event)
+    if split is None:
+        return NON_PRIVATE
+    mu_squared, rho, groups = split
+    parts = _smooth_parts(mu_squared, rho)
+    pairs = [(key[1], key[2], count) for key, count in groups.items() if isinstance(key, tuple)]
+    parts.extend(_pair_parts(pairs))
+    for key, count in sorted(groups.items(), key=lambda item: repr(item[0])):
+        if not isinstance(key, tuple):
+            parts.append(repeated(profile_of(key), count))
+    return composed(parts)
+
+
+def _split(event: PrivacyEvent) -> tuple[float, float, Counter] | None:
+    """The top-level sequential composition of ``event`` as the accountant composes it:
+    ``(μ², ρ, groups)``, groups counting ``("pure", ε, δ)`` pairs and composite (parallel
+    or sampled) parts; ``None`` if a part is not private."""
     mu_squared, rho = 0.0, 0.0
     groups: Counter = Counter()
     for unit, count in _units(event, 1):
         if isinstance(unit, NonPrivateEvent):
-            return NON_PRIVATE
+            return None
         if isinstance(unit, GaussianEvent):
             mu_squared += count / unit.noise_multiplier**2
         elif isinstance(unit, ZCDPEvent):
@@ -256,21 +279,26 @@ def _build(event: PrivacyEvent) -> Profile:
             raise UnsupportedEventError(
                 f"the approx accountant has no bound for {unit.describe()}."
             )
+    return mu_squared, rho, groups
+
+
+def _smooth_parts(mu_squared: float, rho: float) -> list[Profile]:
+    """The merged Gaussian (μ-GDP) and zCDP parts."""
     parts: list[Profile] = []
     if mu_squared > 0:
         mu = math.sqrt(mu_squared)
         parts.append(Profile(0.0, False, lambda d: gdp_epsilon(mu, d)))
     if rho > 0:
         parts.append(Profile(0.0, False, lambda d: zcdp_epsilon(rho, d)))
-    pairs = [(key[1], key[2], count) for key, count in groups.items() if isinstance(key, tuple)]
+    return parts
+
+
+def _pair_parts(pairs: list[tuple[float, float, int]]) -> list[Profile]:
+    """``(ε, δ, count)`` groups: optimal heterogeneous composition when feasible, else
+    each group by the best of basic, advanced and optimal homogeneous composition."""
     if len(pairs) > 1 and HeterogeneousComposition.feasible(pairs):
-        parts.append(heterogeneous(pairs))
-        pairs = []
-    parts.extend(homogeneous(*pair) for pair in sorted(pairs))
-    for key, count in sorted(groups.items(), key=lambda item: repr(item[0])):
-        if not isinstance(key, tuple):
-            parts.append(repeated(profile_of(key), count))
-    return composed(parts)
+        return [heterogeneous(pairs)]
+    return [homogeneous(*pair) for pair in sorted(pairs)]
 
 
 def heterogeneous(pairs: list[tuple[float, float, int]]) -> Profile:
@@ -308,6 +336,10 @@ class ApproxAccountant(Accountant):
             return conflict
         return find_unsupported(event, _leaf_support)
 
+    def running(self, state: dict[str, Any] | None = None) -> ApproxTotal:
+        """A constant-size running total (:class:`ApproxTotal`)."""
+        return ApproxTotal.restore(self, state)
+
     def profile(self, event: PrivacyEvent) -> Profile:
         """The privacy profile ``δ ↦ ε`` of ``event``."""
         self.require(event)
@@ -343,3 +375,258 @@ def _leaf_support(event: PrivacyEvent) -> Support:
     if isinstance(event, LEAF_EVENTS):
         return SUPPORTED
     return unsupported(event, f"the approx accountant has no bound for {type(event).__name__}.")
+
+
+MAX_PAIRS = 16
+"""Distinct ``(ε, δ)`` pairs the running total keeps with their counts (beyond: sums only)."""
+MAX_CURVES = 16
+"""Distinct composite parts with a curved profile it keeps with their counts (reported,
+not used for the bound)."""
+CHEAP_POINTS = 2**12
+"""Largest binomial window (product over the pairs) for which the running total runs the
+optimal composition; beyond it, basic and KOV-Hoeffding composition from the sums."""
+GRID = 64
+"""Curved composite parts are also summed at the per-part δ's ``2^-1 ... 2^-GRID``."""
+
+
+def _up(value: float, ulps: int = 2) -> float:
+    """``value`` raised by a few units in the last place (a float result rounded up)."""
+    for _ in range(ulps):
+        value = math.nextafter(value, math.inf)
+    return value
+
+
+@attrs.frozen
+class _Charge:
+    """What one charged event adds to an :class:`ApproxTotal`."""
+
+    nonprivate: bool
+    gauss: Sum
+    rho: Sum
+    pairs: tuple[tuple[float, float, int], ...]  # (ε, δ, count), flat composites included
+    curves: tuple[tuple[PrivacyEvent, int], ...]
+
+
+def _charge_of(event: PrivacyEvent) -> _Charge:
+    split = _split(event)
+    if split is None:
+        return _Charge(True, 0, 0, (), ())
+    mu_squared, rho, groups = split
+    pairs: Counter = Counter()
+    curves: list[tuple[PrivacyEvent, int]] = []
+    for key, count in groups.items():
+        if isinstance(key, tuple):
+            pairs[(key[1], key[2])] += count
+            continue
+        profile = profile_of(key)
+        if profile.flat:  # an (ε, δ)-DP part at its floor
+            pairs[(profile.at(profile.floor), profile.floor)] += count
+        else:
+            curves.append((key, count))
+    return _Charge(
+        False,
+        _exact(mu_squared),
+        _exact(rho),
+        tuple((e, d, k) for (e, d), k in pairs.items()),
+        tuple(curves),
+    )
+
+
+_CHARGES: EventCache = EventCache(1024)
+_GRIDS: EventCache = EventCache(1024)
+
+
+def _grid_of(event: PrivacyEvent) -> list[Sum]:
+    """``ε`` of a curved composite part at the per-part δ's ``2^-j``, exact."""
+    profile = profile_of(event)
+    values = (profile.at(2.0**-j) for j in range(1, GRID + 1))
+    return [_exact(math.inf if math.isnan(v) else max(0.0, v)) for v in values]
+
+
+def _window(eps0: float, count: int) -> int:
+    """Points of the binomial window the optimal composition sums for ``count`` runs."""
+    if eps0 == 0 or math.isinf(eps0):
+        return 1
+    p = 1 / (1 + math.exp(min(eps0, 700.0)))
+    return min(count, 2 * math.ceil(_WINDOW_SD * math.sqrt(count * p * (1 - p))) + 2) + 1
+
+
+class ApproxTotal(RunningTotal):
+    """The running total of an ``approx`` budget, constant-size and exact.
+
+    It keeps exact sums (integers in units of 2^-1074, as :class:`~dpframe.privacy.accountants.
+    running.AdditiveTotal`): μ² of the Gaussians and ρ of the zCDP parts (merged as the
+    accountant merges them); over the ``(ε_i, δ_i)`` parts (Laplace, exponential, opaque,
+    and composite parts with a flat profile) Σε_i, Σε_i² and Σ ε_i tanh(ε_i/2) (each term
+    rounded up) and Σδ_i; over composite parts with a curved profile (parallel or sampled
+    Gaussians, ...) their count and Σ ε_c(2^-j) for j = 1..GRID. While at most
+    :data:`MAX_PAIRS` distinct pairs (:data:`MAX_CURVES` curved parts) were charged it also
+    keeps them with their counts. Its ε at δ is the basic composition (with the δ split
+    searched, as the accountant does) of:
+
+    * the Gaussian part (analytic μ-GDP profile) and the zCDP part;
+    * the pairs: the smallest of basic composition ``Σε_i`` at ``δ_p >= Σδ_i``, the
+      Kairouz-Oh-Viswanath/Hoeffding bound ``Σ ε_i tanh(ε_i/2) + sqrt(2 Σε_i² ln(1/(δ_p -
+      Σδ_i)))`` and, while the pairs are kept and their binomial windows hold at most
+      :data:`CHEAP_POINTS` points, the accountant's optimal composition of them;
+    * the curved parts: basic composition of the n parts each at ``2^-j`` (the best j with
+      ``n 2^-j <= δ_c``), looser than the accountant's optimal composition of repeated
+      parts (whose nested δ searches cost seconds); their table is kept for the audit.
+
+    Every term is a valid bound, so is their minimum. The state is a function of the
+    *multiset* of charged events (not their order), so the audit, folding the rows again,
+    re-derives exactly the same state and number.
+    """
+
+    def __init__(
+        self,
+        accountant: Accountant,
+        nonprivate: bool,
+        sums: tuple[Sum, ...],
+        pairs: dict[tuple[float, float], int] | None,
+        curves: dict[PrivacyEvent, int] | None,
+        curved: int,
+        grid: tuple[Sum, ...],
+    ) -> None:
+        super().__init__(accountant)
+        self.nonprivate = nonprivate
+        self.sums = sums  # μ², ρ, Σε, Σε², Σ ε tanh(ε/2), Σδ
+        self.pairs = pairs  # None: more than MAX_PAIRS distinct pairs were charged
+        self.curves = curves  # None: more than MAX_CURVES distinct curved parts
+        self.curved = curved
+        self.grid = grid
+
+    @classmethod
+    def empty(cls, accountant: Accountant) -> ApproxTotal:
+        """No charges."""
+        return cls(accountant, False, (0,) * 6, {}, {}, 0, (0,) * GRID)
+
+    # -- adding ------------------------------------------------------------------------
+
+    def add(self, event: PrivacyEvent) -> ApproxTotal:
+        return self.add_many(event, 1)
+
+    def add_many(self, event: PrivacyEvent, count: int) -> ApproxTotal:
+        self.accountant.require(event)
+        charge: _Charge = _CHARGES.get_or_compute(event, _charge_of)
+        if charge.nonprivate:
+            return ApproxTotal(
+                self.accountant, True, self.sums, self.pairs, self.curves, self.curved, self.grid
+            )
+        mu2, rho, eps, sq, mean, dlt = self.sums
+        pairs = None if self.pairs is None else dict(self.pairs)
+        for e, d, k in charge.pairs:
+            n = k * count
+            eps, sq, mean, dlt = (
+                _add(eps, _exact(e), n),
+                _add(sq, _exact(_up(e * e)), n),
+                _add(mean, _exact(_up(e * math.tanh(e / 2)) if math.isfinite(e) else e), n),
+                _add(dlt, _exact(d), n),
+            )
+            if pairs is not None:
+                pairs[(e, d)] = pairs.get((e, d), 0) + n
+                if len(pairs) > MAX_PAIRS:
+                    pairs = None
+        curves = None if self.curves is None else dict(self.curves)
+        grid, curved = self.grid, self.curved
+        for part, k in charge.curves:
+            n = k * count
+            values = _GRIDS.get_or_compute(part, _grid_of)
+            grid = tuple(_add(g, v, n) for g, v in zip(grid, values, strict=True))
+            curved += n
+            if curves is not None:
+                curves[part] = curves.get(part, 0) + n
+                if len(curves) > MAX_CURVES:
+                    curves = None
+        sums = (_add(mu2, charge.gauss, count), _add(rho, charge.rho, count), eps, sq, mean, dlt)
+        return ApproxTotal(self.accountant, self.nonprivate, sums, pairs, curves, curved, grid)
+
+    # -- reading -----------------------------------------------------------------------
+
+    def epsilon(self, delta: float) -> float:
+        check_delta(delta)
+        if self.nonprivate:
+            return NON_PRIVATE.at(delta)
+        mu2, rho, eps, sq, mean, dlt = (_round_up(x) for x in self.sums)
+        parts = _smooth_parts(_up(mu2) if mu2 else 0.0, rho)
+        if eps or dlt:
+            parts.append(self._pair_part(eps, sq, mean, dlt))
+        if self.curved:
+            parts.append(self._curve_part())
+        return max(0.0, composed(parts).at(delta)) if parts else 0.0
+
+    def _pair_part(self, eps: float, sq: float, mean: float, dlt: float) -> Profile:
+        def by_sums(delta: float) -> float:
+            if delta < dlt:
+                return math.inf
+            slack = math.nextafter(delta - dlt, 0.0)
+            if slack <= 0:
+                return eps
+            if slack >= 1:
+                return min(eps, mean)
+            return min(eps, _up(mean + math.sqrt(2 * sq * -math.log(slack)), 4))
+
+        if self.pairs is None:
+            return Profile(dlt, False, by_sums)
+        pairs = [(e, d, k) for (e, d), k in self.pairs.items()]
+        if math.prod(_window(e, k) for e, _, k in pairs) > CHEAP_POINTS:
+            return Profile(dlt, False, by_sums)
+        parts = _pair_parts(pairs)  # within CHEAP_POINTS: one optimal composition
+        exact = parts[0] if len(parts) == 1 else composed(parts)
+        return Profile(min(dlt, exact.floor), False, lambda d: min(by_sums(d), exact.at(d)))
+
+    def _curve_part(self) -> Profile:
+        n = self.curved
+        grid = [_round_up(x) for x in self.grid]
+
+        def by_grid(delta: float) -> float:
+            usable = [g for j, g in enumerate(grid, 1) if n * 2.0**-j <= delta]
+            return min(usable, default=math.inf)
+
+        return Profile(n * 2.0**-GRID, False, by_grid)
+
+    # -- saving ------------------------------------------------------------------------
+
+    def to_dict(self) -> dict[str, Any]:
+        return {
+            "nonprivate": self.nonprivate,
+            "sums": [_encode(x) for x in self.sums],
+            "pairs": None
+            if self.pairs is None
+            else [[e, d, k] for (e, d), k in sorted(self.pairs.items())],
+            "curves": None
+            if self.curves is None
+            else sorted(
+                ([e.to_dict(), k] for e, k in self.curves.items()),
+                key=lambda item: json.dumps(item, sort_keys=True),
+            ),
+            "curved": self.curved,
+            "grid": [_encode(x) for x in self.grid],
+        }
+
+    @classmethod
+    def restore(cls, accountant: Accountant, state: dict[str, Any] | None) -> ApproxTotal:
+        """Read back :meth:`to_dict`'s form (``None``: empty)."""
+        if not state:
+            return cls.empty(accountant)
+        if "events" in state:  # a checkpoint of dpframe before ApproxTotal: the events
+            total = cls.empty(accountant)
+            for item in state["events"]:
+                total = total.add_many(event_from_dict(item["event"]), int(item["count"]))
+            return total
+        pairs, curves = state["pairs"], state["curves"]
+        return cls(
+            accountant,
+            bool(state["nonprivate"]),
+            tuple(_decode(x) for x in state["sums"]),
+            None if pairs is None else {(float(e), float(d)): int(k) for e, d, k in pairs},
+            None if curves is None else {event_from_dict(e): int(k) for e, k in curves},
+            int(state["curved"]),
+            tuple(_decode(x) for x in state["grid"]),
+        )
+
+
+def _add(total: Sum, value: Sum, count: int) -> Sum:
+    if isinstance(total, float) or isinstance(value, float):
+        return math.inf
+    return total + count * value

@@ -163,6 +163,13 @@ class RunningTotal(abc.ABC):
     def add(self, event: PrivacyEvent) -> RunningTotal:
         """This total with ``event`` composed after it (the accountant must support it)."""
 
+    def add_many(self, event: PrivacyEvent, count: int) -> RunningTotal:
+        """This total with ``count`` copies of ``event`` composed after it."""
+        total = self
+        for _ in range(count):
+            total = total.add(event)
+        return total
+
     @abc.abstractmethod
     def epsilon(self, delta: float) -> float:
         """The accountant's epsilon at ``delta`` for the composition so far (0 when empty)."""
@@ -194,8 +201,11 @@ class GroupedTotal(RunningTotal):
         return cls(accountant, counts)
 
     def add(self, event: PrivacyEvent) -> GroupedTotal:
+        return self.add_many(event, 1)
+
+    def add_many(self, event: PrivacyEvent, count: int) -> GroupedTotal:
         counts = Counter(self.counts)
-        counts[event] += 1
+        counts[event] += count
         return type(self)(self.accountant, counts)
 
     def epsilon(self, delta: float) -> float:

@@ -175,9 +175,12 @@ class BestTotal(RunningTotal):
         return cls(accountant, totals)
 
     def add(self, event: PrivacyEvent) -> BestTotal:
+        return self.add_many(event, 1)
+
+    def add_many(self, event: PrivacyEvent, count: int) -> BestTotal:
         members = self.accountant.members  # type: ignore[attr-defined]
         totals = [
-            total.add(event) if total is not None and member.supports(event) else None
+            total.add_many(event, count) if total is not None and member.supports(event) else None
             for member, total in zip(members, self.totals, strict=True)
         ]
         if all(total is None for total in totals):

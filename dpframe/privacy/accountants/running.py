@@ -58,11 +58,16 @@ class AdditiveTotal(RunningTotal):
         return cls(accountant, parts, convert, sums)
 
     def add(self, event: PrivacyEvent) -> AdditiveTotal:
+        return self.add_many(event, 1)
+
+    def add_many(self, event: PrivacyEvent, count: int) -> AdditiveTotal:
         values = self._memo.get(event)
         if values is None:
             values = [_exact(x) for x in self.parts(event)]
             if len(self._memo) < 1024:
                 self._memo[event] = values
+        if count != 1:
+            values = [x if isinstance(x, float) or x == 0 else count * x for x in values]
         if self.sums is not None:
             values = [
                 math.inf if isinstance(a, float) or isinstance(b, float) else a + b
