@@ -15,7 +15,7 @@ from dpframe.domain import Classes, Domain
 from dpframe.errors import BudgetExceededError, DataError
 from dpframe.ledger import Ledger
 from dpframe.mechanism import execute
-from dpframe.samplers import SeededSampler
+from dpframe.samplers import SeededSampler, held
 from dpframe.sources import ParquetSource, SourceDataset
 from dpframe.testing.mutants import UsageSampler
 
@@ -109,3 +109,30 @@ def test_a_mechanism_that_draws_before_reading_gets_a_fingerprint_pass_first(led
     release = execute(dprp, data, dprp.params(epsilon=1.0, delta=1e-6, k1=2),
                       SeededSampler(0), ledger=ledger, request=request())  # fmt: skip
     assert release.dataset_fingerprint == v2_fingerprint(ledger.fingerprint_key, x, y)
+
+
+def test_the_first_draw_or_spawn_waits_for_the_reservation_and_a_refusal_draws_nothing():
+    calls: list[str] = []
+
+    def refuse() -> None:
+        calls.append("refused")
+        raise BudgetExceededError("refused")
+
+    sampler = SeededSampler(3)
+    with held(sampler, refuse):
+        with pytest.raises(BudgetExceededError):
+            sampler.gaussian(1.0, 3)
+        with pytest.raises(BudgetExceededError):
+            sampler.spawn()
+        with pytest.raises(BudgetExceededError):
+            sampler.discrete_gaussian(2, 3)
+    assert calls == ["refused"] * 3
+    # the stream did not move: it still starts where a fresh one does
+    assert np.array_equal(sampler.gaussian(1.0, 3), SeededSampler(3).gaussian(1.0, 3))
+    opened: list[int] = []
+    other = SeededSampler(3)
+    with held(other, lambda: opened.append(1)):
+        first = other.gaussian(1.0, 3)
+        other.gaussian(1.0, 3)
+    assert opened == [1]  # once, before the first draw
+    assert np.array_equal(first, SeededSampler(3).gaussian(1.0, 3))
