@@ -58,6 +58,32 @@ def test_the_fingerprint_from_the_statistic_pass_is_the_v2_fingerprint(ledger):
     assert ledger.find_budget(fingerprint=expected).label == "toy"
 
 
+USER_PATH = [
+    ("lap_pca", {"dimension": 2}),
+    ("pca_gauss", {"dimension": 2, "n_synthetic": 1}),
+    ("ron_gauss", {"dimension": 2, "n_synthetic": 1}),
+    ("gmm", {"n_synthetic": 1}),
+    ("mvg", {"query": "covariance", "delta": 1e-6}),
+    ("gaussian", {"query": "covariance", "delta": 1e-6}),
+]
+
+
+@pytest.mark.parametrize(("name", "values"), USER_PATH, ids=[n for n, _ in USER_PATH])
+def test_the_statistics_releases_fingerprint_in_their_own_pass(name, values, ledger, monkeypatch):
+    x, y = records()
+    x = x * 5.0 + 5.0  # declared units [0, 10]: the mechanisms work rescaled
+    data = Dataset.from_arrays(x, y, Domain(lower=0.0, upper=10.0, labels=Classes((0, 1, 2))))
+
+    def no_pass_of_its_own(*args: object, **kwargs: object) -> str:
+        raise AssertionError("the fingerprint took a pass of its own")
+
+    monkeypatch.setattr(Dataset, "fingerprint", no_pass_of_its_own)
+    mechanism = dpframe.mechanism(name)
+    params = mechanism.params(epsilon=1.0, **values)
+    release = execute(mechanism, data, params, SeededSampler(0), ledger=ledger, request=request())
+    assert release.dataset_fingerprint == v2_fingerprint(ledger.fingerprint_key, x, y)
+
+
 def test_a_refused_release_draws_no_randomness_and_returns_nothing(ledger):
     x, y = records()
     data = Dataset.from_arrays(x, y, DOMAIN)
