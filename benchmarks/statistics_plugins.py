@@ -1,21 +1,26 @@
 """Benchmark: the statistics releases against numpy's ``X.T @ X`` on the same array.
 
     python benchmarks/statistics_plugins.py [--rows 1000000] [--cols 100] [--repeats 5]
-                                            [--only NAME,...] [--write docs/benchmarks.md]
+                                            [--only NAME,...] [--user-path-only]
+                                            [--write docs/benchmarks.md]
 
 Each release (``mechanism.run`` on an in-memory Dataset, which is built once and whose
 clipping is timed separately), what a user calls (``Dataset.from_arrays`` plus
-``dpframe.execute``, without a ledger: plan, fingerprint, run; rows "user path") and the
-baseline ``X.T @ X`` are timed in the same process,
+``dpframe.execute``, without a ledger: plan, fingerprint, run; rows "user path"; the
+fingerprint is computed in the mechanism's first pass), DPRP's DP model and its
+reconstruction apart, and the baseline ``X.T @ X`` are timed in the same process,
 interleaved round by round, so that a busy machine slows both alike. We report the best
 (minimum) wall time of each, the ratio of the minima, the median of the per-round ratios,
 the ratio of CPU times, and the peak memory each release allocates on top of the data
-(numpy allocations traced by ``tracemalloc``). The target: every ratio at most 2.
+(numpy allocations traced by ``tracemalloc``), with the libraries' default BLAS threads
+and with one. Targets (issue 18): the user path within 1.5x, DPRP's DP model within 2x.
 """
 
 from __future__ import annotations
 
 import argparse
+import hashlib
+import os
 import statistics
 import sys
 import time
@@ -24,7 +29,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from threadpoolctl import threadpool_limits
+from threadpoolctl import threadpool_info, threadpool_limits
 
 import dpframe
 from dpframe import Classes, Dataset, Domain, SeededSampler
@@ -56,6 +61,18 @@ USER_PATH: list[tuple[str, dict]] = [
     ("mvg", {"query": "covariance", "delta": 1e-6}),
     ("gaussian", {"query": "covariance", "delta": 1e-6}),
 ]
+
+
+def dprp_parts(data: Dataset) -> list[tuple[str, Callable[[], object]]]:
+    """DPRP's DP model (R, one pass, the noisy projection and covariance, the
+    eigenvectors) and its n x d reconstruction (post-processing), timed apart."""
+    mechanism = dpframe.mechanism("dprp")
+    params = mechanism.params(epsilon=1.0, delta=1e-6, k1=10)
+    model = mechanism.model(data, params, SeededSampler(1))
+    return [
+        ("dprp DP model (k1 10)", lambda: mechanism.model(data, params, SeededSampler(1))),
+        ("dprp reconstruction alone (n x d, post-processing)", model.reconstruct),
+    ]
 
 
 def timed(call: Callable[[], object]) -> tuple[float, float]:
@@ -112,6 +129,9 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--write", type=Path, default=None)
     parser.add_argument("--only", default=None, help="comma-separated mechanism names")
+    parser.add_argument(
+        "--user-path-only", action="store_true", help="skip the run() rows and the draws"
+    )
     args = parser.parse_args()
 
     sampler = SeededSampler(0)
@@ -138,26 +158,38 @@ def main() -> None:
     runs = [
         (f"{name} {params}" if params else name, release(name, params))
         for name, params in CONFIGS
-        if only is None or name in only
+        if (only is None or name in only) and not args.user_path_only
     ]
     runs += [
         (f"user path: {name} {params}", user_path(name, params))
         for name, params in USER_PATH
         if only is None or name in only
     ]
+    if only is None or "dprp" in only:
+        runs += dprp_parts(data)
     key = b"k" * 32
     runs.append(
         ("fingerprint pass alone (HMAC-SHA256 of the records)", lambda: data.fingerprint(key))
     )
+    runs.append(
+        (
+            "keyed BLAKE2b of the records (considered for the fingerprint, not used)",
+            lambda: hashlib.blake2b(x.view(np.uint8).reshape(-1), key=key).digest(),
+        )
+    )
     draws = SeededSampler(2)
-    for columns in (10, args.cols):  # the synthesis part alone: n x p standard normals
+    # the synthesis part alone: n x p standard normals
+    for columns in () if args.user_path_only else (10, args.cols):
         label = f"{args.rows:,} x {columns} standard normals (seeded ChaCha20 sampler)"
         runs.append((label, lambda c=columns: draws.standard_normal((args.rows, c))))
     tables = []
+    default = max(i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas")
     for threads in (None, 1):
         with threadpool_limits(threads):
-            tables += [f"BLAS threads: {threads or 'default'}", "", *measure(x, runs, args)]
-            tables.append("")
+            label = threads or f"default ({default})"
+            loads = "/".join(f"{v:.1f}" for v in os.getloadavg())
+            tables += [f"BLAS threads: {label}; load average before: {loads}", ""]
+            tables += [*measure(x, runs, args), ""]
     sys.path.insert(0, str(Path(__file__).parent))
     from report import machine, publish
 

@@ -2,7 +2,7 @@
 
     python benchmarks/streaming.py [--rows 10000000] [--cols 100] [--csv-rows 1000000]
                                    [--dask-rows 2000000] [--workdir /tmp/dpframe-bench]
-                                   [--write docs/benchmarks.md]
+                                   [--repeats 3] [--write docs/benchmarks.md]
 
 1. Generates a Parquet file of ``rows x cols`` (float32 columns, row groups of 65,536
    rows; uniform on [-1.2, 1.2], so some values are clipped) and a CSV file of
@@ -10,8 +10,10 @@
    each part writes its own section (streaming, streaming-csv, dask).
 2. Runs ``dpframe release`` on each in a child process (``--chunk-rows 65536``) and reads
    the child's peak resident memory from the kernel (``os.wait4``'s rusage: measured
-   outside the process) and its wall time; throughput = records / wall time (the release
-   reads the data once for the ledger's keyed fingerprint, then once per statistic pass).
+   outside the process) and its wall time, ``repeats`` times, interleaved with the
+   baseline (min and median reported: the machine may be shared); throughput = records /
+   wall time (the release reads the data once per statistic pass: the ledger's keyed
+   fingerprint is computed in the first).
    The baseline, timed the same way just before each release: a child process that reads
    the file once with pyarrow in batches of the same size and converts every batch to a
    float64 array (Parquet; CSV: parses it once). The children run as a user would run
@@ -28,6 +30,7 @@ from __future__ import annotations
 import argparse
 import os
 import shutil
+import statistics
 import subprocess
 import sys
 import time
@@ -140,16 +143,27 @@ def release_args(name: str, extra: list[str], data: Path, out: Path) -> list[str
     ]
 
 
-def streamed(work: Path, data: Path, rows: int, kind: str, blas_threads: int | None) -> list[str]:
+def streamed(
+    work: Path, data: Path, rows: int, kind: str, blas_threads: int | None, repeats: int
+) -> list[str]:
+    """Each release against the baseline read, interleaved ``repeats`` times."""
     lines = []
     read = [sys.executable, "-c", READ, str(data), str(CHUNK)]
     for name, extra, passes in RELEASES:
         out = work / f"{kind}-{name}"
-        baseline, _, _ = run_child(read, blas_threads)
-        wall, peak, _ = run_child(release_args(name, extra, data, out), blas_threads)
+        reads, walls, peaks = [], [], []
+        for round_ in range(repeats):
+            reads.append(run_child(read, blas_threads)[0])
+            args = release_args(name, extra, data, Path(f"{out}-{round_}"))
+            wall, peak, _ = run_child(args, blas_threads)
+            walls.append(wall)
+            peaks.append(peak)
+        ratios = [w / r for w, r in zip(walls, reads, strict=True)]
         lines.append(
-            f"| {kind} | `{name}` | {rows:,} | {passes} + 1 | {wall:.1f} | {baseline:.1f} | "
-            f"{wall / baseline:.2f} | {rows / wall:,.0f} | {peak:.0f} |"
+            f"| {kind} | `{name}` | {rows:,} | {passes} | {min(walls):.1f} / "
+            f"{statistics.median(walls):.1f} | {min(reads):.1f} / {statistics.median(reads):.1f} | "
+            f"{min(walls) / min(reads):.2f} / {statistics.median(ratios):.2f} | "
+            f"{rows / min(walls):,.0f} | {max(peaks):.0f} |"
         )
         print(lines[-1], flush=True)
     return lines
@@ -212,6 +226,7 @@ def main() -> None:
     parser.add_argument("--csv-rows", type=int, default=1_000_000)
     parser.add_argument("--dask-rows", type=int, default=2_000_000)
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/dpframe-bench"))
+    parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--write", type=Path, default=None)
     parser.add_argument(
         "--blas-threads",
@@ -231,8 +246,9 @@ def main() -> None:
     work = args.workdir
     work.mkdir(parents=True, exist_ok=True)
     header = [
-        "| file | release | records | passes (+ fingerprint) | wall (s) | one read (s) | "
-        "ratio to one read | records/s | peak RSS (MiB) |",
+        "| file | release | records | passes (fingerprint in the first) | wall (s), min / "
+        "median | one read (s), min / median | ratio to one read, min/min / median of "
+        "rounds | records/s (best) | peak RSS (MiB) |",
         "|---|---|---:|---|---:|---:|---:|---:|---:|",
     ]
     sections = {}
@@ -250,11 +266,11 @@ def main() -> None:
                 f"Machine: {machine()}. {kind} file of {rows:,} x {args.cols} (float32 values) "
                 f"plus an integer label column: {size:.2f} GiB, {seconds:.0f} s to write. "
                 f"`dpframe release ... --chunk-rows {CHUNK}` in a child process with "
-                f"{threads}; peak RSS from the kernel. Load average at the start: "
-                f"{'/'.join(f'{x:.1f}' for x in os.getloadavg())}.",
+                f"{threads}, {args.repeats} interleaved rounds; peak RSS from the kernel. "
+                f"Load average at the start: {'/'.join(f'{x:.1f}' for x in os.getloadavg())}.",
                 "",
                 *header,
-                *streamed(work, path, rows, kind, args.blas_threads),
+                *streamed(work, path, rows, kind, args.blas_threads, args.repeats),
             ]
             path.unlink()
         if args.dask_rows:

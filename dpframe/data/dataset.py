@@ -11,12 +11,20 @@ array: a float64, C-contiguous array whose rows are all in the domain is wrapped
 read-only view (no copy); anything else is converted or copied once and clipped in place.
 A Dataset that wraps the caller's array re-checks the domain on every fingerprint (each
 release), so a change made to that array afterwards is refused rather than released.
+
+The keyed fingerprint of a release is computed from the records as the mechanism's first
+pass reads them (:class:`FirstPass`, installed by :func:`dpframe.releases.mechanism.execute`), on a
+thread of its own that overlaps the mechanism's arithmetic; a Dataset reads its records
+once per release.
 """
 
 from __future__ import annotations
 
+import contextlib
 import hashlib
 import hmac
+import queue
+import threading
 from collections.abc import Iterable, Iterator, Sequence
 from typing import Any
 
@@ -75,6 +83,9 @@ class Dataset:
         self, rows: int = DEFAULT_CHUNK_ROWS
     ) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
         """``(features, labels)`` blocks of at most ``rows`` records, in order."""
+        return watched(self, self._blocks(rows))
+
+    def _blocks(self, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
         for start in range(0, self.n_records, rows):
             stop = start + rows
             yield (
@@ -91,10 +102,15 @@ class Dataset:
         A Dataset that wraps the caller's array (not a copy) checks, in the same pass,
         that every record is still in the domain.
         """
-        chunks = self.chunks(chunk_rows)
-        if _wraps_caller_array(self.features):
-            chunks = _checked(chunks, self.domain)
-        return keyed_fingerprint(key, self.n_records, self.n_features, chunks)
+        check = self.domain if _wraps_caller_array(self.features) else None
+        return keyed_fingerprint(
+            key, self.n_records, self.n_features, self._blocks(chunk_rows), check=check
+        )
+
+    def first_pass(self, key: bytes) -> FirstPass:
+        """A :class:`FirstPass` that fingerprints these records as a pass reads them."""
+        check = self.domain if _wraps_caller_array(self.features) else None
+        return FirstPass(Fingerprinter(key, self.n_records, self.n_features, check=check))
 
     def subset(self, rows: np.ndarray) -> Dataset:
         """The records at ``rows`` (already clipped), with the same domain."""
@@ -210,20 +226,192 @@ def keyed_fingerprint(
     n_records: int,
     n_features: int,
     chunks: Iterable[tuple[np.ndarray, np.ndarray | None]],
+    *,
+    check: Domain | None = None,
 ) -> str:
-    """HMAC-SHA256 under ``key`` of the clipped records: of the features' bytes and of the
-    labels' bytes (little-endian float64, in record order), each streamed through its own
-    MAC, so the value does not depend on how the records were chunked."""
-    features_mac = hmac.new(key, digestmod=hashlib.sha256)
-    labels_mac = hmac.new(key, digestmod=hashlib.sha256)
-    for features, labels in chunks:
-        features_mac.update(np.ascontiguousarray(features, dtype="<f8").data)
-        if labels is not None:
-            labels_mac.update(np.ascontiguousarray(labels, dtype="<f8").data)
-    mac = hmac.new(key, digestmod=hashlib.sha256)
-    mac.update(f"dpframe-dataset-v2:{n_records}x{n_features}:".encode())
-    mac.update(features_mac.digest() + labels_mac.digest())
-    return mac.hexdigest()
+    """The :class:`Fingerprinter` value of ``chunks`` (one pass over them)."""
+    fingerprinter = Fingerprinter(key, n_records, n_features, check=check)
+    try:
+        for features, labels in chunks:
+            fingerprinter.update(features, labels)
+        return fingerprinter.hexdigest()
+    finally:
+        fingerprinter.close()
+
+
+CHANGED_ARRAY = (
+    "the array this Dataset wraps was changed after the Dataset was built and is no longer "
+    "inside its domain; build the Dataset again (or pass copy=True)."
+)
+
+
+class Fingerprinter:
+    """The keyed fingerprint of clipped records, fed chunk by chunk in record order.
+
+    HMAC-SHA256 under ``key`` of the features' bytes and of the labels' bytes
+    (little-endian float64, in record order), each streamed through its own MAC, then
+    one MAC over ``dpframe-dataset-v2:{n}x{d}:`` and both digests: the value does not
+    depend on how the records were chunked. Keyed on purpose: an unkeyed hash of the data
+    in public metadata would let an adversary who knows all but one record test guesses
+    of the last one. (SHA-256 with the CPU's SHA extensions hashes faster than BLAKE2b.)
+
+    The hashing (and, with ``check``, the test that every record still lies in that
+    domain) runs on a thread of its own: hashlib releases the GIL on large buffers, so
+    it overlaps the caller's arithmetic on the same chunks. At most ``backlog`` chunks
+    wait for it (memory stays bounded for streamed sources). The chunks must not change
+    until :meth:`hexdigest` returns.
+    """
+
+    def __init__(
+        self,
+        key: bytes,
+        n_records: int,
+        n_features: int,
+        *,
+        check: Domain | None = None,
+        backlog: int = 4,
+    ) -> None:
+        self._key, self._shape, self._check = key, (n_records, n_features), check
+        self._features = hmac.new(key, digestmod=hashlib.sha256)
+        self._labels = hmac.new(key, digestmod=hashlib.sha256)
+        self._queue: queue.Queue = queue.Queue(maxsize=backlog)
+        self._refusal: str | None = None
+        self._thread = threading.Thread(target=self._work, name="dpframe-fingerprint")
+        self._thread.daemon = True
+        self._thread.start()
+        self._closed = False
+
+    def update(self, features: np.ndarray, labels: np.ndarray | None) -> None:
+        """Add the next chunk of records (hashed on the fingerprint's thread; ignored once
+        closed)."""
+        if not self._closed:
+            self._queue.put((features, labels))
+
+    def hexdigest(self) -> str:
+        """The fingerprint of every chunk added; one sentence if a checked chunk was
+        outside the domain."""
+        self.close()
+        if self._refusal is not None:
+            raise DataError(self._refusal)
+        mac = hmac.new(self._key, digestmod=hashlib.sha256)
+        mac.update(f"dpframe-dataset-v2:{self._shape[0]}x{self._shape[1]}:".encode())
+        mac.update(self._features.digest() + self._labels.digest())
+        return mac.hexdigest()
+
+    def refused(self) -> DataError | None:
+        """After the chunks: the sentence refusing a checked chunk outside the domain."""
+        self.close()
+        return None if self._refusal is None else DataError(self._refusal)
+
+    def close(self) -> None:
+        """Wait for the thread to hash what it was given, and end it."""
+        if not self._closed:
+            self._closed = True
+            self._queue.put(None)
+            self._thread.join()
+
+    def _work(self) -> None:
+        while (item := self._queue.get()) is not None:
+            if self._refusal is not None:
+                continue  # refused: drain, so that the producer never blocks
+            features, labels = item
+            if self._check is not None and not self._check.contains(features):
+                self._refusal = CHANGED_ARRAY
+                continue
+            self._features.update(np.ascontiguousarray(features, dtype="<f8").data)
+            if labels is not None:
+                self._labels.update(np.ascontiguousarray(labels, dtype="<f8").data)
+
+
+class FirstPass:
+    """Fingerprints a dataset's records as the first complete pass over its chunks reads
+    them (installed with :func:`watching`), so that a release reads its data once.
+
+    A pass counts if it reads every chunk in order to the end; a pass left early, or
+    one begun after another, is not observed. A :class:`DataError` raised while reading
+    the chunks (an invalid record of a streamed source) is kept as :attr:`refusal`."""
+
+    def __init__(self, fingerprinter: Fingerprinter) -> None:
+        self.fingerprinter = fingerprinter
+        self.state = "waiting"
+        self.refusal: DataError | None = None
+
+    def observe(
+        self, chunks: Iterator[tuple[np.ndarray, np.ndarray | None]]
+    ) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
+        if self.state != "waiting":
+            yield from chunks
+            return
+        from dpframe.data.stats import blas_threads
+
+        self.state = "reading"
+        try:
+            with blas_threads(others=1):  # the fingerprint's thread needs a core
+                while True:
+                    try:
+                        features, labels = next(chunks)
+                    except StopIteration:
+                        break
+                    except DataError as exc:
+                        self.refusal = exc
+                        raise
+                    if self.state == "reading":  # not abandoned meanwhile
+                        self.fingerprinter.update(features, labels)
+                    yield features, labels
+            if self.state == "reading":
+                self.state = "done"
+        finally:
+            if self.state != "done":
+                self.abandon()
+
+    def fingerprint(self) -> str | None:
+        """The fingerprint of a complete pass (``None``: there was none, or it is still
+        being read; the pass is then abandoned)."""
+        if self.state != "done":
+            self.abandon()
+            return None
+        return self.fingerprinter.hexdigest()
+
+    def abandon(self) -> None:
+        """Stop observing (a later pass is not observed either)."""
+        self.state = "abandoned"
+        self.fingerprinter.close()
+
+    def data_refusal(self) -> DataError | None:
+        """The sentence refusing the data that this pass met, if any: an invalid record
+        while reading, or (checked on the fingerprint's thread) a changed array."""
+        if self.refusal is not None:
+            return self.refusal
+        return self.fingerprinter.refused()
+
+
+_watches = threading.local()
+
+
+@contextlib.contextmanager
+def watching(dataset: Any, first_pass: FirstPass | None) -> Iterator[None]:
+    """Within the block, on this thread, ``first_pass`` observes ``dataset.chunks()``."""
+    if first_pass is None:
+        yield
+        return
+    table = getattr(_watches, "table", None)
+    if table is None:
+        table = _watches.table = {}
+    table[id(dataset)] = first_pass
+    try:
+        yield
+    finally:
+        table.pop(id(dataset), None)
+        if first_pass.state != "done":
+            first_pass.abandon()
+
+
+def watched(
+    dataset: Any, chunks: Iterator[tuple[np.ndarray, np.ndarray | None]]
+) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
+    """``chunks`` of ``dataset``, observed by the :class:`FirstPass` watching it here."""
+    first_pass = getattr(_watches, "table", {}).get(id(dataset))
+    return chunks if first_pass is None else first_pass.observe(chunks)
 
 
 def _validate_and_clip(
@@ -255,19 +443,6 @@ def _validate_and_clip(
 def _wraps_caller_array(features: np.ndarray) -> bool:
     """Whether ``features`` is a view of an array the caller still holds (and may write)."""
     return features.base is not None and features.base.flags.writeable
-
-
-def _checked(
-    chunks: Iterable[tuple[np.ndarray, np.ndarray | None]], domain: Domain
-) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
-    """The chunks, each checked to lie in ``domain`` (one sentence if one does not)."""
-    for features, labels in chunks:
-        if not domain.contains(features):
-            raise DataError(
-                "the array this Dataset wraps was changed after the Dataset was built and is "
-                "no longer inside its domain; build the Dataset again (or pass copy=True)."
-            )
-        yield features, labels
 
 
 def _domain_label_column(domain: Domain) -> str | int | None:

@@ -35,12 +35,15 @@ import numpy as np
 from dpframe.data.cluster import DEFAULT_TIMEOUT
 from dpframe.data.dataset import (
     DEFAULT_CHUNK_ROWS,
+    Fingerprinter,
+    FirstPass,
     _as_feature_matrix,
     _domain_label_column,
     _is_number,
     _resolve_column,
     _validate_labels,
     keyed_fingerprint,
+    watched,
 )
 from dpframe.data.domain import ClipReport, Domain
 from dpframe.data.stats import ChunkMap, add, blas_threads, detach, sum_chunks
@@ -757,7 +760,11 @@ class SourceDataset:
             raise DataError(f"the domain declares {expected} records but the data have {counted}.")
 
     def chunks(self, rows: int = DEFAULT_CHUNK_ROWS) -> Iterator[Batch]:
-        """Validated, clipped ``(features, labels)`` chunks of ``rows`` records: one pass."""
+        """Validated, clipped ``(features, labels)`` chunks of ``rows`` records: one pass
+        (read-only arrays)."""
+        return watched(self, self._chunks(rows))
+
+    def _chunks(self, rows: int) -> Iterator[Batch]:
         if self.source_obj.distributed:
             raise RecordAccessError(
                 "this mechanism reads records chunk by chunk on this process, but a "
@@ -783,6 +790,7 @@ class SourceDataset:
                 report = _sum_reports(report, part)
                 if bar is not None:
                     bar.update(x.shape[0])
+                x.setflags(write=False)  # a fingerprint's thread may still be hashing it
                 yield x, y
         if bar is not None:
             bar.finish()
@@ -841,7 +849,7 @@ class SourceDataset:
             return mac.hexdigest()
         if not source.distributed:
             return keyed_fingerprint(
-                key, self.n, self.n_features, self.chunks(min(chunk_rows, CHUNK_ROWS))
+                key, self.n, self.n_features, self._chunks(min(chunk_rows, CHUNK_ROWS))
             )
         digests = self.reduce(_digest, chunk_rows)
         mac = hmac.new(key, digestmod=hashlib.sha256)
@@ -849,6 +857,14 @@ class SourceDataset:
         for digest in digests.digests:
             mac.update(digest)
         return mac.hexdigest()
+
+    def first_pass(self, key: bytes) -> FirstPass | None:
+        """A :class:`~dpframe.data.dataset.FirstPass` that fingerprints the records as a local
+        pass reads them (the same value as :meth:`fingerprint`); ``None`` for a one-pass
+        or distributed source, whose fingerprint is made otherwise."""
+        if self.source_obj.passes is not None or self.source_obj.distributed:
+            return None
+        return FirstPass(Fingerprinter(key, self.n, self.n_features))
 
     def _count(self) -> int:
         counted = 0

@@ -36,7 +36,6 @@ from typing import Any, Literal
 import attrs
 import numpy as np
 
-from dpframe.data.dataset import Dataset
 from dpframe.data.domain import Domain, Target
 from dpframe.releases.params import one_of, optional, param
 
@@ -147,19 +146,16 @@ class UnitMap:
         return a * self.label_scale + self.label_centre
 
     def dataset(self, dataset: Any, domain: Domain) -> Any:
-        """``dataset`` in rescaled units under the rescaled ``domain``: a Dataset for a
-        Dataset, else a view that rescales each chunk (streamed and Dask sources)."""
-        if isinstance(dataset, Dataset):
-            x = self.features(dataset.features)
-            y = self.labels(dataset.labels, dataset.domain)
-            x.setflags(write=False)
-            return Dataset(x, y, domain, dataset.clip_report, dataset.source)
+        """``dataset`` in rescaled units under the rescaled ``domain``: a view that
+        rescales each chunk as a pass reads it (no rescaled copy of an in-memory Dataset;
+        its passes are still passes over the Dataset, which the fingerprint observes)."""
         return RescaledSource(dataset, self, domain)
 
 
 class RescaledSource:
-    """A source-backed dataset seen in rescaled units: chunks and reductions are mapped
-    chunk by chunk where the data live; everything else is the inner dataset's."""
+    """A dataset (in memory or source-backed) seen in rescaled units: chunks and
+    reductions are mapped chunk by chunk where the data live, the records when asked
+    for; everything else is the inner dataset's."""
 
     def __init__(self, inner: Any, units: UnitMap, domain: Domain) -> None:
         self.inner, self.units, self.domain = inner, units, domain
@@ -173,7 +169,14 @@ class RescaledSource:
 
     @property
     def features(self) -> np.ndarray:
-        return self.units.features(self.inner.features)
+        x = self.units.features(self.inner.features)
+        x.setflags(write=False)
+        return x
+
+    def subset(self, rows: np.ndarray) -> Any:
+        inner = self.inner.subset(rows)
+        domain = self.domain.with_records(len(inner)) if self.domain.records else self.domain
+        return RescaledSource(inner, self.units, domain)
 
     @property
     def labels(self) -> Any:

@@ -25,10 +25,12 @@ the floating-point attacks of Mironov (2012), see ``docs/privacy-promise.md``.
 from __future__ import annotations
 
 import abc
+import contextlib
 import math
 import os
+from collections.abc import Callable, Iterator
 from fractions import Fraction
-from typing import ClassVar
+from typing import Any, ClassVar
 
 import numpy as np
 from numpy.typing import ArrayLike
@@ -327,6 +329,54 @@ class SeededSampler(Sampler):
                 "note": "reproducible-not-secure",
             }
         )
+
+
+@contextlib.contextmanager
+def held(sampler: Sampler, before_first_draw: Callable[[], None]) -> Iterator[None]:
+    """Within the block, the first draw from ``sampler`` (any use of its stream) or its
+    first ``spawn()`` calls ``before_first_draw`` first; if that raises, nothing is drawn
+    (and the next draw calls it again). :func:`dpframe.releases.mechanism.execute` reserves the
+    ledger's charge there."""
+    gate = _Gate(sampler, before_first_draw)
+    try:
+        yield
+    finally:
+        gate.restore()
+
+
+class _Gate:
+    """Stands for a sampler's generator until :meth:`open` has succeeded."""
+
+    def __init__(self, sampler: Sampler, before_first_draw: Callable[[], None]) -> None:
+        self._sampler, self._before = sampler, before_first_draw
+        self._generator = sampler._generator
+        self._had_spawn = "spawn" in vars(sampler)
+        self._spawn = sampler.spawn
+        self._opened = False
+        sampler._generator = self  # type: ignore[assignment]
+
+        def spawn() -> Sampler:
+            self.open()
+            return self._spawn()
+
+        sampler.spawn = spawn  # type: ignore[method-assign]
+
+    def open(self) -> None:
+        if not self._opened:
+            self._before()
+            self._opened = True
+            self.restore()
+
+    def restore(self) -> None:
+        self._sampler._generator = self._generator
+        if self._had_spawn:
+            self._sampler.spawn = self._spawn  # type: ignore[method-assign]
+        else:
+            vars(self._sampler).pop("spawn", None)
+
+    def __getattr__(self, name: str) -> Any:
+        self.open()
+        return getattr(self._generator, name)
 
 
 FLOAT_NOISE_UNSAFE = "float-unsafe"

@@ -60,13 +60,13 @@ from typing import Any, ClassVar, Literal, Protocol
 import attrs
 import numpy as np
 
-from dpframe.data.dataset import Dataset
+from dpframe.data.dataset import Dataset, FirstPass, watching
 from dpframe.data.domain import Domain
 from dpframe.data.relation import Relation
 from dpframe.data.sources import check_passes
 from dpframe.errors import ParameterError
 from dpframe.privacy.events import NonPrivateEvent, PrivacyEvent, compose
-from dpframe.privacy.samplers import FLOAT_NOISE_UNSAFE, Sampler, make_sampler
+from dpframe.privacy.samplers import FLOAT_NOISE_UNSAFE, Sampler, held, make_sampler
 from dpframe.releases.params import build, describe_fields, params_to_dict
 from dpframe.releases.release import Release
 
@@ -232,17 +232,21 @@ def execute(
     """Plan, (reserve,) run, and stamp the metadata of one release.
 
     The event is planned from public inputs first, and the mechanism's access to the
-    data checked against the dataset's source (:func:`dpframe.data.sources.check_passes`);
-    with a ``ledger`` it is reserved before the mechanism reads the data (a refusal
-    charges nothing), and a run that fails after that stays charged.
+    data checked against the dataset's source (:func:`dpframe.data.sources.check_passes`).
+    The data are read once: the keyed fingerprint is computed from the records as the
+    mechanism's first pass reads them, and the ``ledger`` reserves the charge at the
+    mechanism's first draw from ``sampler`` (or when it returns, if it draws nothing).
+    Until then the mechanism has only computed un-noised statistics, which nothing
+    returns: a refused reservation raises the refusal, discards them and draws nothing
+    (``docs/design.md``, "One read per release"). A run that fails after reading data
+    is charged (reserved, then recorded as failed), unless the data were refused (a
+    record outside the domain or not a number), which charges nothing.
     """
     sampler = sampler or make_sampler()
     event = planned_event(mechanism, params, dataset.domain)
     check_passes(mechanism, params, dataset)
     entry = _plugin_identity(type(mechanism))
-    reservation = None
     fingerprint_key = ledger.fingerprint_key if ledger is not None else _ephemeral_key()
-    fingerprint = dataset.fingerprint(fingerprint_key)
     base = {
         "mechanism": mechanism.name,
         "plugin": entry["plugin"],
@@ -252,25 +256,28 @@ def execute(
         "event": event,
         "sampler": _described(sampler, mechanism),
         "domain": dataset.domain.to_dict(),
-        "dataset_fingerprint": fingerprint,
     }
-    if ledger is not None:
-        reservation = ledger.reserve({**(request or {}), **base})
+    first_pass = getattr(dataset, "first_pass", lambda key: None)(fingerprint_key)
+    charge = _Charge(ledger, {**(request or {}), **base}, dataset, fingerprint_key, first_pass)
+    if first_pass is None:
+        charge.reserve()  # fingerprinted on its own (a one-pass or distributed source)
     grids_before = len(sampler.grids)  # children share the log: keep this run's part
     try:
-        release = mechanism.run(dataset, params, sampler)
+        with watching(dataset, first_pass), held(sampler, charge.reserve):
+            release = mechanism.run(dataset, params, sampler)
+            charge.reserve()  # a mechanism that drew nothing
         if not isinstance(release, Release):
             raise TypeError(
                 f"mechanism {mechanism.name!r} returned {type(release).__name__}, not a Release"
             )
     except BaseException as exc:
-        if ledger is not None:
-            ledger.fail(reservation, f"{type(exc).__name__}: {exc}")
+        charge.failed(exc)
         raise
     import uuid
 
     from dpframe.version import __version__
 
+    fingerprint = charge.fingerprint
     release.mechanism = mechanism.name
     release.plugin = entry["plugin"]
     release.distribution = entry["distribution"]
@@ -288,8 +295,70 @@ def execute(
     if len(sampler.grids) > grids_before:
         release.info.setdefault("noise_grids", sampler.grids[grids_before:])
     if ledger is not None:
-        release.ledger_entry = ledger.commit(reservation, release)
+        release.ledger_entry = ledger.commit(charge.reservation, release)
     return release
+
+
+class _Charge:
+    """The fingerprint and the ledger reservation of one release, made once, at the
+    mechanism's first draw (:func:`execute`)."""
+
+    def __init__(
+        self,
+        ledger: Charger | None,
+        request: dict[str, Any],
+        dataset: Any,
+        key: bytes,
+        first_pass: FirstPass | None,
+    ) -> None:
+        self.ledger, self.request, self.dataset = ledger, request, dataset
+        self.key, self.first_pass = key, first_pass
+        self.fingerprint: str | None = None
+        self.reservation: Any = None
+        self.reserved = False
+        self.refusal: BaseException | None = None
+
+    def reserve(self) -> None:
+        """Fingerprint the data (from the first pass when it was complete, else with a
+        pass of its own) and reserve the charge, once; a refusal is raised (again on
+        every later call)."""
+        if self.reserved:
+            return
+        if self.refusal is not None:
+            raise self.refusal
+        if self.fingerprint is None:
+            observed = self.first_pass.fingerprint() if self.first_pass else None
+            self.fingerprint = observed or self.dataset.fingerprint(self.key)
+        if self.ledger is not None:
+            request = {**self.request, "dataset_fingerprint": self.fingerprint}
+            try:
+                self.reservation = self.ledger.reserve(request)
+            except BaseException as exc:
+                self.refusal = exc
+                raise
+        self.reserved = True
+
+    def failed(self, exc: BaseException) -> None:
+        """After the run raised ``exc``: raise instead the sentence refusing the data if
+        the first pass met invalid records (nothing is charged); otherwise charge a run
+        that failed (reserving it first, if its first draw never came: a refusal then
+        replaces ``exc``, which may tell about the data). An interruption before the
+        reservation charges nothing."""
+        if self.refusal is not None:  # the mechanism may have caught it and failed later
+            if exc is not self.refusal:
+                raise self.refusal from None
+            return
+        if not self.reserved:
+            refusal = self.first_pass.data_refusal() if self.first_pass else None
+            if refusal is not None:
+                if refusal is exc:
+                    return
+                raise refusal from None
+            if self.ledger is None or not isinstance(exc, Exception):
+                return
+            self.reserve()
+        if self.ledger is not None:
+            self.ledger.fail(self.reservation, f"{type(exc).__name__}: {exc}")
 
 
 def _numeric(array: Any) -> np.ndarray:

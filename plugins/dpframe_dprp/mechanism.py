@@ -345,15 +345,15 @@ class DPRPMechanism(Mechanism):
         )
         return {"projection": (z @ r).ravel(), "covariance": upper_triangle(z.T @ z)}
 
-    def run(self, dataset: Dataset, params: DPRPParams, sampler: Sampler) -> Release:
+    def model(self, dataset: Dataset, params: DPRPParams, sampler: Sampler) -> DPRPModel:
+        """The DP model: ``R``, the noisy projection ``P'`` and covariance ``C'``, and the
+        top-``k2`` eigenvectors ``V'`` of ``C'`` (one pass over the data)."""
         encoding = Encoding.build(params, dataset.domain)
         calibration = self._calibration(params, encoding)
-        sigmas = self._sigmas(params, dataset.domain, calibration)
         declared = self.sensitivity(params, dataset.domain)  # the noise follows it
         if encoding.labels is not None:
             dataset.require_labels("DPRP with labels='feature'")
         width = encoding.width
-        k2 = default_k2(params, width)
         r = sampler.gaussian(1.0 / math.sqrt(params.k1), (width, params.k1))
         projected, second = _project(encoding, dataset, r)
         projection = grid_release(
@@ -365,31 +365,53 @@ class DPRPMechanism(Mechanism):
             calibration.covariance_multiplier, sampler,
         )  # fmt: skip
         covariance = from_upper_triangle(noisy_upper, width)
-        _, components = top_eigen(covariance, k2)
-        rows = projection @ (np.linalg.pinv(components.T @ r) @ components.T)
-        features, labels = encoding.decode(rows)
+        _, components = top_eigen(covariance, default_k2(params, width))
+        return DPRPModel(encoding, calibration, r, projection, covariance, components)
+
+    def run(self, dataset: Dataset, params: DPRPParams, sampler: Sampler) -> Release:
+        model = self.model(dataset, params, sampler)
+        features, labels = model.reconstruct()
         arrays = {"synthetic": features}
         if labels is not None:
             arrays["labels"] = labels
         if params.release_model:
             arrays |= {
-                "covariance": psd_project(covariance),
-                "components": components,
-                "projection": projection,
-                "random_matrix": r,
+                "covariance": psd_project(model.covariance),
+                "components": model.components,
+                "projection": model.projection,
+                "random_matrix": model.r,
             }
         return Release(
             arrays=arrays,
-            noise_scales=sigmas,
+            noise_scales=self._sigmas(params, dataset.domain, model.calibration),
             info={
                 "k1": params.k1,
-                "k2": k2,
-                "row_norm_bound": encoding.row_norm_bound,
-                "failure_probability": calibration.failure_probability,
-                "label_columns": encoding.label_columns,
+                "k2": model.components.shape[1],
+                "row_norm_bound": model.encoding.row_norm_bound,
+                "failure_probability": model.calibration.failure_probability,
+                "label_columns": model.encoding.label_columns,
                 "working_space": "standardised" if params.standardise else "centred",
             },
         )
+
+
+@attrs.frozen(eq=False)
+class DPRPModel:
+    """The DP outputs of one DPRP run; :meth:`reconstruct` is post-processing."""
+
+    encoding: Encoding
+    calibration: Calibration
+    r: np.ndarray
+    projection: np.ndarray
+    covariance: np.ndarray
+    components: np.ndarray
+
+    def reconstruct(self) -> tuple[np.ndarray, np.ndarray | None]:
+        """The n reconstructed records ``P' (V'^T R)^+ V'^T`` in the data's units, and
+        their labels."""
+        v = self.components
+        rows = self.projection @ (np.linalg.pinv(v.T @ self.r) @ v.T)
+        return self.encoding.decode(rows)
 
 
 def _project(encoding: Encoding, dataset: Dataset, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -105,12 +105,14 @@ class FailingMechanism(_LaplaceLike):
 
 
 class BlockingMechanism(_LaplaceLike):
-    """Reads the data, creates ``params.marker``, then waits forever (to be killed)."""
+    """Reads the data, draws its noise (``execute`` reserves the charge at the first
+    draw), creates ``params.marker``, then waits forever (to be killed)."""
 
     name = "test-blocking"
 
     def run(self, dataset: Dataset, params: MarkerParams, sampler: Any) -> Release:
         float(dataset.features.sum())
+        sampler.laplace(1.0 / params.epsilon)
         Path(params.marker).write_text("running")
         while True:
             time.sleep(0.05)

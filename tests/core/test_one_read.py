@@ -1,0 +1,164 @@
+"""execute() reads the data once: the fingerprint comes from the mechanism's first pass and
+the ledger reserves at the first draw; a refused release draws nothing and returns nothing."""
+
+from __future__ import annotations
+
+import hashlib
+import hmac
+
+import numpy as np
+import pytest
+
+import dpframe
+from dpframe.data.dataset import Dataset
+from dpframe.data.domain import Classes, Domain
+from dpframe.data.sources import ParquetSource, SourceDataset
+from dpframe.errors import BudgetExceededError, DataError
+from dpframe.ledger import Ledger
+from dpframe.privacy.samplers import SeededSampler, held
+from dpframe.releases.mechanism import execute
+from dpframe.testing.mutants import UsageSampler
+
+DOMAIN = Domain(lower=-1.0, upper=1.0, labels=Classes((0, 1, 2)))
+
+
+def records(n: int = 3000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
+    rng = np.random.default_rng(seed)
+    return rng.uniform(-1, 1, (n, 4)), rng.integers(0, 3, n)
+
+
+def v2_fingerprint(key: bytes, x: np.ndarray, y: np.ndarray | None) -> str:
+    """The dataset fingerprint as format v2 defines it, written out independently."""
+    features = hmac.new(key, x.astype("<f8").tobytes(), hashlib.sha256).digest()
+    labels = hmac.new(key, b"" if y is None else y.astype("<f8").tobytes(), hashlib.sha256)
+    outer = f"dpframe-dataset-v2:{x.shape[0]}x{x.shape[1]}:".encode()
+    return hmac.new(key, outer + features + labels.digest(), hashlib.sha256).hexdigest()
+
+
+@pytest.fixture
+def ledger(tmp_path):
+    with Ledger.open(tmp_path / "privacy.ledger", create=True) as opened:
+        yield opened
+
+
+def request(epsilon: float = 10.0) -> dict:
+    return {"budget_label": "toy", "create_budget": {"epsilon": epsilon, "delta": 1e-5}}
+
+
+def test_the_fingerprint_from_the_statistic_pass_is_the_v2_fingerprint(ledger):
+    x, y = records()
+    data = Dataset.from_arrays(x, y, DOMAIN)
+    gmm = dpframe.mechanism("gmm")
+    release = execute(
+        gmm, data, gmm.params(epsilon=1.0), SeededSampler(0), ledger=ledger, request=request()
+    )
+    expected = v2_fingerprint(ledger.fingerprint_key, x, y)
+    assert release.dataset_fingerprint == expected == data.fingerprint(ledger.fingerprint_key)
+    # the budget bound under the old, separate-pass fingerprint recognises the data
+    assert ledger.find_budget(fingerprint=expected).label == "toy"
+
+
+USER_PATH = [
+    ("lap_pca", {"dimension": 2}),
+    ("pca_gauss", {"dimension": 2, "n_synthetic": 1}),
+    ("ron_gauss", {"dimension": 2, "n_synthetic": 1}),
+    ("gmm", {"n_synthetic": 1}),
+    ("mvg", {"query": "covariance", "delta": 1e-6}),
+    ("gaussian", {"query": "covariance", "delta": 1e-6}),
+]
+
+
+@pytest.mark.parametrize(("name", "values"), USER_PATH, ids=[n for n, _ in USER_PATH])
+def test_the_statistics_releases_fingerprint_in_their_own_pass(name, values, ledger, monkeypatch):
+    x, y = records()
+    x = x * 5.0 + 5.0  # declared units [0, 10]: the mechanisms work rescaled
+    data = Dataset.from_arrays(x, y, Domain(lower=0.0, upper=10.0, labels=Classes((0, 1, 2))))
+
+    def no_pass_of_its_own(*args: object, **kwargs: object) -> str:
+        raise AssertionError("the fingerprint took a pass of its own")
+
+    monkeypatch.setattr(Dataset, "fingerprint", no_pass_of_its_own)
+    mechanism = dpframe.mechanism(name)
+    params = mechanism.params(epsilon=1.0, **values)
+    release = execute(mechanism, data, params, SeededSampler(0), ledger=ledger, request=request())
+    assert release.dataset_fingerprint == v2_fingerprint(ledger.fingerprint_key, x, y)
+
+
+def test_a_refused_release_draws_no_randomness_and_returns_nothing(ledger):
+    x, y = records()
+    data = Dataset.from_arrays(x, y, DOMAIN)
+    lap = dpframe.mechanism("lap_pca")
+    first, second = lap.params(epsilon=0.9, dimension=2), lap.params(epsilon=0.5, dimension=2)
+    execute(lap, data, first, SeededSampler(0), ledger=ledger, request=request(1.0))
+    head = ledger.head()
+    sampler = UsageSampler(SeededSampler(1))
+    with pytest.raises(BudgetExceededError):
+        execute(lap, data, second, sampler, ledger=ledger, request=request(1.0))
+    assert not sampler.used  # no noise was drawn for the statistic computed before
+    assert ledger.head() == head  # and nothing was charged
+
+
+def test_a_streamed_release_reads_the_file_once_per_pass(tmp_path, ledger):
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    x, y = records(5000)
+    path = tmp_path / "data.parquet"
+    columns = {f"x{j}": x[:, j] for j in range(4)}
+    pq.write_table(pa.table({**columns, "y": y}), path)
+    domain = Domain(lower=-1.0, upper=1.0, labels=Classes((0, 1, 2), column="y"))
+    data = SourceDataset(ParquetSource(path, label="y"), domain, chunk_rows=1024)
+    ron = dpframe.mechanism("ron_gauss")
+    params = ron.params(epsilon=1.0, dimension=2, n_synthetic=10)
+    release = execute(ron, data, params, SeededSampler(0), ledger=ledger, request=request())
+    assert data.passes_used == ron.data_passes(params) == 2  # no pass of its own
+    assert release.dataset_fingerprint == v2_fingerprint(ledger.fingerprint_key, x, y)
+
+
+def test_a_changed_array_is_refused_before_any_draw_and_charges_nothing(ledger):
+    x, y = records()
+    data = Dataset.from_arrays(x, y, DOMAIN)  # wraps the caller's array
+    x[1500, 2] = 40.0  # outside the domain, through the caller's own array
+    head = ledger.head()
+    sampler = UsageSampler(SeededSampler(1))
+    lap = dpframe.mechanism("lap_pca")
+    params = lap.params(epsilon=0.5, dimension=2)
+    with pytest.raises(DataError, match="changed after the Dataset was built"):
+        execute(lap, data, params, sampler, ledger=ledger, request=request())
+    assert not sampler.used
+    assert ledger.head() == head
+
+
+def test_a_mechanism_that_draws_before_reading_gets_a_fingerprint_pass_first(ledger):
+    x, y = records()
+    data = Dataset.from_arrays(x, y, DOMAIN)
+    dprp = dpframe.mechanism("dprp")  # draws its projection before its pass
+    release = execute(dprp, data, dprp.params(epsilon=1.0, delta=1e-6, k1=2),
+                      SeededSampler(0), ledger=ledger, request=request())  # fmt: skip
+    assert release.dataset_fingerprint == v2_fingerprint(ledger.fingerprint_key, x, y)
+
+
+def test_the_first_draw_or_spawn_waits_for_the_reservation_and_a_refusal_draws_nothing():
+    calls: list[str] = []
+
+    def refuse() -> None:
+        calls.append("refused")
+        raise BudgetExceededError("refused")
+
+    sampler = SeededSampler(3)
+    with held(sampler, refuse):
+        with pytest.raises(BudgetExceededError):
+            sampler.gaussian(1.0, 3)
+        with pytest.raises(BudgetExceededError):
+            sampler.spawn()
+        with pytest.raises(BudgetExceededError):
+            sampler.discrete_gaussian(2, 3)
+    assert calls == ["refused"] * 3
+    # the stream did not move: it still starts where a fresh one does
+    assert np.array_equal(sampler.gaussian(1.0, 3), SeededSampler(3).gaussian(1.0, 3))
+    opened: list[int] = []
+    other = SeededSampler(3)
+    with held(other, lambda: opened.append(1)):
+        first = other.gaussian(1.0, 3)
+        other.gaussian(1.0, 3)
+    assert opened == [1]  # once, before the first draw
+    assert np.array_equal(first, SeededSampler(3).gaussian(1.0, 3))
