@@ -342,7 +342,7 @@ class FirstPass:
         if self.state != "waiting":
             yield from chunks
             return
-        from dpframe.data.stats import blas_threads
+        from dpframe.data.threads import blas_threads
 
         self.state = "reading"
         try:

@@ -46,7 +46,8 @@ from dpframe.data.dataset import (
     watched,
 )
 from dpframe.data.domain import ClipReport, Domain
-from dpframe.data.stats import ChunkMap, add, blas_threads, detach, sum_chunks
+from dpframe.data.stats import ChunkMap, add, detach, sum_chunks
+from dpframe.data.threads import blas_threads
 from dpframe.errors import DataError, ParameterError
 
 Batch = tuple[np.ndarray, "np.ndarray | None"]
