@@ -1,7 +1,8 @@
 """Benchmark: exact noise (issue 15) against the floating-point draws it replaced.
 
     python benchmarks/exact_noise.py [--draws 10000000] [--rows 1000000] [--cols 100]
-                                     [--repeats 3] [--skip-releases] [--write docs/benchmarks.md]
+                                     [--repeats 3] [--skip-releases] [--blas-threads N]
+                                     [--write docs/benchmarks.md]
 
 Three comparisons, each timed in the same process with its baseline interleaved round by
 round (a busy machine slows both alike), at default threading. For each we report the
@@ -31,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 import dpframe
 from dpframe import Classes, Dataset, Domain, SeededSampler
@@ -61,13 +63,16 @@ def rounds(candidate: Callable[[], object], baseline: Callable[[], object], repe
 
 
 def row(name: str, times: Times, unit: float) -> str:
+    """One markdown row (also printed to stderr at once: a run under load takes long)."""
     cells = []
     for column in range(4):  # wall, CPU of the candidate; wall, CPU of the baseline
         values = [t[column] * unit for t in times]
         cells.append(f"{min(values):.3g} / {statistics.median(values):.3g}")
     wall = min(t[0] for t in times) / min(t[2] for t in times)
     cpu = min(t[1] for t in times) / min(t[3] for t in times)
-    return f"| {name} | {' | '.join(cells)} | {wall:.2f}x | {cpu:.2f}x |"
+    line = f"| {name} | {' | '.join(cells)} | {wall:.2f}x | {cpu:.2f}x |"
+    print(line, file=sys.stderr, flush=True)
+    return line
 
 
 def draws_benchmark(draws: int, repeats: int) -> list[str]:
@@ -127,6 +132,9 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cols", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip-releases", action="store_true")
+    parser.add_argument(
+        "--blas-threads", type=int, default=None, help="limit BLAS threads (default: as numpy)"
+    )
     parser.add_argument("--write", type=Path, default=None)
     args = parser.parse_args(argv)
     sys.path.insert(0, str(Path(__file__).parent))
@@ -139,13 +147,15 @@ def main(argv: list[str] | None = None) -> int:
         "CPU ratio of minima |",
         "|---|---|---|---|---|---|---|",
     ]
-    lines += draws_benchmark(args.draws, args.repeats)
-    lines += covariance_benchmark(args.repeats)
-    if not args.skip_releases:
-        lines += releases_benchmark(args.rows, args.cols, args.repeats)
+    with threadpool_limits(args.blas_threads):
+        lines += draws_benchmark(args.draws, args.repeats)
+        lines += covariance_benchmark(args.repeats)
+        if not args.skip_releases:
+            lines += releases_benchmark(args.rows, args.cols, args.repeats)
     load_after = os.getloadavg()
     setup = (
-        f"{args.repeats} interleaved rounds ({args.repeats * 10} for the covariance); "
+        f"{args.repeats} interleaved rounds ({args.repeats * 10} for the covariance), "
+        f"BLAS threads: {args.blas_threads or 'default'}; "
         f"baselines: ChaCha20 normals, `value + float noise`, the same release with "
         f"`unsafe_float_noise=True`. Machine: {machine()}. Load average (1/5/15 min) "
         f"{'/'.join(f'{v:.1f}' for v in load_before)} before, "
