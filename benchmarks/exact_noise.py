@@ -1,11 +1,14 @@
 """Benchmark: exact noise (issue 15) against the floating-point draws it replaced.
 
     python benchmarks/exact_noise.py [--draws 10000000] [--rows 1000000] [--cols 100]
-                                     [--repeats 3] [--write docs/benchmarks.md]
+                                     [--repeats 3] [--skip-releases] [--blas-threads N]
+                                     [--write docs/benchmarks.md]
 
-Three comparisons, each timed in the same process with the baseline interleaved round by
-round (a busy machine slows both alike), at default threading; we report the minimum and
-the median over the rounds and the ratio of the minima:
+Three comparisons, each timed in the same process with its baseline interleaved round by
+round (a busy machine slows both alike), at default threading. For each we report the
+minimum and the median over the rounds of the wall time and of the process's CPU time
+(user + system, all threads), and the ratio of the minima; the load average before and
+after the run is printed with the results.
 
 1. ``draws`` discrete Gaussian draws (``Sampler.discrete_gaussian``, sigma = 2^24, the
    size the grid layer uses) against as many ChaCha20 continuous normals
@@ -13,14 +16,15 @@ the median over the rounds and the ratio of the minima:
 2. The noise of a 100 x 100 covariance (``grid_release`` of its 5050 ``svec`` entries
    with a discrete Gaussian, and of its upper triangle with a discrete Laplace) against
    ``value + sampler.gaussian(...)``. Target: under 10 ms.
-3. The statistics releases on a ``rows x cols`` array (the plugins converted to exact
-   noise) against the same release on the opt-in float path (``unsafe_float_noise``).
-   Target: within 1.2x.
+3. The statistics releases on a ``rows x cols`` array through ``dpframe.execute`` (plan,
+   fingerprint, run; no ledger), exact noise against the same release on the opt-in
+   float path (``unsafe_float_noise=True``). Target: within 1.2x.
 """
 
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import sys
 import time
@@ -28,6 +32,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
+from threadpoolctl import threadpool_limits
 
 import dpframe
 from dpframe import Classes, Dataset, Domain, SeededSampler
@@ -43,28 +48,31 @@ RELEASES: list[tuple[str, dict]] = [
     ("gmm", {"n_synthetic": 1}),
 ]
 
-
-def rounds(candidate: Callable[[], object], baseline: Callable[[], object], repeats: int):
-    """Interleaved wall times: ``(candidate seconds, baseline seconds)`` per round."""
-    out = []
-    for _ in range(repeats):
-        start = time.perf_counter()
-        candidate()
-        middle = time.perf_counter()
-        baseline()
-        out.append((middle - start, time.perf_counter() - middle))
-    return out
+Times = list[tuple[float, float, float, float]]  # per round: wall, CPU (candidate, baseline)
 
 
-def row(name: str, times: list[tuple[float, float]], unit: float, label: str) -> str:
-    mine = [t[0] for t in times]
-    base = [t[1] for t in times]
-    ratio = min(mine) / min(base)
-    return (
-        f"| {name} | {min(mine) * unit:.3g} | {statistics.median(mine) * unit:.3g} | "
-        f"{min(base) * unit:.3g} | {statistics.median(base) * unit:.3g} | {ratio:.2f}x | "
-        f"{label} |"
-    )
+def timed(call: Callable[[], object]) -> tuple[float, float]:
+    wall, cpu = time.perf_counter(), time.process_time()
+    call()
+    return time.perf_counter() - wall, time.process_time() - cpu
+
+
+def rounds(candidate: Callable[[], object], baseline: Callable[[], object], repeats: int) -> Times:
+    """Interleaved rounds: ``(wall, CPU)`` of the candidate, then of the baseline."""
+    return [(*timed(candidate), *timed(baseline)) for _ in range(repeats)]
+
+
+def row(name: str, times: Times, unit: float) -> str:
+    """One markdown row (also printed to stderr at once: a run under load takes long)."""
+    cells = []
+    for column in range(4):  # wall, CPU of the candidate; wall, CPU of the baseline
+        values = [t[column] * unit for t in times]
+        cells.append(f"{min(values):.3g} / {statistics.median(values):.3g}")
+    wall = min(t[0] for t in times) / min(t[2] for t in times)
+    cpu = min(t[1] for t in times) / min(t[3] for t in times)
+    line = f"| {name} | {' | '.join(cells)} | {wall:.2f}x | {cpu:.2f}x |"
+    print(line, file=sys.stderr, flush=True)
+    return line
 
 
 def draws_benchmark(draws: int, repeats: int) -> list[str]:
@@ -75,7 +83,7 @@ def draws_benchmark(draws: int, repeats: int) -> list[str]:
         lambda: sampler.gaussian(float(sigma), draws),
         repeats,
     )
-    return [row(f"{draws:.0e} discrete Gaussian vs normals", times, 1.0, "s")]
+    return [row(f"{draws:.0e} discrete Gaussians (σ = 2^24) vs ChaCha20 normals (s)", times, 1.0)]
 
 
 def covariance_benchmark(repeats: int) -> list[str]:
@@ -91,7 +99,8 @@ def covariance_benchmark(repeats: int) -> list[str]:
             lambda e=entries, d=draw: e + d(1e-2, e.shape),
             repeats * 10,
         )
-        out.append(row(f"100x100 covariance, {family}", times, 1e3, "ms"))
+        label = f"100 x 100 covariance's noise, discrete {family} `grid_release` (ms)"
+        out.append(row(label, times, 1e3))
     return out
 
 
@@ -105,13 +114,14 @@ def releases_benchmark(rows: int, cols: int, repeats: int) -> list[str]:
     for name, extra in RELEASES:
         mechanism = dpframe.mechanism(name)
         params = mechanism.params(epsilon=1.0, **extra)
-        exact, unsafe = SeededSampler(4), SeededSampler(4, unsafe_float_noise=True)
         times = rounds(
-            lambda m=mechanism, p=params, s=exact: m.run(data, p, s),
-            lambda m=mechanism, p=params, s=unsafe: m.run(data, p, s),
+            lambda m=mechanism, p=params: dpframe.execute(m, data, p, SeededSampler(4)),
+            lambda m=mechanism, p=params: dpframe.execute(
+                m, data, p, SeededSampler(4, unsafe_float_noise=True)
+            ),
             repeats,
         )
-        out.append(row(f"{name} {extra}", times, 1.0, "s"))
+        out.append(row(f"`execute` {name} {extra}, {rows:.0e} x {cols} (s)", times, 1.0))
     return out
 
 
@@ -122,21 +132,36 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--cols", type=int, default=100)
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--skip-releases", action="store_true")
+    parser.add_argument(
+        "--blas-threads", type=int, default=None, help="limit BLAS threads (default: as numpy)"
+    )
     parser.add_argument("--write", type=Path, default=None)
     args = parser.parse_args(argv)
-    header = [
-        "| comparison | exact min | exact median | baseline min | baseline median | "
-        "ratio of minima | unit |",
+    sys.path.insert(0, str(Path(__file__).parent))
+    from report import machine, publish
+
+    load_before = os.getloadavg()
+    lines = [
+        "| comparison | exact: wall min / median | exact: CPU min / median | "
+        "baseline: wall min / median | baseline: CPU min / median | wall ratio of minima | "
+        "CPU ratio of minima |",
         "|---|---|---|---|---|---|---|",
     ]
-    lines = header + draws_benchmark(args.draws, args.repeats)
-    lines += covariance_benchmark(args.repeats)
-    if not args.skip_releases:
-        lines += releases_benchmark(args.rows, args.cols, args.repeats)
-    text = "\n".join(lines)
-    print(text)
-    if args.write is not None:
-        print(f"(paste into {args.write})", file=sys.stderr)
+    with threadpool_limits(args.blas_threads):
+        lines += draws_benchmark(args.draws, args.repeats)
+        lines += covariance_benchmark(args.repeats)
+        if not args.skip_releases:
+            lines += releases_benchmark(args.rows, args.cols, args.repeats)
+    load_after = os.getloadavg()
+    setup = (
+        f"{args.repeats} interleaved rounds ({args.repeats * 10} for the covariance), "
+        f"BLAS threads: {args.blas_threads or 'default'}; "
+        f"baselines: ChaCha20 normals, `value + float noise`, the same release with "
+        f"`unsafe_float_noise=True`. Machine: {machine()}. Load average (1/5/15 min) "
+        f"{'/'.join(f'{v:.1f}' for v in load_before)} before, "
+        f"{'/'.join(f'{v:.1f}' for v in load_after)} after."
+    )
+    publish("\n".join([setup, "", *lines]), args.write, "exact_noise")
     return 0
 
 

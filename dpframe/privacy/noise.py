@@ -190,7 +190,10 @@ exact sampler in int64 arithmetic, but never so far that the rounding term excee
 ``Δ/γ`` (then the sampler takes its exact Python-integer path, slower)."""
 GRID_LIMIT = 2**52
 """Rounded statistics are clamped to ``±2^52`` grid steps (1-Lipschitz per coordinate, so
-the sensitivity bound still holds) so that ``(k + Z)·γ`` is exactly a double."""
+the sensitivity bound still holds) so that ``(k + Z)·γ`` is exactly a double. A statistic
+beyond the range saturates, silently: refusing would reveal, without noise, whether the
+data put it there. The range exceeds ``2^39·Δ·min(1, z)/d`` (L1; ``/⌈√d⌉`` in L2); see
+docs/samplers.md."""
 
 
 @attrs.frozen

@@ -196,3 +196,37 @@ def test_run_refuses_an_output_directory_that_holds_a_run(run, spec, toy_csv, tm
 def test_plan_json_shows_references_not_stand_ins(run, spec):
     doc = json.loads(run("chain", "plan", spec(), "--json").stdout)
     assert doc["steps"][2]["params"]["signal_covariance"] == "@cov.covariance"
+
+
+def test_unsafe_float_noise_is_opt_in_for_a_chain_warned_recorded_and_flagged(
+    run, spec, toy_csv, tmp_path
+):
+    exact_ledger, unsafe_ledger = tmp_path / "e.ledger", tmp_path / "u.ledger"
+    exact = run("chain", "run", spec(), "--ledger", exact_ledger, "--out", tmp_path / "e")
+    assert exact.exit_code == 0, exact.output
+    assert "--unsafe-float-noise" not in exact.stderr
+    unsafe = run(
+        "chain",
+        "run",
+        spec(),
+        "--ledger",
+        unsafe_ledger,
+        "--out",
+        tmp_path / "u",
+        "--unsafe-float-noise",
+    )
+    assert unsafe.exit_code == 0, unsafe.output
+    assert "--unsafe-float-noise" in unsafe.stderr and "NOT private" in unsafe.stderr
+    for step in ("cov", "mean", "mvg"):  # every step's release records the float path
+        meta = json.loads((tmp_path / "u" / step / "release.json").read_text())
+        assert meta["sampler"]["noise"] == "float-unsafe"
+
+    def flags(ledger: Path) -> list[list[str]]:
+        report = json.loads(run("ledger", "audit", "--ledger", ledger, "--json").stdout)
+        return [entry["flags"] for entry in report["budgets"][0]["entries"]]
+
+    # the audit flags every step of the unsafe chain, and the exact chain's Laplace
+    # steps not at all (its MVG step is judged by the mechanism's own noise)
+    assert all("unsafe_float_noise" in f for f in flags(unsafe_ledger))
+    assert len(flags(unsafe_ledger)) == 3
+    assert flags(exact_ledger)[:2] == [[], []]

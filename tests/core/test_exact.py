@@ -134,3 +134,51 @@ def test_bad_parameters_get_one_sentence(call, args):
     with pytest.raises(SamplerError) as info:
         getattr(SeededSampler(0), call)(*args)
     assert str(info.value).endswith(".") and "\n" not in str(info.value)
+
+
+def test_two_step_blocks_with_per_element_exponents_match_exp_minus_gamma():
+    # A denominator near 2^24 makes Algorithm 1 decide two steps per uniform integer
+    # (den^2 * 2 < 2^62) with a different numerator per element; each of the six
+    # exponents is checked by a binomial test (alpha = 1e-4 each, 6e-4 in all).
+    from dpframe.privacy import exact
+
+    den = 2**24 + 3
+    numerators = np.array([0, 1, den // 7, den // 2, den - 5, den])
+    reps = 40_000
+    draws = exact.bernoulli_exp_array(
+        np.repeat(numerators, reps), den, SeededSampler(30)._generator
+    ).reshape(numerators.size, reps)
+    for num, row in zip(numerators, draws, strict=True):
+        p = math.exp(-int(num) / den)
+        if p == 1:
+            assert row.all()
+            continue
+        assert stats.binomtest(int(row.sum()), reps, p).pvalue > ALPHA
+
+
+class _ZerosFirst:
+    """A generator whose first ``integers`` call returns zeros (then the real stream):
+    forces every element of a 12-step block past the block, into the Python tail."""
+
+    def __init__(self, generator: np.random.Generator) -> None:
+        self.generator, self.first = generator, True
+
+    def integers(self, low, high, size=None):
+        if self.first:
+            self.first = False
+            return np.zeros(size, dtype=np.int64)
+        return self.generator.integers(low, high, size)
+
+
+def test_bernoulli_exp_minus_one_continues_exactly_past_its_first_block():
+    from dpframe.privacy import exact
+
+    n = 20_000
+    draws = exact._exp_minus_one(n, _ZerosFirst(SeededSampler(31)._generator))
+    # Given K > 12 (all twelve first steps succeeded), P(K > 12 + i | K > 12) = 12!/(12+i)!,
+    # so P(K odd | K > 12) = sum over odd k > 12 of P(K = k | K > 12).
+    tail = [math.factorial(12) / math.factorial(12 + i) for i in range(40)]
+    p_odd = sum(tail[i - 1] - tail[i] for i in range(1, 39) if (12 + i) % 2 == 1)
+    assert stats.binomtest(int(draws.sum()), n, p_odd).pvalue > ALPHA
+    # Power: the unconditional probability exp(-1) would be rejected.
+    assert stats.binomtest(int(draws.sum()), n, math.exp(-1)).pvalue < 1e-8

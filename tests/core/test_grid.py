@@ -118,3 +118,32 @@ def test_a_huge_noise_multiplier_still_gets_a_grid_with_small_inflation():
     plain = 1.0 / grid.granularity
     assert grid.grid_sensitivity <= plain * (1 + 1 / 64)
     assert grid.noise / grid.grid_sensitivity >= 1e6
+
+
+@pytest.mark.parametrize("family", ["laplace", "gaussian"])
+@pytest.mark.parametrize(
+    ("sensitivity", "multiplier", "coordinates"),
+    [(1.0, 1.0, 1), (1e-6, 0.01, 5050), (3.0, 40.0, 7), (1e4, 1e-3, 100)],
+)
+def test_the_documented_range_bound_holds(family, sensitivity, multiplier, coordinates):
+    # docs/samplers.md: the range 2^52 γ exceeds 2^39 Δ min(1, z) / d (L1; /⌈√d⌉ in L2).
+    grid = grid_for(family, sensitivity, multiplier, coordinates)
+    spread = coordinates if family == "laplace" else math.ceil(math.sqrt(coordinates))
+    bound = 2.0**39 * sensitivity * min(1.0, multiplier) / spread
+    assert GRID_LIMIT * grid.granularity > bound
+
+
+@pytest.mark.parametrize("family", ["laplace", "gaussian"])
+def test_a_statistic_beyond_the_range_saturates_as_documented(family):
+    def release(value: float) -> tuple[float, float]:
+        sampler = SeededSampler(9)
+        out = grid_release(np.array([value]), family, 1.0, 1.0, sampler)
+        return float(out[0]), sampler.grids[0]["granularity"]
+
+    _, gamma = release(0.0)
+    edge = GRID_LIMIT * gamma
+    # beyond the range: the same seed gives the same release, whatever the statistic
+    assert release(edge)[0] == release(4 * edge)[0] == release(1e300)[0]
+    assert release(-edge)[0] == release(-4 * edge)[0]
+    # inside it the statistic moves the release
+    assert release(edge / 2)[0] != release(edge / 4)[0]

@@ -10,7 +10,13 @@ from typing import TYPE_CHECKING
 
 import click
 
-from dpframe.apps.cli.common import emit_json, engine_option, json_option
+from dpframe.apps.cli.common import (
+    emit_json,
+    engine_option,
+    json_option,
+    unsafe_float_noise_option,
+    warn_unsafe_float_noise,
+)
 from dpframe.apps.cli.ledger_cmd import ledger_option
 from dpframe.errors import (
     EXIT_CODES,
@@ -167,6 +173,7 @@ def _existing_ledger(ledger_file: Path | str | None) -> Ledger | None:
     default=None,
     help="Seed a reproducible (NOT secure) sampler; default: the spec's, else secure.",
 )
+@unsafe_float_noise_option
 @click.option(
     "--data-changed",
     is_flag=True,
@@ -183,6 +190,7 @@ def run_cmd(
     ledger_file: Path | str | None,
     out: Path,
     seed: int | None,
+    unsafe_float_noise: bool,
     data_changed: bool,
     as_json: bool,
 ) -> None:
@@ -233,9 +241,12 @@ def run_cmd(
             accountant=spec.budget.accountant,
             seed=seed,
             data_changed=data_changed,
+            unsafe_float_noise=unsafe_float_noise,
         )
         result = run_chain(plan, session, out, progress=_StderrProgress())
     _write_summary(result, out)
+    if unsafe_float_noise:
+        warn_unsafe_float_noise("these releases")
     error = None if result.completed else _stopped(result, out)
     if as_json:
         emit_json(result.to_dict(), error)

@@ -36,6 +36,25 @@ def json_option(f: Callable) -> Callable:
     return click.option("--json", "as_json", is_flag=True, help="Print JSON for scripts.")(f)
 
 
+def unsafe_float_noise_option(f: Callable) -> Callable:
+    """``--unsafe-float-noise``: the opt-in floating-point noise path (recorded, flagged)."""
+    return click.option(
+        "--unsafe-float-noise",
+        is_flag=True,
+        help="UNSAFE: add floating-point noise instead of exact noise on a grid; not private "
+        "on real hardware (Mironov 2012). Recorded and flagged in the ledger.",
+    )(f)
+
+
+def warn_unsafe_float_noise(what: str) -> None:
+    """The warning every command made with ``--unsafe-float-noise`` prints."""
+    click.echo(
+        "Warning: --unsafe-float-noise: floating-point noise is NOT private on real "
+        f"hardware; the ledger flags {what}.",
+        err=True,
+    )
+
+
 def data_options(f: Callable) -> Callable:
     """``--data`` plus everything that describes the data's public domain."""
     options = [

@@ -21,6 +21,8 @@ from dpframe.apps.cli.common import (
     json_option,
     parse_params,
     scale_options,
+    unsafe_float_noise_option,
+    warn_unsafe_float_noise,
 )
 from dpframe.apps.cli.ledger_cmd import ledger_option
 from dpframe.errors import ParameterError
@@ -175,12 +177,7 @@ class EpsilonType(click.ParamType):
     default=None,
     help="Seed a reproducible (NOT secure) sampler; default: secure randomness.",
 )
-@click.option(
-    "--unsafe-float-noise",
-    is_flag=True,
-    help="UNSAFE: add floating-point noise instead of exact noise on a grid; not private on "
-    "real hardware (Mironov 2012). Recorded and flagged in the ledger.",
-)
+@unsafe_float_noise_option
 @click.option(
     "--param",
     "param_items",
@@ -325,11 +322,7 @@ def release(
             "Warning: seeded sampler: this release is reproducible and NOT secure.", err=True
         )
     if unsafe_float_noise:
-        click.echo(
-            "Warning: --unsafe-float-noise: floating-point noise is NOT private on real "
-            "hardware; the ledger flags this release.",
-            err=True,
-        )
+        warn_unsafe_float_noise("this release")
     click.echo(
         f"Clipping (curator only, not in the release): {dataset.clip_report.summary()}", err=True
     )
