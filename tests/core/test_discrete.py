@@ -9,6 +9,7 @@ import pytest
 import dpframe
 from dpframe import Dataset, Domain, SeededSampler, execute
 from dpframe.dataset import encode_categories
+from dpframe.domain import Classes
 from dpframe.errors import DataError, DomainError
 from dpframe.loaders import load_dataset
 from dpframe.sources import ArraySource, SourceDataset
@@ -134,25 +135,39 @@ def test_streamed_sources_refuse_categorical_columns(domain):
         SourceDataset(source, domain)
 
 
-def test_a_continuous_synthesizer_releases_codes_decoded_to_labels(tmp_path):
-    """DPRP sees the codes as numbers in [0, k-1]; its records come back rounded to codes
-    (in_domain) and the table, pandas and CSV outputs show the category labels."""
+@pytest.mark.parametrize(
+    ("name", "extra"), [("dprp", {"delta": 1e-5, "k1": 2}), ("gmm", {"units": "rescaled"})]
+)
+def test_a_continuous_synthesizer_releases_codes_decoded_to_labels(tmp_path, name, extra):
+    """DPRP (which rescales by the box itself) and GMM (through dpframe.units) see the
+    codes as numbers in [0, k-1]; their records come back rounded to codes (in_domain) and
+    the table and CSV outputs show the category labels."""
     rng = np.random.default_rng(5)
-    labels = np.array(["low", "mid", "high"], dtype=object)[rng.integers(0, 3, 200)]
+    levels = ["low", "mid", "high"]
+    labels = np.array(levels, dtype=object)[rng.integers(0, 3, 200)]
     features = np.column_stack([labels, rng.uniform(0, 1, 200)]).astype(object)
     domain = Domain(
-        lower=0, upper=1, feature_names=("level", "v"), categories={"level": ["low", "mid", "high"]}
+        lower=0,
+        upper=1,
+        feature_names=("level", "v"),
+        categories={"level": levels},
+        labels=Classes((0, 1), column="y"),
     )
-    data = Dataset.from_arrays(features, domain=domain)
-    mechanism = dpframe.mechanism("dprp")
-    release = execute(
-        mechanism, data, mechanism.params(epsilon=1.0, delta=1e-5, k1=2), SeededSampler(1)
-    )
+    data = Dataset.from_arrays(features, rng.integers(0, 2, 200), domain)
+    mechanism = dpframe.mechanism(name)
+    release = execute(mechanism, data, mechanism.params(epsilon=1.0, **extra), SeededSampler(1))
     codes = release["synthetic"][:, 0]
     assert set(np.unique(codes)) <= {0.0, 1.0, 2.0}
     table = release.table()
-    assert set(table["level"].tolist()) <= {"low", "mid", "high"}
-    assert [["low", "mid", "high"][int(c)] for c in codes] == table["level"].tolist()
+    assert table["level"].tolist() == [levels[int(c)] for c in codes]
     written = release.to_csv(tmp_path / "out.csv").read_text().splitlines()
-    assert written[0] == "level,v"
+    assert written[0] == "level,v,y"
     assert written[1].split(",")[0] == table["level"][0]
+
+
+def test_the_rescaled_domain_drops_categories_so_binding_keeps_its_box():
+    from dpframe.units import UnitMap
+
+    domain = Domain(lower=0, upper=[1, 5], categories={0: ["a", "b", "c"]}).bind(2)
+    rescaled = UnitMap.of(domain).domain(domain)
+    assert rescaled.bind(2).box()[0].tolist() == [-1.0, -1.0]
