@@ -102,8 +102,14 @@ def _bins_spec(value: Any) -> int | tuple[tuple[str | int, BinSpec], ...] | None
         return None
     if not isinstance(value, (dict, tuple, list)):
         return _bin_count("every feature", value)
-    items = value.items() if isinstance(value, dict) else value
-    return tuple((key, _one_bin_spec(key, spec)) for key, spec in items)
+    try:
+        pairs = list(value.items() if isinstance(value, dict) else value)
+        return tuple((key, _one_bin_spec(key, spec)) for key, spec in pairs)
+    except (TypeError, ValueError):
+        raise DomainError(
+            "bins must be a count, or map features to a count or to a list of edges, got "
+            f"{value!r}."
+        ) from None
 
 
 def _one_bin_spec(key: str | int, spec: Any) -> BinSpec:

@@ -86,6 +86,13 @@ def test_bad_declarations_are_one_sentence(tmp_path, features, message):
         Domain.from_toml(path).bind(2)
 
 
+def test_python_declarations_of_the_wrong_shape_are_one_sentence():
+    with pytest.raises(DomainError, match="bins must be a count, or map features"):
+        Domain(bins=[0, 1, 2])
+    with pytest.raises(DomainError, match="categories must map features to lists"):
+        Domain(categories=["a", "b"])
+
+
 def test_bins_need_bounds():
     with pytest.raises(DomainError, match="bins for feature 'a' need its bounds"):
         Domain(feature_names=("a",), bins={"a": 3}).bind(1)
