@@ -62,6 +62,9 @@ METHODS = {
 
 
 def ilpd_split(datasets: Path) -> tuple[Dataset, np.ndarray, np.ndarray]:
+    """ILPD with ``sex`` declared categorical (its labels in the private Dataset, coded 0
+    for Female and 1 for Male in the held-out test features) and the other columns scaled
+    to [0, 1] by their declared ranges."""
     with open(datasets / "ilpd" / "ILPD.csv", encoding="utf-8") as handle:
         rows = [r for r in csv.DictReader(handle) if all(v.strip() for v in r.values())]
     names = list(ILPD_BOUNDS)
@@ -80,10 +83,13 @@ def ilpd_split(datasets: Path) -> tuple[Dataset, np.ndarray, np.ndarray]:
         lower=0.0,
         upper=1.0,
         feature_names=tuple(names),
+        categories={"sex": ["Female", "Male"]},
         labels=Classes((1.0, 2.0)),
         records=len(train),
     )
-    return Dataset.from_arrays(x[train], y[train], domain), x[test], y[test]
+    private = x[train].astype(object)
+    private[:, names.index("sex")] = [rows[i]["sex"] for i in train]
+    return Dataset.from_arrays(private, y[train], domain), x[test], y[test]
 
 
 def _ctg() -> tuple[Dataset, np.ndarray, np.ndarray]:

@@ -176,7 +176,12 @@ class AIM(Mechanism):
         return Release(
             arrays=arrays,
             noise_scales={"rounds": history},
-            info={"attributes": list(grid.names), "rho": rho, "rho_spent": spent},
+            info={
+                "attributes": list(grid.names),
+                "cells": list(sizes),
+                "rho": rho,
+                "rho_spent": spent,
+            },
         )
 
 
