@@ -141,6 +141,8 @@ class Dataset:
         written; it is copied only if it must be (see the module docstring), or always
         with ``copy=True``."""
         domain = domain or Domain()
+        if domain.categories:
+            features = encode_categories(features, domain, feature_names)
         x = _as_feature_matrix(features, domain, feature_names, copy=copy, check_finite=False)
         bound = domain.bind(x.shape[1], feature_names).with_records(x.shape[0])
         owned = copy or not (isinstance(features, np.ndarray) and np.may_share_memory(x, features))
@@ -182,9 +184,13 @@ class Dataset:
             if name not in columns:
                 raise DataError(f"feature column {name!r} is not in the data.")
         block = frame.loc[:, [frame.columns[columns.index(n)] for n in names]]
-        features = np.empty((len(frame), len(names)), dtype=np.float64)
+        categorical = categorical_columns(domain, names)
+        features = np.empty((len(frame), len(names)), dtype=object if categorical else np.float64)
         for j, name in enumerate(names):
             column = block.iloc[:, j]
+            if j in categorical:  # category labels, coded by from_arrays
+                features[:, j] = column.to_numpy(dtype=object)
+                continue
             try:
                 features[:, j] = column.to_numpy(dtype=np.float64, na_value=np.nan)
             except (TypeError, ValueError):
@@ -197,6 +203,58 @@ class Dataset:
         if label_name is not None:
             labels = frame.iloc[:, columns.index(label_name)].to_numpy()
         return cls.from_arrays(features, labels, domain, feature_names=names, source="dataframe")
+
+
+def categorical_columns(domain: Domain, names: Sequence[str]) -> set[int]:
+    """The indices of ``names`` that ``domain`` declares categorical."""
+    if not domain.categories:
+        return set()
+    return set(np.flatnonzero(domain.bind(len(names), names).categorical_mask()).tolist())
+
+
+def encode_categories(
+    features: Any, domain: Domain, names: Sequence[str] | None = None
+) -> np.ndarray:
+    """``features`` as float64 with each categorical column's values (labels, e.g. strings
+    or numbers) replaced by their codes ``0 .. k-1`` in the declared category list; a value
+    outside it is one sentence naming the column and the data row."""
+    raw = np.asarray(features, dtype=object)
+    if raw.ndim == 1:
+        raw = raw[:, None]
+    if raw.ndim != 2:
+        raise DataError(f"the features must form a 2-D table, got {raw.ndim} dimensions.")
+    bound = domain.bind(raw.shape[1], names)
+    out = np.empty(raw.shape, dtype=np.float64)
+    categorical = bound.categorical_mask()
+    for j, name in enumerate(bound.feature_names or ()):
+        if not categorical[j]:
+            try:
+                out[:, j] = raw[:, j].astype(np.float64)
+            except (TypeError, ValueError):
+                bad = next(i for i, v in enumerate(raw[:, j]) if not _is_number(v))
+                raise DataError(
+                    f"column {name!r} has a non-numeric value {raw[bad, j]!r} at data row "
+                    f"{bad + 1}; declare its categories or list only numeric columns as "
+                    "features."
+                ) from None
+            continue
+        values = bound.categories_of(j) or ()
+        codes = _class_indices(raw[:, j], Classes(values))
+        bad = np.flatnonzero(codes < 0)
+        if bad.size:
+            row = int(bad[0])
+            value = raw[row, j]
+            if value is None or value == "" or (isinstance(value, float) and value != value):
+                raise DataError(
+                    f"column {name!r} has a missing value at data row {row + 1}; remove or "
+                    "impute it before release."
+                )
+            raise DataError(
+                f"column {name!r} has value {value!r} at data row {row + 1}, which is not "
+                f"one of its declared categories {list(values)}."
+            )
+        out[:, j] = codes
+    return out
 
 
 def is_dataframe(data: Any) -> bool:

@@ -19,6 +19,14 @@ TOML form::
     upper = [100.0, 300.0]
     row_norm_bound = 1.0            # optional L2 bound on each row
     integer = ["alkphos"]           # optional: integer-valued features (or true for all)
+    bins = 8                        # optional public bins: a count for every numeric
+                                    # feature, or a table (below)
+
+    [features.categories]           # optional categorical features: public categories
+    sex = ["female", "male"]        # (coded 0, 1, ... on load; decoded on output)
+
+    # [features.bins]               # per feature: explicit edges or a count
+    # mcv = [0, 80, 90, 100]
 
     [labels]
     column = "selector"             # name, or 0-based index
@@ -29,6 +37,7 @@ TOML form::
 
 from __future__ import annotations
 
+import itertools
 import math
 import sys
 import warnings
@@ -64,6 +73,61 @@ def _finite_tuple(value: Any) -> tuple[float, ...] | None:
         if not math.isfinite(v):
             raise DomainError(f"bounds must be finite numbers, got {v!r}.")
     return out
+
+
+def _categories_spec(value: Any) -> tuple[tuple[str | int, tuple[Label, ...]], ...]:
+    """``categories=``: a mapping from feature (name or index) to its public categories."""
+    items = value.items() if isinstance(value, dict) else value or ()
+    try:
+        out = tuple((key, tuple(values)) for key, values in items)
+    except (TypeError, ValueError):
+        raise DomainError(
+            f"categories must map features to lists of categories, got {value!r}."
+        ) from None
+    for key, values in out:
+        if isinstance(values, str) or len(values) < 1:
+            raise DomainError(f"feature {key!r} must list at least one category.")
+        if len({_label_key(v) for v in values}) != len(values):
+            raise DomainError(f"the categories of feature {key!r} repeat a value: {list(values)}.")
+    return out
+
+
+BinSpec = int | tuple[float, ...]
+
+
+def _bins_spec(value: Any) -> int | tuple[tuple[str | int, BinSpec], ...] | None:
+    """``bins=``: a count for every numeric feature, or a mapping from feature to a count
+    or to explicit, strictly increasing edges."""
+    if value is None:
+        return None
+    if not isinstance(value, (dict, tuple, list)):
+        return _bin_count("every feature", value)
+    try:
+        pairs = list(value.items() if isinstance(value, dict) else value)
+        return tuple((key, _one_bin_spec(key, spec)) for key, spec in pairs)
+    except (TypeError, ValueError):
+        raise DomainError(
+            "bins must be a count, or map features to a count or to a list of edges, got "
+            f"{value!r}."
+        ) from None
+
+
+def _one_bin_spec(key: str | int, spec: Any) -> BinSpec:
+    if not isinstance(spec, (list, tuple, np.ndarray)):
+        return _bin_count(f"feature {key!r}", spec)
+    edges = _finite_tuple(spec) if len(spec) else ()
+    if len(edges) < 2 or any(b <= a for a, b in itertools.pairwise(edges)):
+        raise DomainError(
+            f"the bin edges of feature {key!r} must be at least two strictly increasing "
+            f"numbers, got {list(spec)}."
+        )
+    return edges
+
+
+def _bin_count(what: str, value: Any) -> int:
+    if isinstance(value, bool) or not isinstance(value, (int, np.integer)) or value < 1:
+        raise DomainError(f"the bin count of {what} must be an integer >= 1, got {value!r}.")
+    return int(value)
 
 
 def _integer_spec(value: Any) -> bool | tuple[str | int, ...]:
@@ -144,6 +208,12 @@ class Domain:
     records: int | None = None
     inferred: bool = False
     integer: bool | tuple[str | int, ...] = attrs.field(default=(), converter=_integer_spec)
+    categories: tuple[tuple[str | int, tuple[Label, ...]], ...] = attrs.field(
+        default=(), converter=_categories_spec
+    )
+    bins: int | tuple[tuple[str | int, BinSpec], ...] | None = attrs.field(
+        default=None, converter=_bins_spec
+    )
 
     def __attrs_post_init__(self) -> None:
         if (self.lower is None) != (self.upper is None):
@@ -228,16 +298,39 @@ class Domain:
             )
         lower = upper = None
         if self.lower is not None and self.upper is not None:
-            lower = tuple(np.broadcast_to(np.array(self.lower), (n_features,)).tolist())
-            upper = tuple(np.broadcast_to(np.array(self.upper), (n_features,)).tolist())
+            lower = np.broadcast_to(np.array(self.lower), (n_features,)).tolist()
+            upper = np.broadcast_to(np.array(self.upper), (n_features,)).tolist()
         feature_names = self.feature_names
         if feature_names is None:
             feature_names = tuple(
                 str(n)
                 for n in (names if names is not None else (f"x{j}" for j in range(n_features)))
             )
-        bound = attrs.evolve(self, lower=lower, upper=upper, feature_names=feature_names)
+        named = attrs.evolve(self, feature_names=feature_names)
+        categories = tuple(
+            (feature_names[named._feature_index(key, "categories")], values)
+            for key, values in self.categories
+        )
+        if categories and lower is None and len(categories) == n_features:
+            lower, upper = [0.0] * n_features, [0.0] * n_features
+        if lower is not None and upper is not None:
+            for name, values in categories:  # a categorical column holds codes 0 .. k-1
+                j = feature_names.index(name)
+                lower[j], upper[j] = 0.0, float(len(values) - 1)
+        bins = self.bins
+        if isinstance(bins, tuple):
+            bins = tuple(
+                (feature_names[named._feature_index(key, "bins")], spec) for key, spec in bins
+            )
+        bound = attrs.evolve(
+            named,
+            lower=None if lower is None else tuple(lower),
+            upper=None if upper is None else tuple(upper),
+            categories=categories,
+            bins=bins,
+        )
         bound.integer_mask()  # one sentence for an integer column that is not a feature
+        bound._check_bins()
         return bound
 
     def with_records(self, n: int) -> Domain:
@@ -249,23 +342,87 @@ class Domain:
         return attrs.evolve(self, records=n)
 
     def integer_mask(self) -> np.ndarray:
-        """Which features are declared integer-valued (a bool per feature)."""
+        """Which features are integer-valued (a bool per feature): those declared
+        ``integer`` and the categorical ones (their codes)."""
         m = self.n_features or 0
         if isinstance(self.integer, bool):
             return np.full(m, self.integer)
-        mask = np.zeros(m, dtype=bool)
-        names = list(self.feature_names or ())
+        mask = self.categorical_mask()
         for item in self.integer:
-            if isinstance(item, str) and item in names:
-                mask[names.index(item)] = True
-            elif isinstance(item, int) and -m <= item < m:
-                mask[item] = True
-            else:
-                raise DomainError(
-                    f"integer names feature {item!r}, which is not one of the features "
-                    f"{names or list(range(m))}."
-                )
+            mask[self._feature_index(item, "integer")] = True
         return mask
+
+    def _feature_index(self, item: str | int, key: str) -> int:
+        """The index of feature ``item`` (a name or an index); one sentence naming ``key``
+        if it is not a feature."""
+        m = self.n_features or 0
+        names = list(self.feature_names or ())
+        if isinstance(item, str) and item in names:
+            return names.index(item)
+        if isinstance(item, int) and not isinstance(item, bool) and -m <= item < m:
+            return item % m
+        raise DomainError(
+            f"{key} names feature {item!r}, which is not one of the features "
+            f"{names or list(range(m))}."
+        )
+
+    # -- discrete data -----------------------------------------------------------------
+
+    def categorical_mask(self) -> np.ndarray:
+        """Which features are categorical (a bool per feature)."""
+        mask = np.zeros(self.n_features or 0, dtype=bool)
+        for key, _ in self.categories:
+            mask[self._feature_index(key, "categories")] = True
+        return mask
+
+    def categories_of(self, feature: str | int) -> tuple[Label, ...] | None:
+        """The public categories of ``feature`` (a name or an index; the data hold their
+        codes ``0 .. k-1``), or ``None`` for a numeric feature."""
+        j = self._feature_index(feature, "categories_of")
+        for key, values in self.categories:
+            if self._feature_index(key, "categories") == j:
+                return values
+        return None
+
+    def bin_edges(self, feature: str | int) -> np.ndarray | None:
+        """The public bin edges of numeric ``feature``: declared edges, or a declared count
+        of equal-width bins over its bounds; ``None`` when none are declared (and for a
+        categorical feature, whose categories are its cells)."""
+        j = self._feature_index(feature, "bin_edges")
+        if self.categorical_mask()[j]:
+            return None
+        spec: BinSpec | None = self.bins if isinstance(self.bins, int) else None
+        for key, value in self.bins if isinstance(self.bins, tuple) else ():
+            if self._feature_index(key, "bins") == j:
+                spec = value
+        if spec is None:
+            return None
+        if isinstance(spec, tuple):
+            return np.asarray(spec, dtype=np.float64)
+        lower, upper = self.box()
+        return np.linspace(lower[j], upper[j], spec + 1)
+
+    def _check_bins(self) -> None:
+        """Declared edges must span the feature's bounds exactly (one sentence if not)."""
+        for key, spec in self.bins if isinstance(self.bins, tuple) else ():
+            j = self._feature_index(key, "bins")
+            if self.categorical_mask()[j]:
+                raise DomainError(
+                    f"feature {key!r} is categorical; its categories are its bins, drop it "
+                    "from bins."
+                )
+            if not self.has_box:
+                raise DomainError(
+                    f"bins for feature {key!r} need its bounds; declare [features] lower and upper."
+                )
+            if isinstance(spec, tuple):
+                lower, upper = self.box()
+                if spec[0] != lower[j] or spec[-1] != upper[j]:
+                    raise DomainError(
+                        f"the bin edges of feature {key!r} must start at its lower bound "
+                        f"{lower[j]:g} and end at its upper bound {upper[j]:g}, got "
+                        f"{spec[0]:g} .. {spec[-1]:g}."
+                    )
 
     # -- public geometry ------------------------------------------------------------
 
@@ -428,6 +585,10 @@ class Domain:
                 "row_norm_bound": self.row_norm_bound,
                 "integer": (self.integer if isinstance(self.integer, bool) else list(self.integer))
                 or None,
+                "categories": {str(k): list(v) for k, v in self.categories} or None,
+                "bins": self.bins
+                if not isinstance(self.bins, tuple)
+                else {str(k): v if isinstance(v, int) else list(v) for k, v in self.bins},
             }
         )
         out: dict[str, Any] = {"relation": self.relation.value}
@@ -452,9 +613,17 @@ class Domain:
             raise DomainError(f"{source}: [features] must be a table.")
         _check_keys(
             features,
-            {"names", "lower", "upper", "row_norm_bound", "integer"},
+            {"names", "lower", "upper", "row_norm_bound", "integer", "categories", "bins"},
             f"{source} [features]",
         )
+        categories = features.get("categories", {})
+        if not isinstance(categories, dict) or not all(
+            isinstance(v, list) for v in categories.values()
+        ):
+            raise DomainError(
+                f"{source} [features.categories]: give each categorical feature a list of "
+                'categories, e.g. sex = ["female", "male"].'
+            )
         integer = features.get("integer", ())
         if not isinstance(integer, bool) and not (
             isinstance(integer, (list, tuple))
@@ -504,6 +673,8 @@ class Domain:
             records=data.get("records"),
             inferred=bool(data.get("inferred", False)),
             integer=integer,
+            categories=categories,
+            bins=features.get("bins"),
         )
 
     @classmethod

@@ -20,6 +20,7 @@ from dpframe.data.dataset import (
     _domain_label_column,
     _is_number,
     _resolve_column,
+    categorical_columns,
     is_dataframe,
 )
 from dpframe.data.domain import Domain
@@ -88,11 +89,16 @@ class DelimitedLoader(Loader):
                 )
         else:
             names = [c for c in columns if c != label_name]
-        features = np.empty((len(body), len(names)), dtype=np.float64)
+        categorical = categorical_columns(domain, names)
+        features = np.empty((len(body), len(names)), dtype=object if categorical else np.float64)
         for j, name in enumerate(names):
             if name not in columns:
                 raise DataError(f"feature column {name!r} is not in {path.name}.")
-            features[:, j] = _numeric_column(body, columns.index(name), name)
+            k = columns.index(name)
+            if j in categorical:  # category labels, coded by Dataset.from_arrays
+                features[:, j] = [row[k].strip() for row in body]
+            else:
+                features[:, j] = _numeric_column(body, k, name)
         labels = None
         if label_name is not None:
             k = columns.index(label_name)

@@ -656,6 +656,11 @@ class SourceDataset:
         self.source_obj = source
         self.source = source.name
         bound = domain.bind(len(source.feature_names), source.feature_names)
+        if bound.categories:
+            raise DataError(
+                "streamed sources do not encode categorical columns yet; load the data in "
+                "memory (load_dataset, or dpframe release from a CSV file without --chunk-rows)."
+            )
         column = _domain_label_column(bound)
         if column is not None and not source.has_labels:
             raise DataError(f"the domain names label column {column!r} but no labels were given.")

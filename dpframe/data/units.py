@@ -107,7 +107,8 @@ class UnitMap:
     def domain(self, domain: Domain) -> Domain:
         """``domain`` in rescaled units: the box ``[-1, 1]`` (``0`` for a column whose
         bounds are equal), no row-norm bound (the ball is not a ball after per-axis
-        scaling; the box bounds every record), a target on ``[-1, 1]``."""
+        scaling; the box bounds every record), a target on ``[-1, 1]``, and no categories
+        or bins (rescaled values are not codes; the declared domain maps outputs back)."""
         lo, hi = domain.box()
         flat = hi == lo
         labels = domain.labels
@@ -120,6 +121,8 @@ class UnitMap:
             upper=tuple(np.where(flat, 0.0, 1.0).tolist()),
             row_norm_bound=None,
             labels=labels,
+            categories=(),
+            bins=None,
         )
 
     def features(self, x: np.ndarray) -> np.ndarray:

@@ -149,18 +149,25 @@ class Release:
     ) -> dict[str, np.ndarray]:
         """A 2-D array (default ``synthetic``) as named columns, in order: the data's
         feature names when the array has one column per feature (``z0, z1, ...`` for
-        projected coordinates), declared integer features as integers, then the labels
-        under the domain's label column name (``label`` when it has none)."""
+        projected coordinates), declared integer features as integers, categorical
+        features as their category labels (a code rounded to the nearest category), then the
+        labels under the domain's label column name (``label`` when it has none)."""
         data = self[array]
         if data.ndim != 2:
             raise ParameterError(f"array {array!r} is not a table (shape {data.shape}).")
         names = list(self.info.get("feature_names") or [])
         integer = set(self.info.get("integer_features") or ())
+        categories = (self.domain.get("features") or {}).get("categories") or {}
         if len(names) != data.shape[1]:
-            names, integer = [f"z{j}" for j in range(data.shape[1])], set()
+            names, integer, categories = [f"z{j}" for j in range(data.shape[1])], set(), {}
         columns: dict[str, np.ndarray] = {}
         for j, name in enumerate(names):
             column = data[:, j]
+            if name in categories:
+                labels_of = np.asarray(categories[name], dtype=object)
+                codes = np.clip(np.rint(column.astype(np.float64)), 0, len(labels_of) - 1)
+                columns[name] = labels_of[codes.astype(np.int64)]
+                continue
             columns[name] = column.astype(np.int64) if name in integer else column
         label_column = self.arrays.get(labels) if labels else None
         if label_column is not None:

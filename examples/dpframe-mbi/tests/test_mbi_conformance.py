@@ -40,7 +40,10 @@ SLOW = (
 
 TestMST = conformance(
     MST,
-    {"epsilon": 1.0, "delta": 1e-5, "bins": 2, "iters": 10},
+    # Without domain compression: compression is post-processing of the one-way
+    # measurements, but it changes the length of the two-way vectors from run to run,
+    # which the kit's audits (fixed-shape outputs) cannot stack.
+    {"epsilon": 1.0, "delta": 1e-5, "bins": 2, "iters": 10, "compress": False},
     SMALL,
     skip={
         "test_release_audit": "each MST release fits a graphical model (seconds); "

@@ -9,6 +9,7 @@ import pytest
 from dpframe import Domain
 from dpframe.data.domain import Classes
 from dpframe.data.relation import Relation
+from dpframe.errors import ParameterError
 from dpframe.privacy.accountants.zcdp import ZCDPAccountant, zcdp_epsilon
 
 from dpframe_mbi.aim import AIM
@@ -100,3 +101,16 @@ def test_the_measurement_variance_is_never_below_the_planned_one():
     for sigma in [*rng.uniform(0.5, 500.0, 200), 1.0, 32.0, 2.0**0.5]:
         assert noise_variance(float(sigma)) >= Fraction(float(sigma)) ** 2
         assert noise_variance(float(sigma)).denominator <= 2**10
+
+
+def test_aim_refuses_fewer_rounds_than_attributes_before_any_charge(dependent):
+    """With T < k the one-way initialisation alone (k of αρ/T each) would spend more than
+    the planned ρ: plan() refuses it, and so does run()."""
+    aim = AIM()
+    params = aim.params(epsilon=1.0, delta=1e-6, bins=3, rounds=3, iters=5)
+    with pytest.raises(ParameterError, match="rounds must be at least the number of attributes"):
+        aim.plan(params, dependent.domain)
+    from dpframe import SeededSampler
+
+    with pytest.raises(ParameterError, match="rounds must be at least"):
+        aim.run(dependent, params, SeededSampler(1))

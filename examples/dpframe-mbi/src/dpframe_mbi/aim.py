@@ -94,7 +94,7 @@ class AIM(Mechanism):
 
     def plan(self, params: AIMParams, domain: Domain) -> PrivacyEvent:
         self.check_relation(domain)
-        _attributes(domain)  # one sentence without a feature count or with one attribute
+        _round_count(params, _attributes(domain))  # one sentence before any charge
         return ZCDPEvent(rho_for(params.epsilon, params.delta), relation=domain.relation)
 
     def run(self, dataset: Dataset, params: AIMParams, sampler: Sampler) -> Release:
@@ -104,7 +104,7 @@ class AIM(Mechanism):
         codes = grid.encode(dataset.features, dataset.labels)
         sizes = grid.sizes
         k = grid.n_attributes
-        rounds = params.rounds or 16 * k
+        rounds = _round_count(params, k)
         delta2, delta1 = l2_sensitivity(relation), l1_sensitivity(relation)
         candidates = _candidates(k, params.degree)
         spent = 0.0
@@ -176,8 +176,26 @@ class AIM(Mechanism):
         return Release(
             arrays=arrays,
             noise_scales={"rounds": history},
-            info={"attributes": list(grid.names), "rho": rho, "rho_spent": spent},
+            info={
+                "attributes": list(grid.names),
+                "cells": list(sizes),
+                "rho": rho,
+                "rho_spent": spent,
+            },
         )
+
+
+def _round_count(params: AIMParams, attributes: int) -> int:
+    """T: the paper's 16 x attributes by default. The k one-way measurements at
+    ``σ₀ = sqrt(T / (2 α ρ))`` cost ``α ρ k / T``, so T must be at least k for them to fit
+    in ρ (with T < k they would spend more than the plan charged)."""
+    rounds = params.rounds or 16 * attributes
+    if rounds < attributes:
+        raise ParameterError(
+            f"rounds must be at least the number of attributes ({attributes}): the first "
+            f"{attributes} one-way measurements alone spend {attributes}/rounds of 0.9 ρ."
+        )
+    return rounds
 
 
 def _candidates(attributes: int, degree: int) -> dict[Clique, float]:

@@ -1,12 +1,18 @@
 """The public discretisation: records to cells and cells back to records.
 
-Marginal methods count records in the cells of a finite domain. Every cut here is public:
-numeric features are cut into ``bins`` equal-width bins over their *declared* bounds (never
-bounds read off the data), class labels keep their declared class list, and a bounded
-numeric target is binned like a feature. Decoding a cell back to a record is
-post-processing of the synthetic cells: a numeric value is drawn uniformly inside its bin
-(through the Sampler), so that synthetic columns fill their bins rather than sitting on a
-few grid points; a class label maps back to its declared class.
+Marginal methods count records in the cells of a finite domain. Every cut here is public
+and comes from the Domain (never from the data): a categorical feature's cells are its
+declared categories (the Dataset holds their codes), a numeric feature's cells are its
+declared bins (``Domain.bin_edges``: explicit edges or an equal-width count), and a
+numeric feature without declared bins falls back to the plugin's ``bins`` parameter,
+equal-width over its declared bounds. Class labels keep their declared class list; a
+bounded numeric target is cut into ``bins`` equal-width bins over its range.
+
+Decoding a cell back to a record is post-processing of the synthetic cells (the public
+rule the README states): a categorical cell is its category's code (decoded to the label
+by ``Release.table``/``to_pandas``/``to_csv``), a class cell its class; a numeric value is
+drawn uniformly inside its bin (through the Sampler), so that synthetic columns fill their
+bins rather than sitting on a few grid points.
 """
 
 from __future__ import annotations
@@ -25,55 +31,61 @@ LABEL = "label"
 
 @attrs.frozen(eq=False)
 class Discretisation:
-    """Cells of every attribute: the features' bins, then the label's classes or bins."""
+    """Cells of every attribute: the features', then the label's. ``edges[j]`` is the bin
+    edges of a numeric attribute, ``None`` for one whose cells are codes (a categorical
+    feature, a class label)."""
 
     names: tuple[str, ...]
     sizes: tuple[int, ...]
-    lower: np.ndarray
-    upper: np.ndarray
+    edges: tuple[np.ndarray | None, ...]
     label: str | None
-    label_is_class: bool
 
     @classmethod
     def of(cls, domain: Domain, bins: int, n_features: int) -> Discretisation:
-        """The discretisation of ``domain``'s box with ``bins`` bins per numeric column."""
+        """The cells of ``domain``: declared categories and bins, else ``bins`` equal-width
+        bins over a numeric column's declared bounds."""
         if isinstance(bins, bool) or not isinstance(bins, int) or bins < 2:
             raise ParameterError(f"bins must be an integer >= 2, got {bins!r}.")
-        if not domain.has_box:
+        domain = domain.bind(n_features) if domain.n_features is None else domain
+        categorical = domain.categorical_mask()
+        if not domain.has_box and not categorical.all():
             raise DomainError(
                 "marginal methods need per-feature bounds to cut public bins; declare "
                 "[features] lower and upper in the domain."
             )
-        domain = domain.bind(n_features) if domain.n_features is None else domain
-        lower, upper = (np.asarray(b, dtype=np.float64) for b in domain.box())
         names = tuple(domain.feature_names or (f"x{j}" for j in range(n_features)))
-        sizes = [bins] * n_features
-        label, label_is_class = None, False
-        lower_all, upper_all = list(lower), list(upper)
+        edges: list[np.ndarray | None] = []
+        sizes: list[int] = []
+        for j in range(n_features):
+            if categorical[j]:
+                edges.append(None)
+                sizes.append(len(domain.categories_of(j) or ()))
+                continue
+            cut = domain.bin_edges(j)
+            if cut is None:
+                lower, upper = domain.box()
+                cut = np.linspace(lower[j], upper[j], bins + 1)
+            edges.append(cut)
+            sizes.append(len(cut) - 1)
+        label = None
         if domain.labels is not None:
             label = _label_name(domain.labels.column, names)
             if isinstance(domain.labels, Classes):
-                label_is_class = True
+                edges.append(None)
                 sizes.append(len(domain.labels.values))
-                lower_all.append(0.0)
-                upper_all.append(float(len(domain.labels.values)))
             else:
+                edges.append(np.linspace(domain.labels.lower, domain.labels.upper, bins + 1))
                 sizes.append(bins)
-                lower_all.append(domain.labels.lower)
-                upper_all.append(domain.labels.upper)
             names = (*names, label)
-        return cls(
-            names,
-            tuple(sizes),
-            np.asarray(lower_all),
-            np.asarray(upper_all),
-            label,
-            label_is_class,
-        )
+        return cls(names, tuple(sizes), tuple(edges), label)
 
     @property
     def n_attributes(self) -> int:
         return len(self.names)
+
+    @property
+    def label_is_class(self) -> bool:
+        return self.label is not None and self.edges[-1] is None
 
     def encode(self, features: np.ndarray, labels: np.ndarray | None) -> np.ndarray:
         """The ``(n, attributes)`` cell indices of clipped records."""
@@ -83,20 +95,26 @@ class Discretisation:
                 raise ParameterError("the domain declares a label but the data have none.")
             columns.append(np.asarray(labels, dtype=np.float64))
         codes = np.empty((features.shape[0], self.n_attributes), dtype=np.int64)
-        for j, column in enumerate(columns):
-            if j == len(columns) - 1 and self.label_is_class:
+        for j, (column, cut) in enumerate(zip(columns, self.edges, strict=True)):
+            if cut is None:
                 codes[:, j] = column.astype(np.int64)
             else:
-                codes[:, j] = _bin(column, self.lower[j], self.upper[j], self.sizes[j])
+                cells = np.searchsorted(cut, column, side="right") - 1
+                codes[:, j] = np.clip(cells, 0, self.sizes[j] - 1)
         return codes
 
     def decode(self, codes: np.ndarray, sampler: Sampler) -> tuple[np.ndarray, np.ndarray | None]:
-        """Records for cell indices: features drawn uniformly in their bins, labels as class
-        indices (or a target drawn in its bin)."""
+        """Records for cell indices: numeric values drawn uniformly in their bins, codes
+        (categories, classes) as they are."""
         n = codes.shape[0]
-        width = (self.upper - self.lower) / np.asarray(self.sizes, dtype=np.float64)
-        values = self.lower + (codes + sampler.uniform(size=(n, self.n_attributes))) * width
-        values = np.minimum(values, self.upper)  # a draw at the top edge stays in the box
+        draws = sampler.uniform(size=(n, self.n_attributes))
+        values = np.empty((n, self.n_attributes), dtype=np.float64)
+        for j, cut in enumerate(self.edges):
+            if cut is None:
+                values[:, j] = codes[:, j]
+                continue
+            low, high = cut[codes[:, j]], cut[codes[:, j] + 1]
+            values[:, j] = np.minimum(low + draws[:, j] * (high - low), high)
         if self.label is None:
             return values, None
         if self.label_is_class:
@@ -112,13 +130,6 @@ class Discretisation:
             classes = np.asarray(domain.classes().values) if self.label_is_class else None
             arrays["labels"] = labels if classes is None else classes[labels]
         return arrays
-
-
-def _bin(column: np.ndarray, lower: float, upper: float, bins: int) -> np.ndarray:
-    if upper <= lower:
-        return np.zeros(column.shape, dtype=np.int64)
-    cells = np.floor((column - lower) / (upper - lower) * bins).astype(np.int64)
-    return np.clip(cells, 0, bins - 1)
 
 
 def _label_name(column: str | int | None, features: Sequence[str]) -> str:

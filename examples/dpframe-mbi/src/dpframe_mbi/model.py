@@ -36,13 +36,22 @@ def fit(
     total: float,
     iters: int,
     warm_start: Any = None,
+    weights: dict[Clique, np.ndarray] | None = None,
 ) -> Any:
-    """The ``mbi`` model fitted to ``(clique, noisy counts, noise std)`` measurements."""
+    """The ``mbi`` model fitted to ``(clique, noisy counts, noise std)`` measurements;
+    ``weights[clique]``, when given, scales that clique's counts in its query (the noisy
+    vector is already scaled)."""
     mbi = _mbi()
+    from mbi.marginal_loss import DatavectorQuery, WeightedQuery
+
     domain = mbi.Domain(list(names), list(sizes))
+    weights = weights or {}
     linear = [
         mbi.LinearMeasurement(
-            np.asarray(noisy, dtype=np.float64), tuple(names[a] for a in clique), stddev=sigma
+            np.asarray(noisy, dtype=np.float64),
+            tuple(names[a] for a in clique),
+            stddev=sigma,
+            query=WeightedQuery(weights[clique]) if clique in weights else DatavectorQuery(),
         )
         for clique, noisy, sigma in measurements
     ]

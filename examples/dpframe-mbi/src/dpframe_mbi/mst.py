@@ -2,7 +2,9 @@
 
 The algorithm, in our words (zCDP budget ρ from the requested (ε, δ), split in thirds):
 
-1. Measure every one-way marginal with Gaussian noise (ρ/3 over the k attributes).
+1. Measure every one-way marginal with Gaussian noise (ρ/3 over the k attributes), then
+   (``compress``, post-processing) merge each attribute's values whose noisy count is
+   below 3σ into one (:mod:`dpframe_mbi.compress`); steps 2-4 run on those cells.
 2. Select k - 1 pairs of attributes that form a spanning tree, by a private Kruskal: each
    step picks, by the exponential mechanism (ρ/3 over the k - 1 steps, ε²/8 each), among
    the pairs that join two components of the forest so far, one whose true two-way
@@ -31,6 +33,7 @@ from dpframe.releases.params import positive_int
 
 from dpframe_mbi import model, privacy
 from dpframe_mbi.budget import rho_for
+from dpframe_mbi.compress import Compression
 from dpframe_mbi.discretise import Discretisation
 from dpframe_mbi.marginals import counts, l1_sensitivity, l2_sensitivity
 from dpframe_mbi.params import MarginalParams
@@ -43,6 +46,11 @@ class MSTParams(MarginalParams):
         help="mirror-descent iterations of the estimation (post-processing)",
         constraint=">= 1",
         validator=positive_int,
+    )
+    compress: bool = param(
+        True,
+        help="merge each attribute's values with a noisy count below 3σ into one after the "
+        "one-way measurements (the paper's domain compression; post-processing)",
     )
 
 
@@ -124,32 +132,30 @@ class MST(Mechanism):
         self.check_relation(domain)
         return self.budget(params, domain).event()
 
-    def measure(
-        self, dataset: Dataset, params: MSTParams, sampler: Sampler
-    ) -> tuple[Discretisation, list[tuple[tuple[int, ...], np.ndarray, float]], np.ndarray]:
-        """Steps 1-3, the private part: the measurements and the selected tree."""
+    def measure(self, dataset: Dataset, params: MSTParams, sampler: Sampler) -> Measured:
+        """Steps 1-3, the private part: the measurements and the selected tree (on the
+        compressed cells when ``compress``)."""
         budget = self.budget(params, dataset.domain)
         grid = Discretisation.of(dataset.domain, params.bins, dataset.n_features)
         codes = grid.encode(dataset.features, dataset.labels)
-        sizes = grid.sizes
         one_way = [
-            (
-                (a,),
-                privacy.measure(counts(codes, (a,), sizes), budget.sigma_one_way, sampler),
-                budget.sigma_one_way,
-            )
+            privacy.measure(counts(codes, (a,), grid.sizes), budget.sigma_one_way, sampler)
             for a in range(grid.n_attributes)
         ]
-        tree = _private_tree(codes, sizes, one_way, budget, sampler)
+        compression = Compression.of(one_way, budget.sigma_one_way) if params.compress else None
+        if compression is not None:
+            codes = compression.encode(codes)
+        sizes = compression.sizes if compression is not None else grid.sizes
+        estimates = [
+            compression.merge(a, noisy) if compression is not None else noisy
+            for a, noisy in enumerate(one_way)
+        ]
+        tree = _private_tree(codes, sizes, estimates, budget, sampler)
         two_way = [
-            (
-                pair,
-                privacy.measure(counts(codes, pair, sizes), budget.sigma_two_way, sampler),
-                budget.sigma_two_way,
-            )
+            privacy.measure(counts(codes, pair, sizes), budget.sigma_two_way, sampler)
             for pair in tree
         ]
-        return grid, one_way + two_way, np.asarray(tree, dtype=np.int64).reshape(-1, 2)
+        return Measured(grid, compression, budget, one_way, tree, two_way)
 
     def noisy_stages(
         self, dataset: Dataset, params: MSTParams, sampler: Sampler, count: int
@@ -158,44 +164,71 @@ class MST(Mechanism):
         ``run``), without the post-processing fit: what the testing kit audits."""
         stages: dict[str, list[np.ndarray]] = {"one_way": [], "two_way": [], "tree": []}
         for _ in range(count):
-            _, measurements, tree = self.measure(dataset, params, sampler)
-            for name, value in _measured_arrays(measurements, tree).items():
+            for name, value in self.measure(dataset, params, sampler).arrays().items():
                 stages[name].append(value.ravel())
         return {name: np.stack(values) for name, values in stages.items()}
 
     def run(self, dataset: Dataset, params: MSTParams, sampler: Sampler) -> Release:
-        grid, measurements, tree = self.measure(dataset, params, sampler)
-        total = _total(dataset, measurements)
-        fitted = model.fit(grid.names, grid.sizes, measurements, total, params.iters)
+        measured = self.measure(dataset, params, sampler)
+        grid, compression, budget = measured.grid, measured.compression, measured.budget
+        sizes = compression.sizes if compression is not None else grid.sizes
+        total = _total(
+            dataset,
+            [((a,), noisy, budget.sigma_one_way) for a, noisy in enumerate(measured.one_way)],
+        )
+        measurements, weights = measured.fit_inputs()
+        fitted = model.fit(grid.names, sizes, measurements, total, params.iters, weights=weights)
         rows = params.n_synthetic or dataset.n_records
         codes = model.sample(fitted, grid.names, rows, sampler)
-        arrays = {
-            **grid.synthetic(codes, sampler, dataset.domain),
-            **_measured_arrays(measurements, tree),
-        }
+        if compression is not None:
+            codes = compression.decode(codes, sampler)
         return Release(
-            arrays=arrays,
-            noise_scales={
-                "one_way": grid_noise(measurements, 1),
-                "two_way": grid_noise(measurements, 2),
+            arrays={**grid.synthetic(codes, sampler, dataset.domain), **measured.arrays()},
+            noise_scales={"one_way": budget.sigma_one_way, "two_way": budget.sigma_two_way},
+            info={
+                "attributes": list(grid.names),
+                "cells": list(grid.sizes),
+                "compressed_cells": None if compression is None else list(compression.sizes),
             },
-            info={"attributes": list(grid.names), "bins": params.bins},
         )
 
 
-def _measured_arrays(measurements: list, tree: np.ndarray) -> dict[str, np.ndarray]:
-    """The released measurements (one-way, then two-way in tree order) and the tree."""
-    return {
-        "one_way": np.concatenate([noisy for c, noisy, _ in measurements if len(c) == 1]),
-        "two_way": np.concatenate([noisy for c, noisy, _ in measurements if len(c) == 2]),
-        "tree": tree,
-    }
+@attrs.frozen(eq=False)
+class Measured:
+    """MST's private outputs: the one-way counts (on the full cells), the tree and its
+    two-way counts (on the compressed cells when ``compression`` is set)."""
 
+    grid: Discretisation
+    compression: Compression | None
+    budget: MSTBudget
+    one_way: list[np.ndarray]
+    tree: list[tuple[int, int]]
+    two_way: list[np.ndarray]
 
-def grid_noise(measurements: list, order: int) -> float | None:
-    """The noise std of the measurements of cliques of ``order`` attributes."""
-    sigmas = {sigma for clique, _, sigma in measurements if len(clique) == order}
-    return sigmas.pop() if sigmas else None
+    def arrays(self) -> dict[str, np.ndarray]:
+        """The released measurements (one-way, then two-way in tree order) and the tree."""
+        return {
+            "one_way": np.concatenate(self.one_way),
+            "two_way": np.concatenate(self.two_way),
+            "tree": np.asarray(self.tree, dtype=np.int64).reshape(-1, 2),
+        }
+
+    def fit_inputs(self) -> tuple[list, dict]:
+        """The ``(clique, noisy, std)`` measurements and query weights the fit takes."""
+        one, two = self.budget.sigma_one_way, self.budget.sigma_two_way
+        measurements, weights = [], {}
+        for a, noisy in enumerate(self.one_way):
+            if self.compression is None:
+                measurements.append(((a,), noisy, one))
+                continue
+            vector, weight = self.compression.measurement(a, noisy)
+            measurements.append(((a,), vector, one))
+            if weight is not None:
+                weights[(a,)] = weight
+        measurements += [
+            (pair, noisy, two) for pair, noisy in zip(self.tree, self.two_way, strict=True)
+        ]
+        return measurements, weights
 
 
 def _total(dataset: Dataset, measurements: list) -> float:
@@ -210,16 +243,16 @@ def _total(dataset: Dataset, measurements: list) -> float:
 def _private_tree(
     codes: np.ndarray,
     sizes: tuple[int, ...],
-    one_way: list,
+    one_way: list[np.ndarray],
     budget: MSTBudget,
     sampler: Sampler,
 ) -> list[tuple[int, int]]:
     """Private Kruskal: k - 1 exponential-mechanism picks among pairs that join two
     components, scored by the L1 distance between the true two-way marginal and the
-    independent prediction from the noisy one-way marginals."""
+    independent prediction from the noisy one-way marginals (on the same cells)."""
     k = len(sizes)
-    total = max(1.0, float(np.mean([noisy.sum() for _, noisy, _ in one_way])))
-    shares = [np.clip(noisy, 0, None) for _, noisy, _ in one_way]
+    total = max(1.0, float(np.mean([noisy.sum() for noisy in one_way])))
+    shares = [np.clip(noisy, 0, None) for noisy in one_way]
     shares = [s / s.sum() if s.sum() > 0 else np.full(s.size, 1 / s.size) for s in shares]
     scores = {}
     for a in range(k):
