@@ -105,6 +105,8 @@ def _bins_spec(value: Any) -> int | tuple[tuple[str | int, BinSpec], ...] | None
     try:
         pairs = list(value.items() if isinstance(value, dict) else value)
         return tuple((key, _one_bin_spec(key, spec)) for key, spec in pairs)
+    except DomainError:  # a ValueError too, and already the sentence about this feature
+        raise
     except (TypeError, ValueError):
         raise DomainError(
             "bins must be a count, or map features to a count or to a list of edges, got "
