@@ -110,7 +110,7 @@ METHODS: dict[str, dict[str, Method]] = {
     },
     "covariance": {
         "Laplace (upper triangle)": ("laplace", {"query": "covariance"}, "covariance"),
-        "Gaussian (analytic)": ("gaussian", {"query": "covariance", "delta": DELTA}, "covariance"),
+        "Gaussian (exact discrete)": ("gaussian", {"query": "covariance", "delta": DELTA}, "covariance"),
         "Lap-PCA (P = 5)": ("lap_pca", {"dimension": DIMENSION}, "covariance"),
         "MVG covariance (exact)": (
             "mvg",
@@ -396,7 +396,10 @@ def _report(results: dict, trials: int, seconds: float) -> str:
         "without clipping; see `plugins/dpframe_gmm/README.md`). The tied-covariance rows "
         "and the accuracy table are new. Other rows differ from the previous report where "
         "their plugins changed since (units rescaling, in-domain output, exact noise on a "
-        "grid).",
+        "grid). MVG now adds exact discrete Gaussian noise, calibrated through zCDP (about "
+        "6-8 % more noise than its former analytic calibration), so `MVG covariance` no "
+        "longer beats the basic `Gaussian (exact discrete)` covariance (formerly labelled "
+        "`Gaussian (analytic)`): the two now overlap at every ε.",
         "",
     ]
     return "\n".join(lines)
