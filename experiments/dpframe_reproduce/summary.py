@@ -110,7 +110,11 @@ METHODS: dict[str, dict[str, Method]] = {
     },
     "covariance": {
         "Laplace (upper triangle)": ("laplace", {"query": "covariance"}, "covariance"),
-        "Gaussian (exact discrete)": ("gaussian", {"query": "covariance", "delta": DELTA}, "covariance"),
+        "Gaussian (exact discrete)": (
+            "gaussian",
+            {"query": "covariance", "delta": DELTA},
+            "covariance",
+        ),
         "Lap-PCA (P = 5)": ("lap_pca", {"dimension": DIMENSION}, "covariance"),
         "MVG covariance (exact)": (
             "mvg",
