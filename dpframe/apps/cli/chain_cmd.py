@@ -268,9 +268,10 @@ def _stopped(result: ChainResult, out: Path) -> DPFrameError:
         f"{len(result.steps)} steps released; see {out / 'chain.json'})."
     )
     outcome = next((s for s in result.steps if s.index == stop.index), None)
-    failed = outcome is not None and outcome.status == "failed"
-    code = outcome.code if outcome is not None and outcome.code else None
-    code = code or (ComputeError.code if failed else BudgetExceededError.code)
+    code = outcome.code if outcome is not None else None
+    if code is None:  # a stop found while planning: the budget's
+        failed = outcome is not None and outcome.status == "failed"
+        code = ComputeError.code if failed else BudgetExceededError.code
     error = DPFrameError(message)
     error.code, error.exit_code = code, EXIT_CODES[code]
     return error
