@@ -36,6 +36,7 @@ Python-integer path, so the result is exact for every parameter.
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 
@@ -273,91 +274,228 @@ def bernoulli_exp(gamma: Fraction, size: int, generator: np.random.Generator) ->
     return np.array([_bernoulli_exp_scalar(num, den, generator) for _ in range(size)], dtype=bool)
 
 
+# -- floating-point filter, exact fallback --------------------------------------------
+#
+# The discrete Laplace and Gaussian samplers below decide each outcome by comparing a
+# uniform U in [0, 1), known through a prefix of its bits (one 64-bit ChaCha20 word holds
+# all the prefixes a proposal needs), with exp(-x) for a rational x. Float64 arithmetic
+# decides the comparison when a rigorous enclosure of both sides lies on one side;
+# otherwise (rarely) the element is settled exactly: U keeps its prefix, further bits are
+# drawn as needed and compared with integer bounds on exp(-x) (:class:`_LazyUniform`).
+# The argument that no float step can decide differently from the exact comparison,
+# and the accuracy assumed of numpy's ``log`` and ``exp``, are in docs/samplers.md.
+
+_LOG_SLACK = 2.0**-40  # relative slack on -s ln U (log's relative error assumed < 2^-42)
+_EXP_SLACK = 2.0**-30  # relative slack on exp(-x) (error assumed < 2^-32, argument's too)
+_INVERSION_BITS = 50  # bits of U for the geometric's inversion (exact in float64)
+_TABLE_BITS = 13  # bits of U for the discrete Gaussian's acceptance, decided by table
+_DIRECT_SCALE = 2**25  # geometric scales up to this are inverted directly ...
+_BLOCK_SCALE = 2**20  # ... larger ones as X = R + 2^j V, the scale of V at most this
+_FAST_SCALE = 2**56  # beyond it, and for scales below 2^-60, the Python-integer path
+_CHUNK = 2**14  # proposals per pass: keeps numpy's temporaries in cache
+_filter = True  # the tests switch the float filter off to force the exact path
+
+
+def _exp_neg_bounds(p: int, q: int, bits: int) -> tuple[int, int]:
+    """Integers ``lo <= 2^bits exp(-p/q) <= hi`` for integers ``p >= 0, q >= 1``, in exact
+    integer arithmetic: ``exp(-y)`` for ``y = x / 2^s < 2^-8`` by its alternating Taylor
+    series (the error is below the first omitted term), then ``s`` squarings rounded
+    outwards. ``hi - lo`` is a few units."""
+    if p > q * bits:  # exp(-x) < 2^(-1.44 bits)
+        return 0, 1
+    s = (p // q).bit_length() + 8
+    work = bits + s + 8
+    qq = q << s
+    terms = work // 8 + 3  # y^J / J! < 2^-8J < 2^-(work + 16)
+    numerator, total = qq**terms * math.factorial(terms), 0
+    denominator = numerator
+    for j in range(terms):  # numerator = p^j qq^(J-j) J!/j!
+        total += -numerator if j & 1 else numerator
+        numerator = numerator * p // (qq * (j + 1))  # exact: qq divides qq^(J-j)
+    last = numerator  # |term J| bounds the error of the partial sum
+    lo = ((total - last) << work) // denominator
+    hi = -((-(total + last) << work) // denominator)
+    for _ in range(s):
+        lo = (lo * lo) >> work
+        hi = -((-(hi * hi)) >> work)
+    shift = work - bits
+    return max(lo, 0) >> shift, -((-hi) >> shift)
+
+
+class _LazyUniform:
+    """``U`` uniform on [0, 1), known through its first ``bits`` bits ``prefix``; further
+    bits (64 at a time, from the same stream) are drawn only when a comparison needs them.
+    Comparisons are exact: ``U < exp(-x)`` is never a tie, as ``exp(-x)`` is irrational for
+    rational ``x > 0`` (Lindemann) and ``U < 1 = exp(0)``."""
+
+    def __init__(self, prefix: int, bits: int, generator: np.random.Generator) -> None:
+        self.prefix, self.bits, self.generator = prefix, bits, generator
+
+    def refine(self) -> None:
+        self.prefix = (self.prefix << 64) | int(self.generator.bit_generator.random_raw())
+        self.bits += 64
+
+    def below_exp(self, p: int, q: int) -> bool:
+        """Whether ``U < exp(-p/q)``."""
+        while True:
+            lo, hi = _exp_neg_bounds(p, q, self.bits + 2)
+            if (self.prefix + 1) << 2 <= lo:
+                return True
+            if self.prefix << 2 >= hi:
+                return False
+            self.refine()
+
+    def geometric(self, p: int, q: int) -> int:
+        """``G`` with ``exp(-(G+1) p/q) < U <= exp(-G p/q)`` (``G = floor(-(q/p) ln U)``)."""
+        while self.prefix.bit_length() < 64:  # U known to 2^-63 relative, so that
+            self.refine()  # the float guess is within a step or two of G
+        log_u = math.log(self.prefix) - self.bits * math.log(2)
+        g = max(int(-log_u * q / p), 0)  # the loops below decide exactly
+        while g > 0 and not self.below_exp(g * p, q):
+            g -= 1
+        while self.below_exp((g + 1) * p, q):
+            g += 1
+        return g
+
+
+def _u_prefixes(words: np.ndarray, shift: int, bits: int) -> np.ndarray:
+    """``bits`` bits of each word from bit ``shift`` on, as int64 (``shift + bits <= 64``)."""
+    return ((words >> np.uint64(shift)) & np.uint64((1 << bits) - 1)).view(np.int64)
+
+
+def _below_exp(prefix: np.ndarray, bits: int, x: np.ndarray, p, q, generator) -> np.ndarray:
+    """Whether ``U < exp(-x)`` elementwise, for ``U`` known through its ``bits``-bit
+    ``prefix`` (``bits <= 64``) and ``x`` the float64 value of the rational ``p[i]/q``
+    (``p`` an int64 array or a callable giving the exact integer ``p`` of element i)."""
+    u = prefix.astype(np.float64) * 2.0**-bits
+    with np.errstate(under="ignore"):
+        e = np.exp(-x)
+    yes = u + 2.0 ** (2 - bits) <= e * (1 - _EXP_SLACK)
+    no = u > e * (1 + _EXP_SLACK)
+    unsure = np.flatnonzero(~(yes | no)) if _filter else np.arange(prefix.size)
+    for i in unsure:
+        lazy = _LazyUniform(int(prefix[i]) % (1 << bits), bits, generator)
+        yes[i] = lazy.below_exp(p(i) if callable(p) else int(p[i]), q)
+    return yes
+
+
+class _Geometric:
+    """``X >= 0`` with ``P(X >= x) = exp(-x/scale)`` for a rational ``scale = T/S`` in
+    ``[2^-60, 2^56)``, drawn as ``X = R + 2^j V``: ``V`` geometric by inversion of one
+    uniform (``V = floor(-(scale/2^j) ln U)``), and for ``scale > 2^25`` (``j > 0``) an
+    independent ``R`` on ``{0, ..., 2^j - 1}`` with ``P(R = r) ∝ exp(-r/scale)`` by
+    rejection (uniform ``r``, accepted with probability ``exp(-r/scale)``). ``V``'s scale
+    ``scale/2^j`` stays at most 2^20, so the inversion's float filter rarely defers."""
+
+    def __init__(self, scale: Fraction) -> None:
+        t, s = scale.numerator, scale.denominator
+        self.j = 0 if scale <= _DIRECT_SCALE else math.ceil(math.log2(scale / _BLOCK_SCALE))
+        while scale / 2**self.j > _BLOCK_SCALE and self.j:  # log2's rounding
+            self.j += 1
+        self.p, self.q = s << self.j, t  # V's boundaries are exp(-g p/q)
+        self.scale = float(Fraction(self.q, self.p))  # V's scale, rounded once
+        self.r_rate = float(Fraction(s, t))  # 1/scale for R's acceptance
+        self.s, self.t = s, t
+        self.negative_zero = (1 - math.exp(-1 / float(scale))) / 2  # P(-0), rejected
+
+    def invert(self, prefix: np.ndarray, generator: np.random.Generator) -> np.ndarray:
+        """``V`` (int64) from the ``_INVERSION_BITS``-bit prefixes of its uniforms."""
+        k = prefix.astype(np.float64)
+        with np.errstate(divide="ignore", invalid="ignore"):
+            y = np.log((k + 0.5) * 2.0**-_INVERSION_BITS)
+            y *= -self.scale  # -scale ln U at U's midpoint, > 0
+            # |y - (-scale ln U)| < err: log's and the products' rounding (relative),
+            # U's position within its interval (scale / k), and a floor of slack.
+            err = self.scale / k
+            err += y * _LOG_SLACK + self.scale * 2.0**-48
+            lo = np.floor(y - err)
+            sure = y + err < lo + 1  # no integer in [y - err, y + err]: floor(y) = lo
+            out = lo.astype(np.int64)
+        for i in np.flatnonzero(~sure) if _filter else range(k.size):
+            lazy = _LazyUniform(int(prefix[i]), _INVERSION_BITS, generator)
+            out[i] = lazy.geometric(self.p, self.q)
+        return out
+
+    def remainders(self, size: int, generator: np.random.Generator) -> np.ndarray:
+        """``size`` draws of ``R``: each ChaCha20 word gives ``r`` (low ``j`` bits) and the
+        prefix of the uniform that accepts it (the other ``64 - j >= 28`` bits)."""
+        out = np.empty(size, dtype=np.int64)
+        todo = np.arange(size)
+        bits = 64 - self.j
+        while todo.size:
+            words = generator.bit_generator.random_raw(todo.size)
+            r = _u_prefixes(words, 0, self.j)
+            ok = _below_exp(
+                _u_prefixes(words, self.j, bits),
+                bits,
+                r * self.r_rate,
+                lambda i, r=r: int(r[i]) * self.s,
+                self.t,
+                generator,
+            )
+            out[todo[ok]] = r[ok]
+            todo = todo[~ok]
+        return out
+
+    def draw(self, words: np.ndarray, generator: np.random.Generator) -> np.ndarray:
+        """``X`` from the top ``_INVERSION_BITS`` bits of each word (and more words for
+        ``R`` when ``j > 0``)."""
+        shift = 64 - _INVERSION_BITS
+        v = self.invert(_u_prefixes(words, shift, _INVERSION_BITS), generator)
+        if not self.j:
+            return v
+        if v.size and int(v.max()) >= 2 ** (62 - self.j):
+            raise SamplerError("a discrete Laplace draw does not fit in 64 bits.")
+        return (v << self.j) + self.remainders(v.size, generator)
+
+
+@functools.lru_cache(maxsize=256)
+def _geometric(scale: Fraction) -> _Geometric | None:
+    """The parameters of :class:`_Geometric`, or ``None`` outside its range."""
+    if not Fraction(1, 2**60) <= scale < _FAST_SCALE:
+        return None
+    return _Geometric(scale)
+
+
+def _batches(propose, size: int, rate: float) -> np.ndarray:
+    """The first ``size`` accepted values of ``propose(n)`` (which returns the values
+    accepted among ``n`` independent proposals, in order), asked for about ``size/rate``
+    proposals at a time and at most :data:`_CHUNK`: which proposals are kept does not
+    depend on their values, so the kept ones are independent draws of the target."""
+    out = np.empty(size, dtype=np.int64)
+    got = 0
+    while got < size:
+        values = propose(min(int((size - got) / rate) + 8, _CHUNK))
+        take = min(values.size, size - got)
+        out[got : got + take] = values[:take]
+        got += take
+    return out
+
+
 # -- discrete Laplace ----------------------------------------------------------------
 
 
-def _geometric_exp1(size: int, generator: np.random.Generator) -> np.ndarray:
-    """``V`` with ``P(V >= k) = exp(-k)``: successes of ``Bernoulli(exp(-1))`` before the
-    first failure."""
-    out = np.zeros(size, dtype=np.int64)
-    pending = np.arange(size)
-    while pending.size:
-        pending = pending[_exp_minus_one(pending.size, generator)]
-        out[pending] += 1
-    return out
-
-
-_CHUNK = 2**18  # elements per pass: keeps the pending arrays cache-sized (measured ~30 %)
-
-
-def _chunked(draw, size: int) -> np.ndarray:
-    """``draw(n)`` (int64 draws) for ``size`` elements, at most :data:`_CHUNK` at a time
-    (independent draws from the same stream)."""
-    if size <= _CHUNK:
-        return draw(size)
-    out = np.empty(size, dtype=np.int64)
-    for start in range(0, size, _CHUNK):
-        stop = min(start + _CHUNK, size)
-        out[start:stop] = draw(stop - start)
-    return out
-
-
-def _accepted(
-    propose, size: int, rate: float, generator: np.random.Generator
-) -> tuple[np.ndarray, ...]:
-    """The first ``size`` accepted proposals of a rejection sampler. ``propose(n)`` returns
-    ``(accept, *arrays)`` for ``n`` independent proposals; proposals are drawn in batches
-    of about ``size / rate``, and the accepted ones are kept in order (which ones are kept
-    does not depend on their values, so they are independent draws of the target)."""
-    parts: list[tuple[np.ndarray, ...]] = []
-    got = 0
-    while got < size:
-        accept, *arrays = propose(int((size - got) / rate) + 16)
-        parts.append(tuple(a[accept] for a in arrays))
-        got += int(np.count_nonzero(accept))
-    return tuple(np.concatenate(column)[:size] for column in zip(*parts, strict=True))
-
-
 def discrete_laplace(scale: Fraction, size: int, generator: np.random.Generator) -> np.ndarray:
-    """``size`` draws with ``P(z) ∝ exp(-|z|/scale)`` on the integers (CKS Algorithm 2),
-    as int64."""
-    t, s = scale.numerator, scale.denominator
-    if t >= 2**56 or s >= 2**56:
+    """``size`` draws with ``P(z) ∝ exp(-|z|/scale)`` on the integers, as int64: a sign bit
+    and a geometric magnitude ``X`` (:class:`_Geometric`) from one ChaCha20 word, the
+    proposal ``-0`` rejected so that 0 is not counted twice."""
+    geometric = _geometric(scale)
+    if geometric is None:
+        t, s = scale.numerator, scale.denominator
         return np.array([_discrete_laplace_scalar(t, s, generator) for _ in range(size)])
-    return _chunked(lambda n: _discrete_laplace_int64(t, s, n, generator), size)
 
+    def propose(n: int) -> np.ndarray:
+        words = generator.bit_generator.random_raw(n)
+        x = geometric.draw(words, generator)
+        negative = (words & np.uint64(1)).view(np.int64)
+        keep = (x | (negative ^ 1)) != 0  # not (negative and x == 0)
+        return (x - 2 * negative * x)[keep]
 
-def _discrete_laplace_int64(
-    t: int, s: int, size: int, generator: np.random.Generator
-) -> np.ndarray:
-    """:func:`discrete_laplace` for ``t, s < 2^56`` (numpy int64)."""
-
-    def propose(n: int) -> tuple[np.ndarray, ...]:
-        # One uniform integer below 2t is a uniform U below t and an independent sign.
-        draw = generator.integers(0, 2 * t, n)
-        u = draw >> 1
-        return _bernoulli_exp_unit(u, t, generator), u, (draw & 1).astype(bool)
-
-    out = np.empty(size, dtype=np.int64)
-    todo = np.arange(size)
-    while todo.size:
-        # U accepted with probability exp(-U/t) (rate 1 - 1/e) is the remainder of a
-        # geometric X = U + t V modulo t; its quotient V is geometric of ratio exp(-1).
-        u, negative = _accepted(propose, todo.size, 0.632, generator)
-        v = _geometric_exp1(todo.size, generator)
-        if v.size and int(v.max()) >= (_INT64_SAFE - t) // t:
-            raise SamplerError("a discrete Laplace draw does not fit in 64 bits.")
-        # X = U + t V is geometric with P(X = x) ∝ exp(-x/t); Y = floor(X/s) has
-        # P(Y = y) ∝ exp(-y s/t). Since t < 2^56, the check above fails only when
-        # V >= 64, which has probability e^-64.
-        y = (u + t * v) // s
-        ok = ~(negative & (y == 0))  # reject -0 so that 0 is not counted twice
-        out[todo[ok]] = np.where(negative[ok], -y[ok], y[ok])
-        todo = todo[~ok]
-    return out
+    return _batches(propose, size, 1 - geometric.negative_zero)
 
 
 def _discrete_laplace_scalar(t: int, s: int, generator: np.random.Generator) -> int:
+    """CKS Algorithm 2 in Python integers (scales outside the fast path's range)."""
     while True:
         u = _uniform_below(t, generator)
         if not _bernoulli_exp_scalar(u, t, generator):
@@ -375,6 +513,41 @@ def _discrete_laplace_scalar(t: int, s: int, generator: np.random.Generator) -> 
 # -- discrete Gaussian ---------------------------------------------------------------
 
 
+def _acceptance_tables(bits: int) -> tuple[np.ndarray, np.ndarray]:
+    """For a ``bits``-bit prefix ``k`` of ``U``: ``U < exp(-x)`` is sure when
+    ``x < below[k] <= -ln((k+1)/2^bits)`` and ``U >= exp(-x)`` when
+    ``x > above[k] >= -ln(k/2^bits)`` (bounds widened by 2^-30 relative)."""
+    k = np.arange(2**bits, dtype=np.float64)
+    with np.errstate(divide="ignore"):
+        below = -np.log((k + 1) * 2.0**-bits) * (1 - _EXP_SLACK)
+        above = -np.log(k * 2.0**-bits) * (1 + _EXP_SLACK)
+    return below, above
+
+
+_BELOW, _ABOVE = _acceptance_tables(_TABLE_BITS)
+
+
+class _Gaussian:
+    """CKS Algorithm 3 for ``sigma^2 = a/b``: proposals from the discrete Laplace of
+    scale ``sigma^2/m`` accepted with probability ``exp(-(|y| - m)^2 b / (2a))``."""
+
+    def __init__(self, sigma_squared: Fraction) -> None:
+        a, b = sigma_squared.numerator, sigma_squared.denominator
+        root = math.isqrt(a // b)
+        self.m = root if b == 1 and root * root == a else root + 1
+        self.geometric = _geometric(Fraction(a, b * self.m))
+        self.b, self.den = b, 2 * a
+        self.coefficient = float(Fraction(b, 2 * a))
+
+
+@functools.lru_cache(maxsize=256)
+def _gaussian(sigma_squared: Fraction) -> _Gaussian | None:
+    gaussian = _Gaussian(sigma_squared)
+    if gaussian.geometric is None or gaussian.m >= 2**52:
+        return None
+    return gaussian
+
+
 def discrete_gaussian(
     sigma_squared: Fraction, size: int, generator: np.random.Generator
 ) -> np.ndarray:
@@ -385,31 +558,55 @@ def discrete_gaussian(
     probability ``exp(-(|y| - sigma^2/t)^2 / (2 sigma^2))``, which is correct for every
     rational ``t > 0`` (CKS take ``t = floor(sigma) + 1``). We take ``t = sigma^2 / m``
     with ``m = floor(sigma) + 1`` (``m = sigma`` when sigma is an integer), so ``t`` is
-    within one of ``sigma`` and ``sigma^2/t = m`` is an integer: the exponent is
-    ``(|y| - m)^2 b / (2 a)`` for ``sigma^2 = a/b``, in int64 while ``2a < 2^56``.
+    within one of ``sigma`` and ``sigma^2/t = m`` is an integer. One ChaCha20 word per
+    proposal: its sign bit, the geometric's uniform and the acceptance uniform's first
+    13 bits, which decide by table lookup unless ``exp(-x)`` falls in their interval
+    (probability about 2^-13); those get 51 more bits and the float filter, and the
+    rare undecided rest the exact path.
     """
+    gaussian = _gaussian(sigma_squared)
+    if gaussian is None:
+        return _discrete_gaussian_scalar(sigma_squared, size, generator)
+    geometric, m, b, den = gaussian.geometric, gaussian.m, gaussian.b, gaussian.den
+
+    def propose(n: int) -> np.ndarray:
+        words = generator.bit_generator.random_raw(n)
+        x = geometric.draw(words, generator)
+        negative = (words & np.uint64(1)).view(np.int64)
+        prefix = _u_prefixes(words, 1, _TABLE_BITS)
+        c = (x - m).astype(np.float64)
+        gamma = c * c
+        gamma *= gaussian.coefficient
+        accept = gamma < _BELOW[prefix]
+        maybe = gamma <= _ABOVE[prefix]  # rejection not sure
+        unsure = np.flatnonzero(accept < maybe) if _filter else np.arange(n)
+        if unsure.size:
+            more = _u_prefixes(generator.bit_generator.random_raw(unsure.size), 0, 51)
+            longer = (prefix[unsure].astype(np.uint64) << np.uint64(51)) | more.view(np.uint64)
+
+            def exponent(i: int) -> int:
+                c_exact = int(x[unsure[i]]) - m
+                return c_exact * c_exact * b
+
+            accept[unsure] = _below_exp(longer, 64, gamma[unsure], exponent, den, generator)
+        accept &= (x | (negative ^ 1)) != 0  # reject -0
+        return (x - 2 * negative * x)[accept]
+
+    return _batches(propose, size, 0.7)
+
+
+def _discrete_gaussian_scalar(
+    sigma_squared: Fraction, size: int, generator: np.random.Generator
+) -> np.ndarray:
+    """CKS Algorithm 3 in Python integers (parameters outside the fast path's range)."""
     a, b = sigma_squared.numerator, sigma_squared.denominator
     root = math.isqrt(a // b)
     m = root if b == 1 and root * root == a else root + 1
-    scale = Fraction(a, b * m)
-    den = 2 * a
-    limit = math.isqrt(_INT64_SAFE // b)  # |c| <= limit keeps c^2 b below 2^62
-
-    def propose(n: int) -> tuple[np.ndarray, np.ndarray]:
-        y = discrete_laplace(scale, n, generator)
-        c = np.abs(y) - m
-        accept = np.zeros(n, dtype=bool)
-        fast = np.abs(c) <= limit if den < 2**56 and m <= limit else np.zeros(n, dtype=bool)
-        accept[fast] = bernoulli_exp_array(c[fast] * c[fast] * b, den, generator)
-        for i in np.flatnonzero(~fast):
-            c_exact = abs(int(y[i])) - m
-            accept[i] = _bernoulli_exp_scalar(c_exact * c_exact * b, den, generator)
-        return accept, y
-
-    def draw(n: int) -> np.ndarray:
-        if n == 0:
-            return np.empty(0, dtype=np.int64)
-        (out,) = _accepted(propose, n, 0.76, generator)  # the rate for large sigma
-        return out
-
-    return _chunked(draw, size)
+    t, s = a, b * m  # the Laplace scale t/s = sigma^2 / m
+    out = []
+    while len(out) < size:
+        y = discrete_laplace(Fraction(t, s), 1, generator)[0]
+        c = abs(int(y)) - m
+        if _bernoulli_exp_scalar(c * c * b, 2 * a, generator):
+            out.append(int(y))
+    return np.array(out, dtype=np.int64)

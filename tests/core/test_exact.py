@@ -76,8 +76,9 @@ def test_discrete_gaussian_for_a_large_integer_sigma_has_the_right_variance_and_
     assert stats.binomtest(tail, sample.size, 2 * stats.norm.sf(3)).pvalue > ALPHA
 
 
-def test_the_python_integer_path_is_exact_too():
-    # A denominator beyond 2^56 sends every draw through Python integers.
+def test_denominators_beyond_64_bits_are_exact_too():
+    # Parameters whose numerator and denominator exceed int64: the float filter sees
+    # their rounded values, the exact fallback the Python integers.
     sigma_squared = Fraction(2**60 + 1, 2**58)  # about 4.0
     sample = SeededSampler(24).discrete_gaussian(sigma_squared, 4_000)
     s2 = float(sigma_squared)
