@@ -12,7 +12,8 @@ after the run is printed with the results.
 
 1. ``draws`` discrete Gaussian draws (``Sampler.discrete_gaussian``, sigma = 2^24, the
    size the grid layer uses) against as many ChaCha20 continuous normals
-   (``Sampler.gaussian``). Target: within 3x.
+   (``Sampler.gaussian``). Target: within 3x. Also as many discrete Laplace draws
+   (scale 2^24) against the same baseline.
 2. The noise of a 100 x 100 covariance (``grid_release`` of its 5050 ``svec`` entries
    with a discrete Gaussian, and of its upper triangle with a discrete Laplace) against
    ``value + sampler.gaussian(...)``. Target: under 10 ms.
@@ -83,7 +84,15 @@ def draws_benchmark(draws: int, repeats: int) -> list[str]:
         lambda: sampler.gaussian(float(sigma), draws),
         repeats,
     )
-    return [row(f"{draws:.0e} discrete Gaussians (σ = 2^24) vs ChaCha20 normals (s)", times, 1.0)]
+    laplace = rounds(
+        lambda: sampler.discrete_laplace(sigma, draws),
+        lambda: sampler.gaussian(float(sigma), draws),
+        repeats,
+    )
+    return [
+        row(f"{draws:.0e} discrete Gaussians (σ = 2^24) vs ChaCha20 normals (s)", times, 1.0),
+        row(f"{draws:.0e} discrete Laplaces (scale 2^24) vs ChaCha20 normals (s)", laplace, 1.0),
+    ]
 
 
 def covariance_benchmark(repeats: int) -> list[str]:

@@ -1,9 +1,9 @@
-"""Exact samplers on the integers, driven by uniform integers from a ChaCha20 stream.
+"""Exact samplers on the integers, driven by the bits of a ChaCha20 stream.
 
-Every outcome is decided by comparing uniform random integers with integers: no
-floating-point step is involved, so the output distribution is exactly the stated one
-(up to the cipher being a good pseudo-random function). This is what makes releases
-immune to the floating-point attacks on textbook samplers (Mironov 2012).
+No floating-point step decides an outcome that exact arithmetic could decide
+differently, so the output distribution is exactly the stated one (up to the cipher
+being a good pseudo-random function). This is what makes releases immune to the
+floating-point attacks on textbook samplers (Mironov 2012).
 
 The algorithms are those of Canonne, Kamath and Steinke, "The Discrete Gaussian for
 Differential Privacy" (NeurIPS 2020), vectorised: each runs its rejection loop on the
@@ -12,26 +12,22 @@ array of still-pending elements.
 * :func:`bernoulli` - ``Bernoulli(p)`` for rational ``p = num/den``: ``U < num`` with
   ``U`` uniform on ``{0, ..., den - 1}``.
 * :func:`bernoulli_exp` - ``Bernoulli(exp(-gamma))`` for rational ``gamma >= 0``
-  (CKS Algorithm 1): for ``gamma <= 1``, draw ``A_k ~ Bernoulli(gamma/k)`` for
-  ``k = 1, 2, ...`` until the first ``A_K = 0`` and return ``[K odd]``
-  (``P(K odd) = sum_j (-gamma)^j / j! = exp(-gamma)``); for ``gamma > 1``, require
-  ``floor(gamma)`` successes of ``Bernoulli(exp(-1))`` and one of
-  ``Bernoulli(exp(-(gamma - floor(gamma))))``.
-* :func:`discrete_laplace` - ``P(z) ∝ exp(-|z|/scale)`` on the integers for rational
-  ``scale = t/s`` (CKS Algorithm 2).
-* :func:`discrete_gaussian` - ``P(z) ∝ exp(-z^2/(2 sigma^2))`` on the integers for
-  rational ``sigma^2`` (CKS Algorithm 3).
+  (CKS Algorithm 1) in integers: for ``gamma <= 1``, draw ``A_k ~ Bernoulli(gamma/k)``
+  for ``k = 1, 2, ...`` until the first ``A_K = 0`` and return ``[K odd]``; for
+  ``gamma > 1``, require ``floor(gamma)`` successes of ``Bernoulli(exp(-1))`` and one of
+  ``Bernoulli(exp(-(gamma - floor(gamma))))``. Several steps are decided by one uniform
+  integer below ``prod den (k+i)`` against integer thresholds (see :func:`_block`).
+* :func:`discrete_laplace` - ``P(z) ∝ exp(-|z|/scale)``: a sign and a geometric magnitude
+  by inversion of one uniform (:class:`_Geometric`).
+* :func:`discrete_gaussian` - ``P(z) ∝ exp(-z^2/(2 sigma^2))``: CKS Algorithm 3, discrete
+  Laplace proposals accepted with probability ``exp(-(|y| - m)^2/(2 sigma^2))``.
 
-Speed without giving up exactness: Algorithm 1's steps ``A_k ~ Bernoulli(gamma/k)`` are
-decided several at a time by one uniform integer below ``prod den (k+i)`` (the events
-"the first r steps succeed" are ``U < T_r`` for integer thresholds ``T_r``; see
-:func:`_block`), so ``Bernoulli(exp(-1))`` costs one 32-bit draw; the discrete Laplace
-takes its sign from the same uniform integer as ``U`` (one draw below ``2t``); rejection
-loops draw batches sized by the acceptance rate and keep the accepted proposals in order.
-
-Integer arithmetic runs in numpy ``int64`` whenever the operands are proven to fit (the
-bounds are checked before each step); elements that would not fit take an exact
-Python-integer path, so the result is exact for every parameter.
+The last two decide each comparison ``U < exp(-x)`` (``U`` uniform, ``x`` rational) in
+float64 when a rigorous enclosure puts it on one side, and exactly in integers otherwise,
+keeping the bits of ``U`` already drawn (see the section "floating-point filter, exact
+fallback" and docs/samplers.md for the argument and the accuracy assumed of numpy's
+``log`` and ``exp``). Parameters outside the fast path's range take CKS Algorithms 2 and
+3 in Python integers.
 """
 
 from __future__ import annotations
@@ -292,7 +288,7 @@ _TABLE_BITS = 13  # bits of U for the discrete Gaussian's acceptance, decided by
 _DIRECT_SCALE = 2**25  # geometric scales up to this are inverted directly ...
 _BLOCK_SCALE = 2**20  # ... larger ones as X = R + 2^j V, the scale of V at most this
 _FAST_SCALE = 2**56  # beyond it, and for scales below 2^-60, the Python-integer path
-_CHUNK = 2**14  # proposals per pass: keeps numpy's temporaries in cache
+_CHUNK = 2**15  # proposals per pass: keeps numpy's temporaries in cache
 _filter = True  # the tests switch the float filter off to force the exact path
 
 
@@ -360,7 +356,10 @@ class _LazyUniform:
 
 def _u_prefixes(words: np.ndarray, shift: int, bits: int) -> np.ndarray:
     """``bits`` bits of each word from bit ``shift`` on, as int64 (``shift + bits <= 64``)."""
-    return ((words >> np.uint64(shift)) & np.uint64((1 << bits) - 1)).view(np.int64)
+    shifted = words >> np.uint64(shift)
+    if shift + bits < 64:
+        shifted &= np.uint64((1 << bits) - 1)
+    return shifted.view(np.int64)
 
 
 def _below_exp(prefix: np.ndarray, bits: int, x: np.ndarray, p, q, generator) -> np.ndarray:
@@ -411,7 +410,8 @@ class _Geometric:
             lo = np.floor(y - err)
             sure = y + err < lo + 1  # no integer in [y - err, y + err]: floor(y) = lo
             out = lo.astype(np.int64)
-        for i in np.flatnonzero(~sure) if _filter else range(k.size):
+        unsure = () if _filter and sure.all() else np.flatnonzero(~sure if _filter else k == k)
+        for i in unsure:
             lazy = _LazyUniform(int(prefix[i]), _INVERSION_BITS, generator)
             out[i] = lazy.geometric(self.p, self.q)
         return out
@@ -577,9 +577,12 @@ def discrete_gaussian(
         c = (x - m).astype(np.float64)
         gamma = c * c
         gamma *= gaussian.coefficient
-        accept = gamma < _BELOW[prefix]
-        maybe = gamma <= _ABOVE[prefix]  # rejection not sure
-        unsure = np.flatnonzero(accept < maybe) if _filter else np.arange(n)
+        accept = gamma < _BELOW.take(prefix, mode="clip")  # take: ~9x fancy indexing
+        if _filter:
+            rest = np.flatnonzero(~accept)
+            unsure = rest[gamma[rest] <= _ABOVE.take(prefix[rest], mode="clip")]
+        else:
+            unsure = np.arange(n)
         if unsure.size:
             more = _u_prefixes(generator.bit_generator.random_raw(unsure.size), 0, 51)
             longer = (prefix[unsure].astype(np.uint64) << np.uint64(51)) | more.view(np.uint64)
