@@ -13,7 +13,8 @@ after the run is printed with the results.
 1. ``draws`` discrete Gaussian draws (``Sampler.discrete_gaussian``, sigma = 2^24, the
    size the grid layer uses) against as many ChaCha20 continuous normals
    (``Sampler.gaussian``). Target: within 3x. Also as many discrete Laplace draws
-   (scale 2^24) against the same baseline.
+   (scale 2^24) against the same baseline, and the cost of a call of 5 draws (1000
+   calls, the testing kit's pattern) against a call of 5 normals.
 2. The noise of a 100 x 100 covariance (``grid_release`` of its 5050 ``svec`` entries
    with a discrete Gaussian, and of its upper triangle with a discrete Laplace) against
    ``value + sampler.gaussian(...)``. Target: under 10 ms.
@@ -89,9 +90,16 @@ def draws_benchmark(draws: int, repeats: int) -> list[str]:
         lambda: sampler.gaussian(float(sigma), draws),
         repeats,
     )
+    # Small calls (the testing kit's pattern): 1000 calls of 5 draws each.
+    small = rounds(
+        lambda: [sampler.discrete_gaussian(sigma * sigma, 5) for _ in range(1000)],
+        lambda: [sampler.gaussian(float(sigma), 5) for _ in range(1000)],
+        repeats,
+    )
     return [
         row(f"{draws:.0e} discrete Gaussians (σ = 2^24) vs ChaCha20 normals (s)", times, 1.0),
         row(f"{draws:.0e} discrete Laplaces (scale 2^24) vs ChaCha20 normals (s)", laplace, 1.0),
+        row("one call of 5 discrete Gaussians vs of 5 normals (µs)", small, 1e3),
     ]
 
 

@@ -472,6 +472,18 @@ def _batches(propose, size: int, rate: float) -> np.ndarray:
     return out
 
 
+def _signed(x: np.ndarray, words: np.ndarray, keep: np.ndarray | None) -> np.ndarray:
+    """The kept magnitudes ``x`` with the sign of bit 0 of their words, the proposal
+    ``-0`` rejected (so that 0 is not counted twice); ``keep=None`` keeps all."""
+    negative = (words & np.uint64(1)).view(np.int64)
+    zeros = np.flatnonzero(x == 0)  # rare for large scales: handled on its own
+    if zeros.size:
+        keep = np.ones(x.size, dtype=bool) if keep is None else keep
+        keep[zeros[negative[zeros] == 1]] = False
+    signed = x - 2 * negative * x
+    return signed if keep is None else signed[keep]
+
+
 # -- discrete Laplace ----------------------------------------------------------------
 
 
@@ -487,9 +499,7 @@ def discrete_laplace(scale: Fraction, size: int, generator: np.random.Generator)
     def propose(n: int) -> np.ndarray:
         words = generator.bit_generator.random_raw(n)
         x = geometric.draw(words, generator)
-        negative = (words & np.uint64(1)).view(np.int64)
-        keep = (x | (negative ^ 1)) != 0  # not (negative and x == 0)
-        return (x - 2 * negative * x)[keep]
+        return _signed(x, words, None)
 
     return _batches(propose, size, 1 - geometric.negative_zero)
 
@@ -572,7 +582,6 @@ def discrete_gaussian(
     def propose(n: int) -> np.ndarray:
         words = generator.bit_generator.random_raw(n)
         x = geometric.draw(words, generator)
-        negative = (words & np.uint64(1)).view(np.int64)
         prefix = _u_prefixes(words, 1, _TABLE_BITS)
         c = (x - m).astype(np.float64)
         gamma = c * c
@@ -592,8 +601,7 @@ def discrete_gaussian(
                 return c_exact * c_exact * b
 
             accept[unsure] = _below_exp(longer, 64, gamma[unsure], exponent, den, generator)
-        accept &= (x | (negative ^ 1)) != 0  # reject -0
-        return (x - 2 * negative * x)[accept]
+        return _signed(x, words, accept)
 
     return _batches(propose, size, 0.7)
 
