@@ -282,8 +282,9 @@ class GMM(Mechanism):
         return {name: stage.declared() for name, stage in planned.items()}
 
     def data_passes(self, params: GMMParams) -> int | None:
-        """Passes over the data: per-class moments in one pass."""
-        return 1
+        """Passes over the data: per-class moments in one pass; about a DP mean three (the
+        mean, the class sums, the residual scatter)."""
+        return 3 if params.recentred else 1
 
     def plan(self, params: GMMParams, domain: Domain) -> PrivacyEvent:
         planned = stages(params, domain, self._region(params, domain))
