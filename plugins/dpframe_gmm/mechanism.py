@@ -36,7 +36,7 @@ from dpframe.privacy.noise import (
 from dpframe.privacy.samplers import Sampler
 from dpframe.privacy.sensitivities import Region, check_dimension, check_projection, public_count
 from dpframe.releases.linalg import psd_project
-from dpframe.releases.params import one_of, optional, positive_int, probability_open
+from dpframe.releases.params import fraction, one_of, optional, positive_int, probability_open
 from dpframe.releases.synthesis import (
     class_conditional,
     map_back,
@@ -58,11 +58,6 @@ class EmptyClassWarning(UserWarning):
 def _share(instance: object, attribute: attrs.Attribute, value: object) -> None:
     if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 <= value <= 1:
         raise ParameterError(f"{attribute.name} must lie in [0, 1], got {value!r}.")
-
-
-def _fraction(instance: object, attribute: attrs.Attribute, value: object) -> None:
-    if isinstance(value, bool) or not isinstance(value, (int, float)) or not 0 < value <= 1:
-        raise ParameterError(f"{attribute.name} must lie in (0, 1], got {value!r}.")
 
 
 def _projection(instance: object, attribute: attrs.Attribute, value: object) -> None:
@@ -137,7 +132,7 @@ class GMMParams(PrivacyParams):
         "to, as a fraction of the public region's radius; class residuals are clipped to "
         "half of it (default by rule: 0.2; README)",
         constraint="0 < fraction <= 1",
-        validator=optional(_fraction),
+        validator=optional(fraction),
     )
     centre_share: float | None = param(
         None,
@@ -182,6 +177,8 @@ class GMMParams(PrivacyParams):
                 "centring = dp_mean recentres the pooled scatter of covariance = tied; set "
                 "covariance = tied or centring = domain."
             )
+        if self.clip_fraction == 0:
+            raise ParameterError("clip_fraction must be above 0: a ball of radius 0 keeps nothing.")
         if not self.recentred and (self.clip_fraction, self.centre_share) != (None, None):
             raise ParameterError(
                 "clip_fraction and centre_share are only used with centring = dp_mean."

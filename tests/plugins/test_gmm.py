@@ -311,7 +311,8 @@ def test_bad_parameters_fail_with_one_sentence():
         ({"covariance": "full"}, "covariance"),
         ({"centring": "dp_mean"}, "set covariance = tied"),
         ({"clip_fraction": 0.5}, "only used with centring = dp_mean"),
-        ({"covariance": "tied", "clip_fraction": 0.0}, "(0, 1]"),
+        ({"covariance": "tied", "clip_fraction": 0.0}, "above 0"),
+        ({"covariance": "tied", "clip_fraction": 1.5}, "[0, 1]"),
         ({"covariance": "tied", "centre_share": 0.4, "mean_share": 0.6}, "below 1"),
     ]
     for values, text in cases:
