@@ -36,16 +36,19 @@ from dpframe.privacy.noise import (
 from dpframe.privacy.samplers import Sampler
 from dpframe.privacy.sensitivities import Region, check_dimension, check_projection, public_count
 from dpframe.releases.linalg import psd_project
-from dpframe.releases.params import one_of, optional, positive_int, probability_open
+from dpframe.releases.params import fraction, one_of, optional, positive_int, probability_open
 from dpframe.releases.synthesis import (
     class_conditional,
     map_back,
     moments_to_gaussian,
     n_synthetic_param,
 )
-from dpframe_gmm.sensitivity import STAGES, feature_region, stages
+from dpframe_gmm.sensitivity import STAGES, clip_regions, feature_region, stages
 
 CHUNK_ROWS = 8192
+CLIP_FRACTION = 0.2
+"""The rule's clip radius with ``centring = dp_mean``, a fraction of the region's radius
+(README, "Recentring at a DP mean": chosen on a validation split of CTG's training records)."""
 
 
 class EmptyClassWarning(UserWarning):
@@ -114,6 +117,30 @@ class GMMParams(PrivacyParams):
         constraint="per_class | tied (tied needs accounting = joint)",
         validator=one_of("per_class", "tied"),
     )
+    centring: Literal["domain", "dp_mean"] | None = param(
+        None,
+        help="domain: statistics of u about the public centre; dp_mean (tied only): a DP "
+        "mean first, then class sums of the recentred records clipped to a ball and the "
+        "pooled scatter about the DP class means clipped to a smaller ball (default: dp_mean "
+        "with covariance = tied, domain otherwise; README)",
+        constraint="domain | dp_mean (dp_mean needs covariance = tied)",
+        validator=optional(one_of("domain", "dp_mean")),
+    )
+    clip_fraction: float | None = param(
+        None,
+        help="with centring = dp_mean: radius of the ball the recentred records are clipped "
+        "to, as a fraction of the public region's radius; class residuals are clipped to "
+        "half of it (default by rule: 0.2; README)",
+        constraint="0 < fraction <= 1",
+        validator=optional(fraction),
+    )
+    centre_share: float | None = param(
+        None,
+        help="with centring = dp_mean: share of the budget for the DP mean (default by "
+        "rule: 0.05; README)",
+        constraint="0 < share, centre_share + count_share + mean_share < 1",
+        validator=optional(probability_open),
+    )
     balanced: bool = param(
         False, help="equal class sizes in the synthetic data (default: the noisy proportions)"
     )
@@ -140,16 +167,27 @@ class GMMParams(PrivacyParams):
 
     def __attrs_post_init__(self) -> None:
         check_family(self.noise, self.delta)
-        counts, sums = self.budget_shares()
-        if counts + sums >= 1:
-            raise ParameterError(
-                "count_share + mean_share must be below 1 (the rest is for the second "
-                f"moments), got {counts + sums:g}."
-            )
         if self.covariance == "tied" and self.accounting != "joint":
             raise ParameterError(
                 "covariance = tied pools every class's second moment into one statistic; "
                 "use accounting = joint."
+            )
+        if self.centring == "dp_mean" and self.covariance != "tied":
+            raise ParameterError(
+                "centring = dp_mean recentres the pooled scatter of covariance = tied; set "
+                "covariance = tied or centring = domain."
+            )
+        if self.clip_fraction == 0:
+            raise ParameterError("clip_fraction must be above 0: a ball of radius 0 keeps nothing.")
+        if not self.recentred and (self.clip_fraction, self.centre_share) != (None, None):
+            raise ParameterError(
+                "clip_fraction and centre_share are only used with centring = dp_mean."
+            )
+        centre, counts, sums = self.budget_shares()
+        if centre + counts + sums >= 1:
+            raise ParameterError(
+                "centre_share + count_share + mean_share must be below 1 (the rest is for "
+                f"the second moments), got {centre + counts + sums:g}."
             )
         needs = {"none": (False, False), "ron": (True, False), "supplied": (False, True)}
         wants_dimension, wants_projection = needs[self.reduction]
@@ -166,15 +204,34 @@ class GMMParams(PrivacyParams):
                 else "projection is only used with reduction = supplied; set it."
             )
 
-    def budget_shares(self) -> tuple[float, float]:
-        """``(count_share, mean_share)``: the user's, or the rule's when not given (README,
-        "Budget shares"): 0.1 and 0.3 for per-class covariances; 0.05 and 0.45 for a tied
-        covariance, whose single pooled moment needs less of the budget."""
-        rule = (0.05, 0.45) if self.covariance == "tied" else (0.1, 0.3)
-        return (
-            rule[0] if self.count_share is None else self.count_share,
-            rule[1] if self.mean_share is None else self.mean_share,
-        )
+    @property
+    def recentred(self) -> bool:
+        """Whether the statistics are taken about a DP mean (``centring``, or its rule:
+        ``dp_mean`` exactly when the covariance is tied)."""
+        if self.centring is not None:
+            return self.centring == "dp_mean"
+        return self.covariance == "tied"
+
+    @property
+    def radii(self) -> tuple[float, float]:
+        """``(records, residuals)``: the clip radii as fractions of the region's radius
+        (README, "Recentring at a DP mean"): the user's ``clip_fraction`` or the rule's
+        0.2, and half of it for the class residuals."""
+        fraction = CLIP_FRACTION if self.clip_fraction is None else self.clip_fraction
+        return fraction, fraction / 2
+
+    def budget_shares(self) -> tuple[float, float, float]:
+        """``(centre_share, count_share, mean_share)``: the user's, or the rule's when not
+        given (README, "Budget shares"): no centre, 0.1 and 0.3 for per-class covariances;
+        no centre, 0.05 and 0.45 for a tied covariance about the public centre; 0.05, 0.05
+        and 0.6 for a tied covariance about a DP mean (its residual scatter is clipped to a
+        smaller ball, so it needs the least)."""
+        if self.recentred:
+            rule = (0.05, 0.05, 0.6)
+        else:
+            rule = (0.0, 0.05, 0.45) if self.covariance == "tied" else (0.0, 0.1, 0.3)
+        given = (self.centre_share, self.count_share, self.mean_share)
+        return tuple(r if g is None else g for r, g in zip(rule, given, strict=True))
 
 
 @data_coordinates
@@ -222,8 +279,9 @@ class GMM(Mechanism):
         return {name: stage.declared() for name, stage in planned.items()}
 
     def data_passes(self, params: GMMParams) -> int | None:
-        """Passes over the data: per-class moments in one pass."""
-        return 1
+        """Passes over the data: per-class moments in one pass; about a DP mean three (the
+        mean, the class sums, the residual scatter)."""
+        return 3 if params.recentred else 1
 
     def plan(self, params: GMMParams, domain: Domain) -> PrivacyEvent:
         planned = stages(params, domain, self._region(params, domain))
@@ -256,6 +314,9 @@ class GMM(Mechanism):
             w = np.eye(dataset.n_features, params.dimension)
         else:
             w = self._projection(params, dataset.n_features, None)
+        if params.recentred:
+            values, _ = _recentred(dataset, w, region, params)
+            return {name: value.ravel() for name, value in values.items()}
         values = _statistics(_class_moments(dataset, w, region), params)
         if params.accounting == "joint":
             return {name: values[name].ravel() for name in STAGES}
@@ -270,34 +331,12 @@ class GMM(Mechanism):
         region = self._region(params, domain)
         planned = self._noisy(params, domain)
         w = self._projection(params, dataset.n_features, sampler)
-        values = _statistics(_class_moments(dataset, w, region), params)
-        n_classes, dim = values["sums"].shape
-        if params.accounting == "joint":  # one release per stage, all classes at once
-            released = {name: planned[name].perturb(values[name], sampler) for name in STAGES}
-        else:  # one release per stage and class
-            released = {
-                name: np.stack(
-                    [
-                        planned[f"{name}/{k}"].perturb(values[name][k], sampler)
-                        for k in range(n_classes)
-                    ]
-                )
-                for name in STAGES
-            }
-
-        if params.covariance == "tied":
-            means, covariances, weights = _tied_model(released, region, dim, params, domain)
+        n_classes = len(domain.classes().values)
+        if params.recentred:
+            _, model = _recentred(dataset, w, region, params, planned, sampler)
+            means, covariances, weights = model
         else:
-            means, covariances, weights = [], [], []
-            for k in range(n_classes):
-                count = float(released["counts"][k])
-                total = released["sums"][k]
-                entries = released["second_moments"][k]
-                second = symmetric_matrix(entries, dim, params.noise)
-                mean, covariance = moments_to_gaussian(count, total, second)
-                means.append(region.clip(mean[None, :])[0])
-                covariances.append(covariance)
-                weights.append(max(count, 0.0))
+            means, covariances, weights = self._model(dataset, w, region, params, planned, sampler)
         size = params.n_synthetic or dataset.n_records
         z, labels = class_conditional(
             means,
@@ -343,10 +382,51 @@ class GMM(Mechanism):
                 "reduction": params.reduction,
                 "balanced": params.balanced,
                 "covariance": params.covariance,
+                "centring": "dp_mean" if params.recentred else "domain",
                 "output_space": params.output_space,
                 "empty_classes": empty,
             },
         )
+
+    @staticmethod
+    def _model(
+        dataset: Dataset,
+        w: np.ndarray | None,
+        region: Region,
+        params: GMMParams,
+        planned: dict,
+        sampler: Sampler,
+    ) -> tuple[list[np.ndarray], list[np.ndarray], list[float]]:
+        """Class means, covariances and weights from moments about the public centre."""
+        domain = dataset.domain
+        values = _statistics(_class_moments(dataset, w, region), params)
+        n_classes, dim = values["sums"].shape
+        if params.accounting == "joint":  # one release per stage, all classes at once
+            released = {name: planned[name].perturb(values[name], sampler) for name in STAGES}
+        else:  # one release per stage and class
+            released = {
+                name: np.stack(
+                    [
+                        planned[f"{name}/{k}"].perturb(values[name][k], sampler)
+                        for k in range(n_classes)
+                    ]
+                )
+                for name in STAGES
+            }
+
+        if params.covariance == "tied":
+            return _tied_model(released, region, dim, params, domain)
+        means, covariances, weights = [], [], []
+        for k in range(n_classes):
+            count = float(released["counts"][k])
+            total = released["sums"][k]
+            entries = released["second_moments"][k]
+            second = symmetric_matrix(entries, dim, params.noise)
+            mean, covariance = moments_to_gaussian(count, total, second)
+            means.append(region.clip(mean[None, :])[0])
+            covariances.append(covariance)
+            weights.append(max(count, 0.0))
+        return means, covariances, weights
 
     @staticmethod
     def _projection(params: GMMParams, m: int, sampler: Sampler | None) -> np.ndarray | None:
@@ -391,6 +471,74 @@ def _tied_model(
     between = sum(p * np.outer(mu, mu) for p, mu in zip(share, means, strict=True))
     pooled = psd_project(second / public_count(domain) - between)
     return means, [pooled] * counts.size, weights.tolist()
+
+
+def _recentred(
+    dataset: Dataset,
+    w: np.ndarray | None,
+    region: Region,
+    params: GMMParams,
+    planned: dict | None = None,
+    sampler: Sampler | None = None,
+) -> tuple[dict[str, np.ndarray], tuple[list[np.ndarray], list[np.ndarray], list[float]]]:
+    """``centring = dp_mean``: three passes, each about values already released.
+
+    1. ``centre``: ``sum_i u_i``; ``c~`` its noisy mean, clamped into the region.
+    2. ``counts`` and ``sums`` of ``v_i = clip(u_i - c~, r1)`` per class; the class means
+       ``mu~_k = clip(s~_k / max(n~_k, 1), r1)``.
+    3. ``second_moments``: the pooled scatter ``sum_i e_i e_i^T`` with ``e_i = clip(v_i -
+       mu~_{y_i}, r2)``; the shared covariance ``psd(S~ / n)``.
+
+    Returns the statistics (noiseless) and the model: class means ``c~ + mu~_k`` clamped
+    into the region, the shared covariance and the noisy counts. Without ``planned`` (the
+    query's stand-in) nothing is released and the centres are the public centre ``0``,
+    about which every bound holds as well.
+    """
+    dataset.require_labels("gmm")
+    domain = dataset.domain
+    n_classes = len(domain.classes().values)
+    records, residuals = clip_regions(region, params)
+    centre = domain.centre()
+
+    def rows(features: np.ndarray) -> np.ndarray:
+        u = np.subtract(features, centre)
+        return region.clip(u if w is None else u @ w)
+
+    def release(name: str, value: np.ndarray) -> np.ndarray:
+        return value if planned is None else planned[name].perturb(value, sampler)
+
+    values = {"centre": reduce(dataset, lambda f, y: rows(f).sum(axis=0), chunk_rows=CHUNK_ROWS)}
+    c = np.zeros(region.dim)
+    if planned is not None:
+        c = region.clip(release("centre", values["centre"])[None, :] / public_count(domain))[0]
+
+    def class_sums(features: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        v = records.clip(rows(features) - c)
+        out = np.zeros((n_classes, region.dim + 1))
+        np.add.at(out, labels, np.hstack([v, np.ones((len(v), 1))]))
+        return out
+
+    moments = reduce(dataset, class_sums, chunk_rows=CHUNK_ROWS)
+    values["counts"], values["sums"] = moments[:, -1], moments[:, :-1]
+    counts = release("counts", values["counts"])
+    sums = release("sums", values["sums"].ravel()).reshape(values["sums"].shape)
+    mu = np.zeros_like(sums)
+    if planned is not None:
+        mu = records.clip(sums / np.maximum(counts, 1.0)[:, None])
+
+    def scatter(features: np.ndarray, labels: np.ndarray) -> np.ndarray:
+        e = residuals.clip(records.clip(rows(features) - c) - mu[labels])
+        return e.T @ e
+
+    pooled = reduce(dataset, scatter, chunk_rows=CHUNK_ROWS)
+    values["second_moments"] = symmetric_entries(pooled, params.noise)
+    second = release("second_moments", values["second_moments"])
+    covariance = psd_project(
+        symmetric_matrix(second, region.dim, params.noise) / public_count(domain)
+    )
+    means = [region.clip((c + mu[k])[None, :])[0] for k in range(n_classes)]
+    weights = np.maximum(np.asarray(counts, dtype=np.float64), 0.0).tolist()
+    return values, (means, [covariance] * n_classes, weights)
 
 
 def _class_moments(

@@ -34,6 +34,15 @@ one pooled ``S = sum_i u_i u_i^T``; a neighbour changes one summand whatever the
 so its sensitivity is the replace bound (L1 kappa-bound, L2 ``sqrt(2) R^2``), and the
 noise on the shared covariance ``S/n - sum_k pi_k mu_k mu_k^T`` is divided by ``n``.
 
+``centring = "dp_mean"`` (tied only; four stages, adaptive sequential composition): a
+``centre`` stage releases ``sum_i u_i`` (one vector over all records: the replace bound of
+the region, L1 ``2L``, L2 ``2R``), giving ``c~`` (the mean, clamped into the region). Every
+later statistic is taken about values already released, so a neighbour changes one summand
+of each: the class sums of ``v_i = clip(u_i - c~, r1)`` (a ball of radius ``r1``: the joint
+bound of that ball, L2 ``2 r1``) and the pooled scatter of ``e_i = clip(v_i - mu~_{y_i}, r2)``
+about the released class means (the replace bound of the ball of radius ``r2``, L2
+``sqrt(2) r2^2``, whatever the classes). ``r1``, ``r2`` are public fractions of ``R``.
+
 ``accounting = "parallel"``: one child event per class, ``ParallelEvent(children,
 partitions_touched=2)``; each child's stage is calibrated to the larger of its replace
 and add/remove bounds (counts 1, sums ``2L``/``2R``, second ``max(kappa-bound, (L^2 +
@@ -54,6 +63,34 @@ from dpframe.privacy.noise import NoisyStage, norm_of, plan_stages
 from dpframe.privacy.sensitivities import Region, public_count, second_moment, vector_sum
 
 STAGES = ("counts", "sums", "second_moments")
+RECENTRED_STAGES = ("centre", *STAGES)
+
+
+def stage_names(params: object) -> tuple[str, ...]:
+    """The stages of a release, in their order of release."""
+    return RECENTRED_STAGES if getattr(params, "recentred", False) else STAGES
+
+
+def clip_regions(region: Region, params: object) -> tuple[Region, Region]:
+    """``centring = dp_mean``: the balls of radius ``r1`` (records about the DP mean) and
+    ``r2`` (residuals about the DP class means), public fractions of the region's radius."""
+    records, residuals = params.radii
+    return (
+        Region.ball(region.dim, records * region.radius),
+        Region.ball(region.dim, residuals * region.radius),
+    )
+
+
+def recentred_sensitivities(region: Region, params: object, norm: str) -> dict[str, float]:
+    """``centring = dp_mean``: the DP sum of all records (replace bound of the region), then
+    counts and class sums as :func:`joint_sensitivities` over the ball of radius ``r1``, and
+    the pooled residual scatter with the replace bound of the ball of radius ``r2``."""
+    records, residuals = clip_regions(region, params)
+    return {
+        "centre": vector_sum(region, norm),
+        **joint_sensitivities(records, norm),
+        "second_moments": second_moment(residuals, norm),
+    }
 
 
 def feature_region(domain: Domain, reduction: str, dimension: int | None, projection) -> Region:
@@ -97,8 +134,9 @@ def partition_sensitivities(region: Region, norm: str) -> dict[str, float]:
 
 
 def shares(params: object) -> dict[str, float]:
-    counts, sums = params.budget_shares()
-    return {"counts": counts, "sums": sums, "second_moments": 1.0 - counts - sums}
+    centre, counts, sums = params.budget_shares()
+    out = {"counts": counts, "sums": sums, "second_moments": 1.0 - centre - counts - sums}
+    return {"centre": centre, **out} if getattr(params, "recentred", False) else out
 
 
 def stages(params: object, domain: Domain, region: Region) -> dict[str, NoisyStage]:
@@ -109,15 +147,22 @@ def stages(params: object, domain: Domain, region: Region) -> dict[str, NoisySta
     budget = shares(params)
     if params.accounting == "joint":
         tied = getattr(params, "covariance", "per_class") == "tied"
-        sens = (tied_sensitivities if tied else joint_sensitivities)(region, norm)
-        notes = {name: "all classes, one vector" for name in STAGES}
+        names = stage_names(params)
+        if getattr(params, "recentred", False):
+            sens = recentred_sensitivities(region, params, norm)
+        else:
+            sens = (tied_sensitivities if tied else joint_sensitivities)(region, norm)
+        notes = {name: "all classes, one vector" for name in names}
         if tied:
             notes["second_moments"] = "all records, one pooled moment (class-free)"
+        if "centre" in names:
+            notes["centre"] = "all records, one sum (class-free)"
+            notes["second_moments"] = "all records, pooled scatter about the DP class means"
         return plan_stages(
             params.noise,
             params.epsilon,
             params.delta,
-            {name: (budget[name], sens[name]) for name in STAGES},
+            {name: (budget[name], sens[name]) for name in names},
             domain.relation,
             notes,
         )

@@ -79,8 +79,9 @@ class PCAGaussParams(PrivacyParams):
         eq=False,
     )
     centring: Literal["domain", "dp_mean"] = param(
-        "domain",
-        help="centre at the domain's public centre, or at a DP mean (charged to the budget)",
+        "dp_mean",
+        help="centre at a DP mean (charged to the budget, share mean_share; the default), "
+        "or at the domain's public centre",
         constraint="domain | dp_mean",
         validator=one_of("domain", "dp_mean"),
     )

@@ -15,10 +15,19 @@ from dpframe.privacy.accountants.pure import PureAccountant
 from dpframe.privacy.accountants.zcdp import zcdp_epsilon
 from dpframe.privacy.events import ComposedEvent, DiscreteLaplaceEvent, ParallelEvent
 from dpframe.privacy.sensitivities import Region, second_moment, vector_sum
+from dpframe.testing import conformance
 
 GMM = dpframe.mechanism("gmm")
 LAP_PCA = dpframe.mechanism("lap_pca")
 DOMAIN = Domain(lower=-1.0, upper=1.0, labels=Classes(("a", "b", "c")))
+
+# The kit on the recentred tied model (its four stages, Gaussian noise; the query's
+# stand-in centres at the public centre, README "Recentring at a DP mean").
+TestGmmTiedDPMean = conformance(
+    GMM,
+    {"epsilon": 1.0, "covariance": "tied", "noise": "gaussian", "delta": 1e-5},
+    Domain(lower=[0, -1, 2], upper=[1, 1, 5], labels=Classes(("a", "b"))),
+)
 
 
 def labelled(seed: int, n: int = 600, m: int = 5) -> Dataset:
@@ -139,17 +148,25 @@ def test_per_class_sensitivities_survive_attack(search, accounting):
         assert found["counts"] == pytest.approx(2.0)
 
 
+@pytest.mark.parametrize("centring", ["domain", "dp_mean"])
 @pytest.mark.parametrize("noise", ["laplace", "gaussian"])
-def test_tied_sensitivities_survive_attack(search, noise):
+def test_tied_sensitivities_survive_attack(search, noise, centring):
     """The pooled second moment ignores the class: a neighbour (changing class or not)
-    changes it by at most the replace bound, which opposite corners attain."""
+    changes it by at most the replace bound, which opposite corners attain. With a DP mean
+    the class sums and the scatter are of records clipped to balls of radius 0.2 R and
+    0.1 R (the query's stand-in centres them at the public centre, as fixed as a released
+    one), and the centre stage is the sum of all records."""
     domain = Domain(lower=-1.0, upper=1.0, labels=Classes((0, 1)))
     base = (uniform_rows(9, 5, 3), np.array([0, 1, 0, 1, 1]))
     extra = {"noise": "gaussian", "delta": 1e-6} if noise == "gaussian" else {}
-    params = GMM.params(epsilon=1.0, covariance="tied", **extra)
+    params = GMM.params(epsilon=1.0, covariance="tied", centring=centring, **extra)
     found, declared = search(GMM, params, domain, base, labels=(0, 1), random_pairs=40)
     norm = "l2" if noise == "gaussian" else "l1"
     region = Region.of_domain(Domain(lower=-1.0, upper=1.0, feature_names=("a", "b", "c")))
+    if centring == "dp_mean":
+        assert set(declared) == {"centre", "counts", "sums", "second_moments"}
+        assert declared["centre"].value == pytest.approx(vector_sum(region, norm))
+        region = Region.ball(3, 0.1 * region.radius)
     assert declared["second_moments"].value == pytest.approx(second_moment(region, norm))
     for stage, sensitivity in declared.items():
         assert found[stage] <= sensitivity.value * (1 + 1e-9), stage
@@ -159,7 +176,7 @@ def test_tied_sensitivities_survive_attack(search, noise):
 def test_tied_covariance_is_shared_and_less_noisy():
     data = labelled(8)
     same_shares = {"count_share": 0.1, "mean_share": 0.3}  # per_class's rule
-    params = GMM.params(epsilon=1.0, covariance="tied", **same_shares)
+    params = GMM.params(epsilon=1.0, covariance="tied", centring="domain", **same_shares)
     tied = execute(GMM, data, params, SeededSampler(1))
     per_class = execute(GMM, data, GMM.params(epsilon=1.0), SeededSampler(1))
     covariances = tied["covariances"]
@@ -173,28 +190,62 @@ def test_tied_covariance_is_shared_and_less_noisy():
 
 def test_shares_follow_the_rule_when_not_given():
     domain = labelled(8).domain
-    for covariance, rule in (("per_class", (0.1, 0.3)), ("tied", (0.05, 0.45))):
-        default = GMM.params(epsilon=1.0, covariance=covariance)
-        explicit = GMM.params(
-            epsilon=1.0, covariance=covariance, count_share=rule[0], mean_share=rule[1]
-        )
+    rules = (
+        ({"covariance": "per_class"}, (0.0, 0.1, 0.3)),
+        ({"covariance": "tied", "centring": "domain"}, (0.0, 0.05, 0.45)),
+        ({"covariance": "tied"}, (0.05, 0.05, 0.6)),
+    )
+    for options, rule in rules:
+        default = GMM.params(epsilon=1.0, **options)
+        given = {"count_share": rule[1], "mean_share": rule[2]}
+        if rule[0]:
+            given["centre_share"] = rule[0]
+        explicit = GMM.params(epsilon=1.0, **options, **given)
         assert default.budget_shares() == rule
         assert GMM.plan(default, domain) == GMM.plan(explicit, domain)
     given = GMM.params(epsilon=1.0, covariance="tied", mean_share=0.2)
-    assert given.budget_shares() == (0.05, 0.2)
+    assert given.budget_shares() == (0.05, 0.05, 0.2)
 
 
 def test_tied_model_approaches_lda_at_large_epsilon():
     """At a huge budget the tied model's covariance is the pooled within-class one."""
     data = labelled(14, n=3000, m=3)
-    release = execute(
-        GMM, data, GMM.params(epsilon=1e7, covariance="tied", in_domain=False), SeededSampler(3)
-    )
+    params = GMM.params(epsilon=1e7, covariance="tied", centring="domain", in_domain=False)
+    release = execute(GMM, data, params, SeededSampler(3))
     x, y = data.features, data.label_values(data.labels)
     pooled = sum(np.cov(x[y == c].T, bias=True) * np.mean(y == c) for c in ("a", "b", "c"))
     assert np.linalg.norm(release["covariances"][0] - pooled) < 1e-3 * np.linalg.norm(pooled)
     for k, c in enumerate(("a", "b", "c")):
         assert release["means"][k] == pytest.approx(x[y == c].mean(0), abs=1e-3)
+
+
+def test_recentred_tied_model_approaches_lda_at_large_epsilon():
+    """centring = dp_mean: with every record inside the clip balls (a spread of 0.2 about
+    the centre, radii R and R / 2), the model at a huge budget is LDA's: the class means
+    and the pooled within-class covariance."""
+    rows = 0.2 * uniform_rows(15, 3000, 3) + 0.3
+    labels = np.where(rows[:, 0] > 0.35, "a", np.where(rows[:, 1] > 0.3, "b", "c"))
+    data = Dataset.from_arrays(rows, labels, DOMAIN)
+    params = GMM.params(epsilon=1e7, covariance="tied", clip_fraction=1.0, in_domain=False)
+    release = execute(GMM, data, params, SeededSampler(3))
+    assert release.info["centring"] == "dp_mean"
+    pooled = sum(np.cov(rows[labels == c].T, bias=True) * np.mean(labels == c) for c in "abc")
+    assert np.linalg.norm(release["covariances"][0] - pooled) < 1e-3 * np.linalg.norm(pooled)
+    for k, c in enumerate("abc"):
+        assert release["means"][k] == pytest.approx(rows[labels == c].mean(0), abs=1e-4)
+
+
+def test_recentring_shrinks_the_noise_on_sums_and_scatter():
+    """The class sums and the scatter are clipped to balls of radius 0.2 R and 0.1 R:
+    their noise falls with the squared and plain radius against the public centre's,
+    at the budget shares of both rules."""
+    domain = labelled(8).domain
+    tied = {"epsilon": 1.0, "covariance": "tied", "noise": "gaussian", "delta": 1e-6}
+    about_mean = GMM.sensitivity(GMM.params(**tied), domain)
+    about_centre = GMM.sensitivity(GMM.params(**tied, centring="domain"), domain)
+    assert about_mean["sums"].value == pytest.approx(0.2 * about_centre["sums"].value)
+    ratio = about_mean["second_moments"].value / about_centre["second_moments"].value
+    assert ratio == pytest.approx(0.1**2)
 
 
 def test_supplied_projection_from_lap_pca(search):
@@ -258,6 +309,11 @@ def test_bad_parameters_fail_with_one_sentence():
         ({"accounting": "sequential"}, "accounting"),
         ({"covariance": "tied", "accounting": "parallel"}, "use accounting = joint"),
         ({"covariance": "full"}, "covariance"),
+        ({"centring": "dp_mean"}, "set covariance = tied"),
+        ({"clip_fraction": 0.5}, "only used with centring = dp_mean"),
+        ({"covariance": "tied", "clip_fraction": 0.0}, "above 0"),
+        ({"covariance": "tied", "clip_fraction": 1.5}, "[0, 1]"),
+        ({"covariance": "tied", "centre_share": 0.4, "mean_share": 0.6}, "below 1"),
     ]
     for values, text in cases:
         with pytest.raises(ParameterError) as exc:

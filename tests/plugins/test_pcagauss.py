@@ -30,7 +30,8 @@ def labelled_data(seed: int, n: int = 300, m: int = 6) -> Dataset:
 
 def test_unsupervised_release_holds_no_direction():
     data = Dataset.from_arrays(uniform_rows(1, 300, 6), domain=CUBE)
-    release = execute(PCA, data, PCA.params(epsilon=1.0, dimension=3), SeededSampler(2))
+    params = PCA.params(epsilon=1.0, dimension=3, centring="domain")
+    release = execute(PCA, data, params, SeededSampler(2))
     assert set(release.arrays) == {"synthetic", "eigenvalues", "centre"}
     assert release["synthetic"].shape == (300, 3) and release["synthetic"].dtype == np.float64
     values = release["eigenvalues"]
@@ -45,7 +46,7 @@ def test_unsupervised_release_is_invariant_to_rotating_the_data():
     domain = Domain(row_norm_bound=1.0, feature_names=tuple("abcde"))
     rows = uniform_rows(3, 200, 5) / math.sqrt(5)
     rotation = SeededSampler(4).haar_orthonormal(5, 5)
-    params = PCA.params(epsilon=1.0, dimension=3)
+    params = PCA.params(epsilon=1.0, dimension=3, centring="domain")
     a = execute(PCA, Dataset.from_arrays(rows, domain=domain), params, SeededSampler(5))
     b = execute(PCA, Dataset.from_arrays(rows @ rotation, domain=domain), params, SeededSampler(5))
     assert np.allclose(a["synthetic"], b["synthetic"], atol=1e-9)
@@ -68,14 +69,15 @@ def test_same_seed_same_release():
 
 def test_plan_events():
     domain = Domain(lower=-1.0, upper=1.0, feature_names=tuple("abcd"), records=40)
-    assert PCA.plan(PCA.params(epsilon=0.5, dimension=2), domain) == DiscreteLaplaceEvent(
-        2.0, relation=Relation.REPLACE_ONE
-    )
+    public = PCA.params(epsilon=0.5, dimension=2, centring="domain")
+    assert PCA.plan(public, domain) == DiscreteLaplaceEvent(2.0, relation=Relation.REPLACE_ONE)
     event = PCA.plan(PCA.params(epsilon=1.0, dimension=2, centring="dp_mean"), domain)
     mean, eigenvalues = (
         DiscreteLaplaceEvent(1 / share, relation="replace_one") for share in (0.2, 0.8)
     )
     assert event == ComposedEvent((mean, eigenvalues))
+    # the DP mean is the default centring, charged in the same release's event
+    assert PCA.plan(PCA.params(epsilon=1.0, dimension=2), domain) == event
 
 
 def test_eigenvalue_bound_is_attained(neighbours):
@@ -173,7 +175,9 @@ def test_eigenvalues_and_variances_approach_real_at_large_epsilon(ctg):
     domain = Domain(lower=features.min(0).tolist(), upper=features.max(0).tolist())
     data = Dataset.from_arrays(features, domain=domain, feature_names=names)
     # in the declared units, so the eigenvalues are those computed below
-    params = PCA.params(epsilon=1e6, dimension=4, n_synthetic=200_000, units="raw")
+    params = PCA.params(
+        epsilon=1e6, dimension=4, n_synthetic=200_000, units="raw", centring="domain"
+    )
     release = execute(PCA, data, params, SeededSampler(16))
     centred = features - data.domain.centre()
     true = np.linalg.eigvalsh(centred.T @ centred / len(features))[::-1][:4]

@@ -30,6 +30,7 @@ STATISTICS_RELEASES = [
     ("pca_gauss", {"dimension": 2, "centring": "dp_mean"}),
     ("gmm", {}),
     ("gmm", {"reduction": "ron", "dimension": 2}),
+    ("gmm", {"covariance": "tied"}),
     ("mvg", {"query": "covariance", "delta": 1e-5}),
     ("dprp", {"delta": 1e-5}),
     ("laplace", {"query": "covariance"}),
