@@ -38,6 +38,7 @@ from dpframe.errors import DPFrameError
 from dpframe.privacy.samplers import SeededSampler
 from dpframe.releases.mechanism import Mechanism, Sensitivity
 from dpframe.testing.neighbours import (
+    _UNCLIPPED,
     BaseFactory,
     Pair,
     Records,
@@ -127,6 +128,10 @@ class SensitivityReport:
         return self
 
 
+QUERY_MEMO_BYTES = 1 << 16
+"""Datasets up to this many bytes of features have their query values remembered."""
+
+
 class Search:
     """Layer A for one mechanism, parameter factory, record space and base factory."""
 
@@ -146,6 +151,7 @@ class Search:
         self.seed = seed
         self.report = SensitivityReport()
         self._declared: dict[Any, dict[str, Sensitivity]] = {}
+        self._queries: dict[tuple, dict[str, np.ndarray] | str] = {}
 
     # -- evaluation ---------------------------------------------------------------------
 
@@ -157,8 +163,18 @@ class Search:
         return self._declared[key]
 
     def query(self, dataset: Dataset) -> dict[str, np.ndarray] | str:
-        """The flattened query per stage, or the refusal's message."""
+        """The flattened query per stage, or the refusal's message. ``query()`` is the
+        noise-free statistic, a function of the dataset, so a dataset seen before (the
+        local climb revisits many: a feature moved to the bound it is at) reuses its value."""
         self.report.evaluations += 1
+        key = _content_key(dataset)
+        if key is None:
+            return self._query(dataset)
+        if key not in self._queries:
+            self._queries[key] = self._query(dataset)
+        return self._queries[key]
+
+    def _query(self, dataset: Dataset) -> dict[str, np.ndarray] | str:
         try:
             out = self.mechanism.query(dataset, self.params_for(dataset.domain))
         except DPFrameError as exc:
@@ -547,6 +563,31 @@ class _LocalClimb:
             if record is not None:
                 clipped = domain.clip(record[0][None, :].copy())[0][0]
                 setattr(self, name, (clipped, record[1]))
+
+
+def _content_key(dataset: Dataset) -> tuple | None:
+    """Everything ``query()`` may depend on: the domain, the records' exact values, the
+    clip report, and the unclipped rows the kit built the dataset from (the clipping-
+    removed mutant queries those). None for object features (their bytes are addresses,
+    not values) and for datasets too large to keep many copies of."""
+    x, y = dataset.features, dataset.labels
+    if x.dtype.hasobject or (y is not None and y.dtype.hasobject) or x.nbytes > QUERY_MEMO_BYTES:
+        return None
+    raw = _UNCLIPPED.get(dataset)
+    raw_key = None
+    if raw is not None:
+        raw_x, raw_y = raw
+        raw_key = (raw_x.shape, raw_x.tobytes(), None if raw_y is None else tuple(raw_y.tolist()))
+    return (
+        dataset.domain,
+        dataset.source,
+        dataset.clip_report,
+        x.shape,
+        x.dtype.str,
+        x.tobytes(),
+        None if y is None else (y.dtype.str, y.tobytes()),
+        raw_key,
+    )
 
 
 def _labels_differ(y1: np.ndarray | None, y2: np.ndarray | None, n: int) -> np.ndarray:

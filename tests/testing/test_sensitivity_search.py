@@ -179,3 +179,39 @@ def test_every_stage_is_searched_and_the_audit_pair_scores_all_stages():
     # Mean: ||x - x'|| / n <= 2 R / n with R = ||(0.5, 1)||: attained by opposite corners.
     assert report.tightness()["mean"] == pytest.approx(1.0)
     assert len(k.audit_pairs("fast")) == 1
+
+
+class CountingSum(NoisySum):
+    """NoisySum counting its query() calls."""
+
+    calls = 0
+
+    def query(self, dataset, params):
+        type(self).calls += 1
+        return super().query(dataset, params)
+
+
+def test_the_search_queries_each_distinct_dataset_once_and_tells_apart_what_differs():
+    from dpframe.testing.neighbours import make_dataset
+    from dpframe.testing.sensitivity import Search
+
+    k = kit(CountingSum(), BOX)
+    domain = k.space.domain
+    rows = np.array([[0.0, -1.0], [1.0, 1.0]])
+    search = Search(k.mechanism, k.params, k.space, k.base)
+    CountingSum.calls = 0
+    first = search.query(make_dataset(domain, rows, None))
+    again = search.query(make_dataset(domain, rows.copy(), None))
+    assert CountingSum.calls == 1 and search.report.evaluations == 2
+    np.testing.assert_array_equal(again["sum"], [1.0, 0.0])
+    moved = rows.copy()
+    moved[1, 1] = 0.5
+    assert search.query(make_dataset(domain, moved, None))["sum"].tolist() == [1.0, -0.5]
+    assert CountingSum.calls == 2 and first["sum"].tolist() == [1.0, 0.0]
+    # Equal after clipping, with equal clip reports, but not before: the clipping-removed
+    # mutant queries the raw rows, so they must not share a value.
+    clipless = Search(without_clipping(k.mechanism), k.params, k.space, k.base)
+    high, far = rows.copy(), rows.copy()
+    high[1, 0], far[1, 0] = 3.0, 7.0  # both clipped to 1.0
+    values = [clipless.query(make_dataset(domain, x, None))["sum"][0] for x in (high, far)]
+    assert values == [3.0, 7.0]
