@@ -51,7 +51,15 @@ import attrs
 
 from dpframe import Domain
 from dpframe.privacy.noise import NoisyStage, norm_of, plan_stages
-from dpframe.privacy.sensitivities import Region, public_count, second_moment, vector_sum
+from dpframe.privacy.sensitivities import (
+    Region,
+    public_count,
+    record_depth,
+    second_moment,
+    second_moment_error,
+    vector_sum,
+    vector_sum_error,
+)
 
 STAGES = ("counts", "sums", "second_moments")
 
@@ -96,6 +104,18 @@ def partition_sensitivities(region: Region, norm: str) -> dict[str, float]:
     return {name: max(rep, add) for name, (rep, add) in _bounds(region, norm).items()}
 
 
+def float_errors(region: Region, domain: Domain) -> dict[str, float]:
+    """Per stage, the computed statistics' floating-point error per entry: counts are sums
+    of ones (exact below 2^53), sums and second moments of at most n records
+    (:mod:`dpframe.privacy.sensitivities`, "Floating-point error")."""
+    n, depth = public_count(domain), record_depth(domain.n_features)
+    return {
+        "counts": 0.0,
+        "sums": vector_sum_error(region, n, depth),
+        "second_moments": second_moment_error(region, n, depth),
+    }
+
+
 def shares(params: object) -> dict[str, float]:
     counts, sums = params.budget_shares()
     return {"counts": counts, "sums": sums, "second_moments": 1.0 - counts - sums}
@@ -104,7 +124,7 @@ def shares(params: object) -> dict[str, float]:
 def stages(params: object, domain: Domain, region: Region) -> dict[str, NoisyStage]:
     """Joint: ``{stage: NoisyStage}``. Parallel: ``{"stage/k": NoisyStage}`` per class ``k``
     (every class's child has the same calibration)."""
-    public_count(domain)
+    errors = float_errors(region, domain)
     norm = norm_of(params.noise)
     budget = shares(params)
     if params.accounting == "joint":
@@ -117,7 +137,7 @@ def stages(params: object, domain: Domain, region: Region) -> dict[str, NoisySta
             params.noise,
             params.epsilon,
             params.delta,
-            {name: (budget[name], sens[name]) for name in STAGES},
+            {name: (budget[name], sens[name], errors[name]) for name in STAGES},
             domain.relation,
             notes,
         )
@@ -127,7 +147,7 @@ def stages(params: object, domain: Domain, region: Region) -> dict[str, NoisySta
         params.noise,
         params.epsilon / 2 if laplace else params.epsilon,
         params.delta,
-        {name: (budget[name], sens[name]) for name in STAGES},
+        {name: (budget[name], sens[name], errors[name]) for name in STAGES},
         domain.relation,
     )
     if not laplace:  # two children compose in zCDP: rho = 2 rho_child, rho ∝ 1/z^2
