@@ -15,11 +15,13 @@ multiplier and the number of coordinates), adds exact integer noise (discrete La
 discrete Gaussian, Canonne, Kamath and Steinke 2020) and releases ``(k + Z)·γ``, exactly
 representable. Rounding to the nearest grid point moves each coordinate by at most half a
 step, so the rounded query's sensitivity in grid units is at most ``Δ/γ + d`` (L1; an
-integer, so its ceiling is used) or ``Δ/γ + √d`` (L2) for ``d`` coordinates;
-:func:`grid_for` is the one place that adds this, and the integer noise is scaled to the
-inflated sensitivity so that the stage's noise multiplier (and so its event and budget) is
-what the plan says. The sampler's ``unsafe_float_noise`` opt-in restores ``value + float
-noise`` (flagged in the ledger).
+integer, so its ceiling is used) or ``Δ/γ + √d`` (L2) for ``d`` coordinates. The
+statistic itself is computed in floating point: with a public bound ``e`` on its error per
+coordinate (:func:`dpframe.privacy.sensitivities.accumulation_error`), ``Δ`` becomes
+``Δ + 2e·d`` (L1) or ``Δ + 2e·√d`` (L2). :func:`grid_for` is the one place that adds both
+terms, and the integer noise is scaled to the inflated sensitivity so that the stage's
+noise multiplier (and so its event and budget) is what the plan says. The sampler's
+``unsafe_float_noise`` opt-in restores ``value + float noise`` (flagged in the ledger).
 
 Symmetric matrices are released through :func:`symmetric_entries`: the upper triangle
 (diagonal included) for Laplace, ``svec`` (off-diagonals times sqrt(2), an isometry to
@@ -86,6 +88,8 @@ class NoisyStage:
     noise_multiplier: float
     relation: Relation = Relation.REPLACE_ONE
     note: str = ""
+    float_error: float = 0.0
+    """Public bound on the computed statistic's floating-point error per coordinate."""
 
     @property
     def scale(self) -> float:
@@ -104,7 +108,13 @@ class NoisyStage:
         """``value`` released on a grid with this stage's noise (:func:`grid_release`);
         with ``copies`` the first axis holds independent copies of the query."""
         return grid_release(
-            value, self.family, self.sensitivity, self.noise_multiplier, sampler, copies=copies
+            value,
+            self.family,
+            self.sensitivity,
+            self.noise_multiplier,
+            sampler,
+            copies=copies,
+            float_error=self.float_error,
         )
 
 
@@ -112,13 +122,15 @@ def plan_stages(
     family: str,
     epsilon: float,
     delta: float,
-    stages: Mapping[str, tuple[float, float]],
+    stages: Mapping[str, tuple[float, float] | tuple[float, float, float]],
     relation: Relation,
     notes: Mapping[str, str] | None = None,
 ) -> dict[str, NoisyStage]:
-    """Stages ``{name: (budget share, sensitivity)}`` whose composition is
+    """Stages ``{name: (budget share, sensitivity[, float error])}`` whose composition is
     ``(epsilon, delta)``-DP (pure ``epsilon`` for Laplace; for the discrete Gaussian the
-    stages' zCDP adds up to the largest ``rho`` whose conversion meets the target)."""
+    stages' zCDP adds up to the largest ``rho`` whose conversion meets the target). The
+    optional third entry is the statistic's floating-point error bound ``e`` per coordinate
+    (:class:`NoisyStage`), added to the sensitivity by :func:`grid_for`."""
     check_family(family, delta)
     names = list(stages)
     shares = [stages[name][0] for name in names]
@@ -131,7 +143,14 @@ def plan_stages(
         if not stages[name][1] > 0:
             raise ParameterError(f"stage {name!r} has no positive sensitivity.")
     return {
-        name: NoisyStage(family, float(stages[name][1]), z, relation, (notes or {}).get(name, ""))
+        name: NoisyStage(
+            family,
+            float(stages[name][1]),
+            z,
+            relation,
+            (notes or {}).get(name, ""),
+            float(stages[name][2]) if len(stages[name]) > 2 else 0.0,
+        )
         for name, z in zip(names, multipliers, strict=True)
     }
 
@@ -207,23 +226,34 @@ class Grid:
     grid_sensitivity: int | float
     noise: int
     rounding: str = "nearest"
+    float_error: float = 0.0
 
     def to_dict(self) -> dict[str, Any]:
         """A JSON-ready record (``noise`` is the integer ``t`` or ``σ`` in grid units)."""
         return attrs.asdict(self)
 
 
-def grid_for(family: str, sensitivity: float, noise_multiplier: float, coordinates: int) -> Grid:
+def grid_for(
+    family: str,
+    sensitivity: float,
+    noise_multiplier: float,
+    coordinates: int,
+    float_error: float = 0.0,
+) -> Grid:
     """The grid and integer noise of a release of ``coordinates`` values with the given
     sensitivity (L1 for Laplace, L2 for Gaussian) and noise multiplier; public inputs only.
 
     ``γ``: see :data:`ROUNDING_SHARE` and :data:`GAUSSIAN_STEPS_LIMIT`. The rounded
-    query's sensitivity in grid units is ``ceil(Δ/γ + d)`` (L1) or ``Δ/γ + ceil(√d)``
-    (L2); the integer noise ``t = ceil(z·that)`` or ``σ = ceil(z·that)`` keeps the noise
-    multiplier at least ``z`` (and is at least one grid step).
+    query's sensitivity in grid units is ``ceil(Δ'/γ + d)`` (L1) or ``Δ'/γ + ceil(√d)``
+    (L2), with ``Δ' = Δ + 2e·d`` (L1) or ``Δ + 2e·⌈√d⌉`` (L2) for the statistic's
+    floating-point error ``e`` per coordinate; the integer noise ``t = ceil(z·that)`` or
+    ``σ = ceil(z·that)`` keeps the noise multiplier at least ``z`` (and is at least one grid
+    step).
     """
     if not (math.isfinite(sensitivity) and sensitivity > 0):
         raise ParameterError(f"the sensitivity must be positive and finite, got {sensitivity!r}.")
+    if not (math.isfinite(float_error) and float_error >= 0):
+        raise ParameterError(f"the float error must be finite and >= 0, got {float_error!r}.")
     d = max(int(coordinates), 1)
     root = math.isqrt(d)
     spread = d if family == "laplace" else (root if root * root == d else root + 1)
@@ -231,9 +261,10 @@ def grid_for(family: str, sensitivity: float, noise_multiplier: float, coordinat
     finest = sensitivity * min(1.0, noise_multiplier) * ROUNDING_SHARE / spread
     exponent = math.floor(math.log2(finest))
     z = Fraction(noise_multiplier)
+    inflated = Fraction(sensitivity) + 2 * Fraction(float_error) * spread  # Δ + 2e·d (or ⌈√d⌉)
     while True:
         gamma = math.ldexp(1.0, exponent)
-        steps = Fraction(sensitivity) / Fraction(gamma) + spread  # Δ/γ + d or Δ/γ + ⌈√d⌉
+        steps = inflated / Fraction(gamma) + spread  # Δ'/γ + d or Δ'/γ + ⌈√d⌉
         if family == "laplace":
             grid_sensitivity: int | float = math.ceil(steps)
             noise = math.ceil(z * grid_sensitivity)
@@ -243,7 +274,9 @@ def grid_for(family: str, sensitivity: float, noise_multiplier: float, coordinat
         if noise < GAUSSIAN_STEPS_LIMIT or steps <= 65 * spread:
             break  # int64 sampling, or coarser would inflate by over 1/64: stop (exact anyway)
         exponent += 1
-    return Grid(family, gamma, d, float(sensitivity), grid_sensitivity, int(noise))
+    return Grid(
+        family, gamma, d, float(sensitivity), grid_sensitivity, int(noise), float_error=float_error
+    )
 
 
 def grid_release(
@@ -254,12 +287,15 @@ def grid_release(
     sampler: Sampler,
     *,
     copies: bool = False,
+    float_error: float = 0.0,
 ) -> np.ndarray:
     """``value`` released with noise of ``noise_multiplier × sensitivity``, exactly.
 
     The statistic is rounded to the grid of :func:`grid_for`, integer noise is drawn
     exactly (:meth:`Sampler.discrete_laplace` / :meth:`Sampler.discrete_gaussian`) and the
-    release is ``(k + Z)·γ``. All of ``value`` is one query, unless ``copies``: then its
+    release is ``(k + Z)·γ``. ``float_error`` is the public bound on the floating-point
+    error of ``value`` per coordinate (:func:`grid_for` adds ``2e`` per coordinate to the
+    sensitivity). All of ``value`` is one query, unless ``copies``: then its
     first axis holds independent copies (the testing hooks' batches). The grid is logged
     on the sampler for the release metadata. With ``sampler.unsafe_float_noise`` the old
     ``value + float noise`` is used instead (not private on real hardware; flagged in the
@@ -273,7 +309,7 @@ def grid_release(
     if not np.all(np.isfinite(value)):
         raise ParameterError("a noisy statistic is NaN or infinite; check the data's domain.")
     coordinates = value[0].size if copies and value.ndim > 0 and len(value) else value.size
-    grid = grid_for(family, sensitivity, noise_multiplier, coordinates)
+    grid = grid_for(family, sensitivity, noise_multiplier, coordinates, float_error)
     sampler.record_grid(grid.to_dict())
     steps = np.clip(np.rint(value / grid.granularity), -GRID_LIMIT, GRID_LIMIT).astype(np.int64)
     if family == "laplace":

@@ -68,11 +68,44 @@ feature block, the cross column ``u y`` and the corner ``y^2``:
     ``a <= L/2``, else ``a L + a^2 + L^2/4``. Both are below the ``2 a L + a^2`` of adding
     the two worst cases separately (PRIVACY-NOTES: ``(p+1) + 2 a sqrt(p) + a^2``).
     L2 ``<= sqrt(2) (R^2 + a^2)`` (the second-moment bound for ``||z|| <= sqrt(R^2+a^2)``).
+
+Floating-point error of the computed statistic (issue 15). The lemmas bound the change of
+the *exact* statistic ``f``; a mechanism computes ``f^`` in double precision, and the
+rounding, blocking, chunking and threading of that computation may differ between two
+neighbouring datasets. With a public per-coordinate bound ``|f^ - f| <= e``,
+``|f^(D) - f^(D')| <= |f(D) - f(D')| + 2e`` per coordinate, so the statistic's sensitivity
+is ``Delta + 2 e d`` (L1) or ``Delta + 2 e sqrt(d)`` (L2) over ``d`` coordinates; the grid
+(:func:`dpframe.privacy.noise.grid_for`) adds it next to its rounding term. ``e`` comes from
+the standard forward error bounds (Higham, *Accuracy and Stability of Numerical
+Algorithms*, 2nd ed., Lemma 3.1, Lemma 3.3 and eq. (3.5)), with ``u = 2^-53`` and
+``gamma_m = m u / (1 - m u)``:
+
+* a sum of ``n`` terms, in *any* order and grouping (pairwise, BLAS blocks, chunks,
+  threads, with or without fused multiply-adds): ``|fl(sum a_i) - sum a_i| <= gamma_{n-1}
+  sum |a_i|``; an inner product ``|fl(x^T y) - x^T y| <= gamma_n |x|^T |y|``, so each entry
+  of ``X^T X`` or ``S X`` (a 0/1 selection) is covered the same way;
+* each term ``a_i`` is itself computed from one record by a public map whose absolute error
+  is at most ``gamma_k m``, ``m`` bounding the exact ``|a_i|`` and ``k`` the map's longest
+  chain of roundings (centring and rescaling are a few elementwise operations; a row norm
+  or a row's inner product with a public column is one chain of ``d`` terms; a
+  normalisation ``v / ||v||`` with ``v`` computed elementwise has relative error
+  ``gamma_{d+3}`` per coordinate, so it stays in this form);
+* together (``gamma_a + gamma_b + gamma_a gamma_b <= gamma_{a+b}``, Lemma 3.3):
+  ``e <= gamma_{n + k} n m`` for the sum, and ``gamma_{n + k + 1} m`` for the mean
+  ``fl(sum / n)``.
+
+The terms' count ``n`` must be public (replace-one, or a public subset size); ``m`` and
+``k`` come from the region and the map's shape. Everything else a mechanism does with the
+private data before the grid is a deterministic function of one record (elementwise IEEE
+operations are correctly rounded, whatever the position or vectorisation), hence part of
+the public record-by-record map the lemmas already allow; docs/privacy-promise.md lists
+each built-in's statistics and bounds.
 """
 
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Literal
 
 import attrs
@@ -119,6 +152,13 @@ class Region:
             raise ParameterError(f"a region needs a finite radius >= 0, got {self.radius}.")
         object.__setattr__(self, "radius", radius)
         object.__setattr__(self, "l1", l1)
+
+    @property
+    def coordinate_bound(self) -> float:
+        """A bound on every ``|v_j|``: the largest half-width, and at most the radius."""
+        if self.half_widths is None:
+            return self.radius
+        return min(self.radius, max(self.half_widths))
 
     @classmethod
     def ball(cls, dim: int, radius: float = 1.0) -> Region:
@@ -189,6 +229,13 @@ def public_count(domain: Domain) -> int:
             "domain or load the data first."
         )
     return domain.records
+
+
+def uncentred_bound(domain: Domain) -> float:
+    """A bound on every ``|x_j|`` of an uncentred record: ``max_j |c_j| + r_j`` (the box's
+    largest absolute bound, or the centre plus the radius)."""
+    region = Region.of_domain(domain)
+    return float(np.max(np.abs(domain.centre()))) + region.coordinate_bound
 
 
 def check_dimension(dimension: int, domain: Domain, what: str = "dimension") -> None:
@@ -277,4 +324,103 @@ def labelled_region(region: Region, label_radius: float) -> Region:
         math.hypot(region.radius, label_radius),
         widths,
         l1=region.l1 + label_radius,
+    )
+
+
+# -- floating-point error of the computed statistic (module docstring) ------------------
+
+UNIT_ROUNDOFF = Fraction(1, 2**53)
+"""``u``: the relative error of one rounding to nearest in double precision."""
+
+
+def gamma(m: int) -> float:
+    """``gamma_m = m u / (1 - m u)`` (Higham, Lemma 3.1), rounded up to a double."""
+    if not 0 <= m * UNIT_ROUNDOFF < Fraction(1, 2):
+        raise ParameterError(f"no floating-point error bound for {m} accumulated roundings.")
+    exact = m * UNIT_ROUNDOFF / (1 - m * UNIT_ROUNDOFF)
+    value = float(exact)
+    return value if Fraction(value) >= exact else math.nextafter(value, math.inf)
+
+
+def record_depth(dim: int) -> int:
+    """A public bound ``k`` on the roundings chained in computing one record's term: two row
+    reductions of ``dim`` terms (a norm, a projection) and 16 elementwise operations, which
+    covers every built-in's per-record map (centre, rescale, normalise, project, clip)."""
+    return 2 * int(dim) + 16
+
+
+def accumulation_error(
+    terms: int, magnitude: float, depth: int = 0, *, mean: bool = False
+) -> float:
+    """Bound ``e`` on ``|f^ - f|`` per coordinate for ``f = sum of terms values`` (or their
+    mean with ``mean``), each computed with at most ``depth`` chained roundings from one
+    record and at most ``magnitude`` in absolute value exactly: ``gamma_{n+k} n m`` (sum),
+    ``gamma_{n+k+1} m`` (mean), any summation order (module docstring)."""
+    n = max(int(terms), 1)
+    if mean:
+        return gamma(n + depth + 1) * float(magnitude) * (1 + 2.0**-52)
+    return gamma(n + depth) * n * float(magnitude) * (1 + 2.0**-52)
+
+
+def vector_sum_error(
+    region: Region, terms: int, depth: int | None = None, *, mean: bool = False
+) -> float:
+    """``e`` for ``sum_i v_i`` (or the mean) of ``terms`` records of ``region``; ``depth``
+    defaults to :func:`record_depth` of the region's dimension."""
+    depth = record_depth(region.dim) if depth is None else depth
+    return accumulation_error(terms, region.coordinate_bound, depth, mean=mean)
+
+
+def second_moment_error(
+    region: Region, terms: int, depth: int | None = None, *, mean: bool = False
+) -> float:
+    """``e`` for the entries of ``sum_i v_i v_i^T`` (or the mean), upper triangle or svec:
+    each term ``|v_j v_k| <= b^2`` (``b`` :attr:`Region.coordinate_bound`), times ``sqrt(2)``
+    off the diagonal in svec. Each factor carries ``depth`` roundings, the product one and
+    the scaling two: ``(1 + gamma_k)^2 (1 + u)^3 - 1 <= gamma_{2k+3}`` (Higham, Lemma 3.3)."""
+    depth = record_depth(region.dim) if depth is None else depth
+    magnitude = math.sqrt(2.0) * region.coordinate_bound**2
+    return accumulation_error(terms, magnitude, 2 * depth + 3, mean=mean)
+
+
+EIGENSOLVER_CONSTANT = 16
+"""``c`` in the symmetric eigensolver's backward error ``||E||_2 <= c d^2 u ||A||_2``: LAPACK
+states the bound with an unspecified "modestly growing" ``p(d)`` (Users' Guide, section
+4.7); ``c d^2`` is the worst-case order of Householder tridiagonalisation (Wilkinson),
+taken generously (an assumption, docs/privacy-promise.md)."""
+
+
+def top_eigenvalues_error(region: Region, terms: int, depth: int) -> float:
+    """``e`` for the computed eigenvalues of the mean second moment ``A`` of ``terms``
+    records: Weyl's inequality turns the entries' error ``e_A`` (:func:`second_moment_error`)
+    into at most ``||A^ - A||_F <= d e_A``, and the eigensolver adds its backward error on
+    ``||A^||_2 <= R^2 + d e_A``. Only the radius is used (rows re-centred at a DP mean are
+    clipped to it alone)."""
+    d = region.dim
+    entries = d * second_moment_error(Region.ball(d, region.radius), terms, depth, mean=True)
+    solver = EIGENSOLVER_CONSTANT * d * d * float(UNIT_ROUNDOFF) * (region.radius**2 + entries)
+    return (entries + solver) * (1 + 2.0**-50)
+
+
+def linear_map_error(
+    value_error: float,
+    magnitude: float,
+    left: np.ndarray | None = None,
+    right: np.ndarray | None = None,
+) -> float:
+    """``e`` for ``fl(P F^ Q)`` with public ``P`` (``left``) and ``Q`` (``right``, each
+    optional) and a statistic ``F^`` with ``|F^ - F| <= value_error`` and ``|F| <=
+    magnitude`` entrywise: ``|P| (|F^ - F| + gamma_{a+b+2} |F^|) |Q|`` (Higham eq. (3.13),
+    twice, plus one rounding for each diagonal scaling folded into ``P`` or ``Q``), bounded
+    by the largest row sum of ``|P|`` and column sum of ``|Q|``."""
+    rows, inner_left = (1.0, 0) if left is None else (_largest_sum(left, 1), left.shape[1])
+    cols, inner_right = (1.0, 0) if right is None else (_largest_sum(right, 0), right.shape[0])
+    g = gamma(inner_left + inner_right + 2)
+    bound = rows * cols * (value_error + g * (magnitude + value_error))
+    return bound * (1 + 2.0**-50)
+
+
+def _largest_sum(matrix: np.ndarray, axis: int) -> float:
+    return float(np.max(np.abs(np.asarray(matrix, dtype=np.float64)).sum(axis=axis))) * (
+        1 + 2.0**-40
     )

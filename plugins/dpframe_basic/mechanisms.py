@@ -37,7 +37,7 @@ from dpframe.privacy.noise import (
 )
 from dpframe.privacy.samplers import Sampler
 from dpframe.releases.linalg import psd_project
-from dpframe_basic.sensitivity import covariance_sensitivity, mean_sensitivity
+from dpframe_basic.sensitivity import covariance_sensitivity, float_error, mean_sensitivity
 
 Query = Literal["mean", "covariance"]
 
@@ -92,7 +92,7 @@ def _stage(
     """The one noisy stage, its sensitivity from the ``sensitivity()`` hook (so a wrong
     declaration is a wrong noise, which the testing kit's mutants rely on)."""
     delta = mechanism.sensitivity(params, domain)[params.query].value
-    stages = {params.query: (1.0, delta)}
+    stages = {params.query: (1.0, delta, float_error(params.query, domain))}
     return plan_stages(family, params.epsilon, params.delta, stages, domain.relation)[params.query]
 
 

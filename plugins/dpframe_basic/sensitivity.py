@@ -18,7 +18,16 @@ off-diagonal entries times sqrt(2)) under Gaussian noise:
 from __future__ import annotations
 
 from dpframe import Domain
-from dpframe.privacy.sensitivities import Region, public_count, second_moment, vector_sum
+from dpframe.privacy.sensitivities import (
+    Region,
+    accumulation_error,
+    public_count,
+    record_depth,
+    second_moment,
+    second_moment_error,
+    uncentred_bound,
+    vector_sum,
+)
 
 
 def mean_sensitivity(domain: Domain, norm: str) -> float:
@@ -29,3 +38,12 @@ def mean_sensitivity(domain: Domain, norm: str) -> float:
 def covariance_sensitivity(domain: Domain, norm: str) -> float:
     """Replace-one sensitivity of the upper triangle of the centred second moment."""
     return second_moment(Region.of_domain(domain), norm) / public_count(domain)
+
+
+def float_error(query: str, domain: Domain) -> float:
+    """Bound on the computed query's floating-point error per entry (the mean sums the
+    uncentred rows; :mod:`dpframe.privacy.sensitivities`, "Floating-point error")."""
+    n, depth = public_count(domain), record_depth(domain.n_features)
+    if query == "mean":
+        return accumulation_error(n, uncentred_bound(domain), depth, mean=True)
+    return second_moment_error(Region.of_domain(domain), n, depth, mean=True)

@@ -36,6 +36,7 @@ from dpframe.errors import DomainError, ParameterError
 from dpframe.privacy.events import PrivacyEvent
 from dpframe.privacy.noise import grid_release
 from dpframe.privacy.samplers import Sampler
+from dpframe.privacy.sensitivities import accumulation_error, record_depth
 from dpframe.releases.params import one_of, optional, positive, positive_int
 from dpframe_dpcda.accounting import (
     Pools,
@@ -172,6 +173,15 @@ class Geometry:
             self.clip, relation, nonnegative=self.nonnegative, diameter=self.diameter
         )
 
+    def float_error(self, order: int, relation: Relation) -> float:
+        """Bound on a mixture's computed subset sum per coordinate: replace-one sums at
+        most ``l`` rows with ``|v_j| <= c`` (:mod:`dpframe.privacy.sensitivities`). Under
+        add/remove the Poisson subset's size is not public, and no bound is added (README,
+        "Exact noise")."""
+        if relation is Relation.ADD_REMOVE:
+            return 0.0
+        return accumulation_error(order, self.clip, record_depth(self.anchor.shape[0]))
+
     def encode(self, features: np.ndarray) -> np.ndarray:
         """Normalised rows clipped to ``||v||_2 <= c`` (a new array)."""
         v = features - self.anchor
@@ -301,7 +311,10 @@ class DPCDAMechanism(Mechanism):
         sums = self.query(dataset, params)["mixture"].reshape(-1, dataset.n_features)
         per_run = np.repeat(sums, pools.mixtures, axis=0)  # one row per mixture
         copies = np.broadcast_to(per_run, (count, *per_run.shape)).reshape(-1, sums.shape[1])
-        noisy = grid_release(copies, "gaussian", declared, noise_multiplier, sampler, copies=True)
+        error = Geometry.build(params, dataset.domain).float_error(pools.order, pools.relation)
+        noisy = grid_release(
+            copies, "gaussian", declared, noise_multiplier, sampler, copies=True, float_error=error
+        )
         first = np.concatenate([[0], np.cumsum(pools.mixtures)[:-1]])
         return {"mixture": noisy.reshape(count, *per_run.shape)[:, first].reshape(count, -1)}
 
@@ -329,7 +342,13 @@ class DPCDAMechanism(Mechanism):
             else:
                 selection = _subset_selection(rows, len(dataset), pools, k, sampler)
             block[...] = grid_release(
-                selection @ v, "gaussian", declared, noise_multiplier, sampler, copies=True
+                selection @ v,
+                "gaussian",
+                declared,
+                noise_multiplier,
+                sampler,
+                copies=True,
+                float_error=geometry.float_error(pools.order, domain.relation),
             )
         synthetic /= pools.order
         geometry.decode(synthetic, out=synthetic)

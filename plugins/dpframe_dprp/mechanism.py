@@ -31,6 +31,13 @@ from dpframe.errors import DomainError, ParameterError
 from dpframe.privacy.events import PrivacyEvent
 from dpframe.privacy.noise import grid_release
 from dpframe.privacy.samplers import Sampler, SeededSampler
+from dpframe.privacy.sensitivities import (
+    Region,
+    accumulation_error,
+    linear_map_error,
+    record_depth,
+    second_moment_error,
+)
 from dpframe.releases.linalg import from_upper_triangle, psd_project, top_eigen, upper_triangle
 from dpframe.releases.params import one_of, optional, positive, positive_int, probability_open
 from dpframe_dprp.calibration import Calibration, calibrate
@@ -356,13 +363,14 @@ class DPRPMechanism(Mechanism):
         width = encoding.width
         r = sampler.gaussian(1.0 / math.sqrt(params.k1), (width, params.k1))
         projected, second = _project(encoding, dataset, r)
+        errors = _float_errors(encoding, r, len(dataset), dataset.n_features)
         projection = grid_release(
             projected, "gaussian", declared["projection"].value, calibration.projection_multiplier,
-            sampler,
+            sampler, float_error=errors["projection"],
         )  # fmt: skip
         noisy_upper = grid_release(
             upper_triangle(second), "gaussian", declared["covariance"].value,
-            calibration.covariance_multiplier, sampler,
+            calibration.covariance_multiplier, sampler, float_error=errors["covariance"],
         )  # fmt: skip
         covariance = from_upper_triangle(noisy_upper, width)
         _, components = top_eigen(covariance, default_k2(params, width))
@@ -412,6 +420,19 @@ class DPRPModel:
         v = self.components
         rows = self.projection @ (np.linalg.pinv(v.T @ self.r) @ v.T)
         return self.encoding.decode(rows)
+
+
+def _float_errors(encoding: Encoding, r: np.ndarray, records: int, features: int) -> dict:
+    """Bounds on the computed ``Z R`` (per record: the row's map, then its product with the
+    public ``R``) and ``Z^T Z`` (a sum over the ``records`` rows, public under replace-one)
+    per entry (:mod:`dpframe.privacy.sensitivities`, "Floating-point error")."""
+    rows = Region.ball(encoding.width, encoding.row_norm_bound)
+    depth = record_depth(features)
+    own = accumulation_error(1, rows.coordinate_bound, depth)
+    return {
+        "projection": linear_map_error(own, rows.coordinate_bound, right=r),
+        "covariance": second_moment_error(rows, records, depth),
+    }
 
 
 def _project(encoding: Encoding, dataset: Dataset, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:

@@ -60,7 +60,15 @@ import attrs
 
 from dpframe import Domain
 from dpframe.privacy.noise import NoisyStage, norm_of, plan_stages
-from dpframe.privacy.sensitivities import Region, public_count, second_moment, vector_sum
+from dpframe.privacy.sensitivities import (
+    Region,
+    public_count,
+    record_depth,
+    second_moment,
+    second_moment_error,
+    vector_sum,
+    vector_sum_error,
+)
 
 STAGES = ("counts", "sums", "second_moments")
 RECENTRED_STAGES = ("centre", *STAGES)
@@ -133,6 +141,28 @@ def partition_sensitivities(region: Region, norm: str) -> dict[str, float]:
     return {name: max(rep, add) for name, (rep, add) in _bounds(region, norm).items()}
 
 
+def float_errors(region: Region, domain: Domain, params: object = None) -> dict[str, float]:
+    """Per stage, the computed statistics' floating-point error per entry: counts are sums
+    of ones (exact below 2^53), sums and second moments of at most n records
+    (:mod:`dpframe.privacy.sensitivities`, "Floating-point error"). About a DP mean, the
+    terms are the records clipped to the balls of :func:`clip_regions` (the centring, the
+    norm and the clipping are within :func:`record_depth`'s roundings)."""
+    n, depth = public_count(domain), record_depth(domain.n_features)
+    if getattr(params, "recentred", False):
+        records, residuals = clip_regions(region, params)
+        return {
+            "centre": vector_sum_error(region, n, depth),
+            "counts": 0.0,
+            "sums": vector_sum_error(records, n, depth),
+            "second_moments": second_moment_error(residuals, n, depth),
+        }
+    return {
+        "counts": 0.0,
+        "sums": vector_sum_error(region, n, depth),
+        "second_moments": second_moment_error(region, n, depth),
+    }
+
+
 def shares(params: object) -> dict[str, float]:
     centre, counts, sums = params.budget_shares()
     out = {"counts": counts, "sums": sums, "second_moments": 1.0 - centre - counts - sums}
@@ -142,7 +172,7 @@ def shares(params: object) -> dict[str, float]:
 def stages(params: object, domain: Domain, region: Region) -> dict[str, NoisyStage]:
     """Joint: ``{stage: NoisyStage}``. Parallel: ``{"stage/k": NoisyStage}`` per class ``k``
     (every class's child has the same calibration)."""
-    public_count(domain)
+    errors = float_errors(region, domain, params)
     norm = norm_of(params.noise)
     budget = shares(params)
     if params.accounting == "joint":
@@ -162,7 +192,7 @@ def stages(params: object, domain: Domain, region: Region) -> dict[str, NoisySta
             params.noise,
             params.epsilon,
             params.delta,
-            {name: (budget[name], sens[name]) for name in names},
+            {name: (budget[name], sens[name], errors[name]) for name in names},
             domain.relation,
             notes,
         )
@@ -172,7 +202,7 @@ def stages(params: object, domain: Domain, region: Region) -> dict[str, NoisySta
         params.noise,
         params.epsilon / 2 if laplace else params.epsilon,
         params.delta,
-        {name: (budget[name], sens[name]) for name in STAGES},
+        {name: (budget[name], sens[name], errors[name]) for name in STAGES},
         domain.relation,
     )
     if not laplace:  # two children compose in zCDP: rho = 2 rho_child, rho ∝ 1/z^2

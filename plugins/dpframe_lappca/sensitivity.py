@@ -18,7 +18,13 @@ from __future__ import annotations
 
 from dpframe import Domain
 from dpframe.privacy.noise import NoisyStage, norm_of, plan_stages
-from dpframe.privacy.sensitivities import Region, public_count, second_moment
+from dpframe.privacy.sensitivities import (
+    Region,
+    public_count,
+    record_depth,
+    second_moment,
+    second_moment_error,
+)
 
 
 def covariance_sensitivity(domain: Domain, family: str) -> float:
@@ -29,11 +35,14 @@ def covariance_sensitivity(domain: Domain, family: str) -> float:
 def stages(params: object, domain: Domain) -> dict[str, NoisyStage]:
     """The single noisy stage ``covariance`` with its budget and sensitivity."""
     sensitivity = covariance_sensitivity(domain, params.noise)
+    error = second_moment_error(
+        Region.of_domain(domain), public_count(domain), record_depth(domain.n_features), mean=True
+    )
     return plan_stages(
         params.noise,
         params.epsilon,
         params.delta,
-        {"covariance": (1.0, sensitivity)},
+        {"covariance": (1.0, sensitivity, error)},
         domain.relation,
         {"covariance": "upper triangle (Laplace) / svec (Gaussian) of the centred second moment"},
     )

@@ -22,6 +22,14 @@ from dpframe.errors import ParameterError
 from dpframe.privacy.events import PrivacyEvent
 from dpframe.privacy.noise import NoisyStage, batch_perturb, follow_declared, grid_for
 from dpframe.privacy.samplers import Sampler
+from dpframe.privacy.sensitivities import (
+    Region,
+    accumulation_error,
+    linear_map_error,
+    public_count,
+    record_depth,
+    second_moment_error,
+)
 from dpframe.releases.linalg import psd_project
 from dpframe.releases.params import one_of, optional, positive
 from dpframe_mvg.allocation import binary_shares, check_powers, check_shares, uniform_shares
@@ -491,10 +499,33 @@ class MVGMechanism(Mechanism):
         assert design.calibration.mu is not None
         stages = {
             STAGE: NoisyStage(
-                "gaussian", design.calibration.mu, 1.0 / design.calibration.mu, domain.relation
+                "gaussian",
+                design.calibration.mu,
+                1.0 / design.calibration.mu,
+                domain.relation,
+                float_error=self._float_error(params, domain, design),
             )
         }
         return follow_declared(stages, self.sensitivity(params, domain))
+
+    @staticmethod
+    def _float_error(params: MVGParams, domain: Domain, design: Design) -> float:
+        """Bound on the whitened query's floating-point error per entry: the query's own
+        (the covariance sums N records; the identity query is per record) carried through
+        the whitening ``A^-1 f B^-T`` (:mod:`dpframe.privacy.sensitivities`). A custom
+        query's own error is the author's, inside its declared sensitivity."""
+        right = design.basis * np.sqrt(design.precisions)
+        left = right.T if design.equimodal else None
+        if params.query == "custom":
+            bound = design.spec.norm_bound
+            return 0.0 if bound is None else linear_map_error(0.0, bound, left, right)
+        region = Region.of_domain(domain)
+        depth = record_depth(domain.n_features)
+        if params.query == "identity":
+            error = accumulation_error(1, region.coordinate_bound, depth)
+            return linear_map_error(error, region.coordinate_bound, left, right)
+        error = second_moment_error(region, public_count(domain), depth, mean=True)
+        return linear_map_error(error, region.coordinate_bound**2, left, right)
 
     # -- helpers -----------------------------------------------------------------------
 
@@ -524,7 +555,13 @@ class MVGMechanism(Mechanism):
     def _info(params: MVGParams, design: Design, stage: NoisyStage) -> dict[str, Any]:
         cal = design.calibration
         m, n = design.spec.shape
-        grid = grid_for("gaussian", stage.sensitivity, stage.noise_multiplier, design.kept_size)
+        grid = grid_for(
+            "gaussian",
+            stage.sensitivity,
+            stage.noise_multiplier,
+            design.kept_size,
+            stage.float_error,
+        )
         # the integer noise is at least the unit noise: its std in whitened units
         inflation = (grid.noise * grid.granularity / stage.scale) ** 2
         power = design.expected_noise_power() * inflation

@@ -37,11 +37,17 @@ from dpframe.errors import ParameterError
 from dpframe.privacy.noise import NoisyStage, norm_of, plan_stages
 from dpframe.privacy.sensitivities import (
     Region,
+    accumulation_error,
     labelled_region,
     labelled_second_moment,
     public_count,
+    record_depth,
+    second_moment_error,
     top_eigenvalues,
+    top_eigenvalues_error,
+    uncentred_bound,
     vector_sum,
+    vector_sum_error,
 )
 
 
@@ -62,24 +68,38 @@ def stages(params: object, domain: Domain) -> dict[str, NoisyStage]:
     ``covariance`` (Algorithm 2), splitting the budget."""
     n = public_count(domain)
     norm = norm_of(params.noise)
+    depth = record_depth(domain.n_features)  # floating-point errors: sensitivities module
     if params.supervised:
         region, a, _ = supervised_regions(domain, params.projection)
-        mean = vector_sum(labelled_region(region, a), norm) / n
-        main = ("covariance", labelled_second_moment(region, a, norm) / n)
+        labelled = labelled_region(region, a)
+        mean = vector_sum(labelled, norm) / n, vector_sum_error(labelled, n, depth, mean=True)
+        main = (
+            "covariance",
+            labelled_second_moment(region, a, norm) / n,
+            second_moment_error(labelled, n, depth, mean=True),
+        )
         notes = {
             "covariance": "upper triangle (Laplace) / svec (Gaussian) of the labelled "
             "second moment of the scaled projected rows"
         }
     else:
         region = Region.of_domain(domain)
-        mean = vector_sum(region, norm) / n
-        main = ("eigenvalues", top_eigenvalues(region, params.dimension, norm) / n)
+        # the mean is computed as (sum x - n c) / n: three more roundings
+        mean = (
+            vector_sum(region, norm) / n,
+            accumulation_error(n, uncentred_bound(domain), depth + 3, mean=True),
+        )
+        main = (
+            "eigenvalues",
+            top_eigenvalues(region, params.dimension, norm) / n,
+            top_eigenvalues_error(region, n, depth),
+        )
         notes = {"eigenvalues": "top-P eigenvalues of the centred second moment"}
-    planned: dict[str, tuple[float, float]] = {}
+    planned: dict[str, tuple[float, float, float]] = {}
     share = 1.0
     if params.centring == "dp_mean":
-        planned["mean"] = (params.mean_share, mean)
+        planned["mean"] = (params.mean_share, *mean)
         share -= params.mean_share
         notes["mean"] = "mean of the records (projected and labelled when supervised)"
-    planned[main[0]] = (share, main[1])
+    planned[main[0]] = (share, main[1], main[2])
     return plan_stages(params.noise, params.epsilon, params.delta, planned, domain.relation, notes)

@@ -29,10 +29,14 @@ from dpframe import Domain
 from dpframe.privacy.noise import NoisyStage, norm_of, plan_stages
 from dpframe.privacy.sensitivities import (
     Region,
+    labelled_region,
     labelled_second_moment,
     public_count,
+    record_depth,
     second_moment,
+    second_moment_error,
     vector_sum,
+    vector_sum_error,
 )
 
 
@@ -57,17 +61,32 @@ def covariance_sensitivity(domain: Domain, dimension: int, family: str, supervis
     return total / public_count(domain)
 
 
+def float_errors(domain: Domain, dimension: int, supervised: bool) -> dict[str, float]:
+    """Per stage, the bound on the computed statistic's floating-point error per entry
+    (:mod:`dpframe.privacy.sensitivities`, "Floating-point error")."""
+    n, depth = public_count(domain), record_depth(domain.n_features)
+    projected = Region.ball(dimension)
+    if supervised:
+        projected = labelled_region(projected, label_radius(domain))
+    return {
+        "mean": vector_sum_error(Region.ball(domain.n_features), n, depth, mean=True),
+        "covariance": second_moment_error(projected, n, depth, mean=True),
+    }
+
+
 def stages(params: object, domain: Domain) -> dict[str, NoisyStage]:
     """The two noisy stages, ``mean`` then ``covariance``, splitting the budget."""
+    errors = float_errors(domain, params.dimension, params.supervised)
     return plan_stages(
         params.noise,
         params.epsilon,
         params.delta,
         {
-            "mean": (params.mean_share, mean_sensitivity(domain, params.noise)),
+            "mean": (params.mean_share, mean_sensitivity(domain, params.noise), errors["mean"]),
             "covariance": (
                 1.0 - params.mean_share,
                 covariance_sensitivity(domain, params.dimension, params.noise, params.supervised),
+                errors["covariance"],
             ),
         },
         domain.relation,

@@ -14,6 +14,7 @@ from __future__ import annotations
 import math
 
 import numpy as np
+import pytest
 from dpframe_dpcda.mechanism import DPCDAMechanism
 from dpframe_mvg import MVGMechanism
 
@@ -64,7 +65,11 @@ def test_mvg_whitened_rounding_shift_exceeds_delta_and_stays_within_the_grid_sen
     assert true_change <= declared * (1 + 1e-12)  # a genuine neighbour pair
     assert shift > true_change + 0.98 * math.sqrt(3) - 0.01  # 0.98 step per coordinate
     assert shift <= grid["grid_sensitivity"]
-    assert grid["grid_sensitivity"] == declared + math.ceil(math.sqrt(grid["coordinates"]))
+    # Δ/γ + ⌈√d⌉, plus the float error term 2e·⌈√d⌉/γ (positive, far below a step)
+    spread = math.ceil(math.sqrt(grid["coordinates"]))
+    error_steps = 2 * grid["float_error"] * spread / gamma
+    assert 0 < error_steps < 1e-6
+    assert grid["grid_sensitivity"] == pytest.approx(declared + spread + error_steps, rel=1e-15)
 
 
 def test_dpcda_mixture_rounding_shift_exceeds_delta_and_stays_within_the_grid_sensitivity():
