@@ -82,12 +82,13 @@ class _Preprocess:
     """The record-by-record maps of steps 1 and 3-5 (public given ``mu~`` and ``W``),
     fused chunk by chunk.
 
-    With ``v = x - c`` and ``u = v / ||v||`` (``u = 0`` for ``v = 0``), step 3-4 is computed
-    in ``p`` dimensions: ``W^T (u - mu~) = (W^T v) / ||v|| - W^T mu~`` and
-    ``||u - mu~||^2 = ||u||^2 - 2 (v . mu~) / ||v|| + ||mu~||^2``, so each chunk costs one
-    subtraction, one row-norm pass and one ``(m x (p+1))`` product. The result is clipped
-    to the unit ball, which makes the sensitivity's premise ``||z|| <= 1`` exact under
-    rounding.
+    With ``v = x - c`` and ``u = v / ||v||`` (``u = 0`` for ``v = 0``), steps 3-4 form
+    ``u - mu~`` elementwise, its row norms and one ``(m x p)`` product per chunk. The norm
+    is taken of the difference itself, not expanded as ``||u||^2 - 2 u.mu~ + ||mu~||^2``,
+    which cancels for a record near ``mu~`` and would let a few ulps of BLAS's
+    position-dependent rounding move that record's ``z`` anywhere on the sphere
+    (``docs/privacy-promise.md``, floating-point error). The result is clipped to the unit
+    ball, which makes the sensitivity's premise ``||z|| <= 1`` exact under rounding.
     """
 
     def __init__(self, dataset: Dataset, supervised: bool) -> None:
@@ -111,10 +112,10 @@ class _Preprocess:
         """``z = W^T (u - mu~) / ||u - mu~||`` (0 when ``u = mu~``), with the centred label
         appended when supervised."""
         v, inverse = self._centred(rows)
-        product = v @ np.column_stack([w, mean])
-        z = product[:, :-1] * inverse[:, None] - mean @ w
-        squared = (inverse > 0) - 2 * inverse * product[:, -1] + mean @ mean
-        norms = np.sqrt(np.maximum(squared, 0.0))[:, None]
+        d = np.multiply(v, inverse[:, None], out=v)  # u, in the buffer
+        d = np.subtract(d, mean, out=d)  # u - mu~, elementwise: no cancellation
+        norms = np.sqrt(np.einsum("ij,ij->i", d, d))[:, None]
+        z = d @ w
         z = np.divide(z, norms, out=np.zeros_like(z), where=norms > 0)
         Region.ball(w.shape[1]).clip(z)
         if not self.supervised:

@@ -208,3 +208,32 @@ def test_bad_parameters_fail_with_one_sentence():
     with pytest.raises(DataError) as exc:
         execute(RON, unlabelled, RON.params(epsilon=1.0, dimension=2, supervised=True))
     assert "needs labels" in one_sentence(exc)
+
+
+def test_a_record_next_to_the_dp_mean_keeps_its_direction():
+    """The re-normalisation of ``u - mu~`` is taken of the elementwise difference: for a
+    record 1e-9 from the DP mean, the expanded ``||u||^2 - 2 u.mu~ + ||mu~||^2`` cancels
+    to noise (its rounding is 1e-16 against a true value of 1e-18), the direct form keeps
+    the direction to about 1e-6 of the exact one (docs/privacy-promise.md, item 6)."""
+    from fractions import Fraction
+
+    from dpframe_rongauss.mechanism import _Preprocess
+
+    rng = np.random.default_rng(5)
+    rows = rng.uniform(-1, 1, size=(64, 6))
+    data = Dataset.from_arrays(rows, domain=CUBE)
+    pre = _Preprocess(data, supervised=False)
+    w, _ = np.linalg.qr(rng.standard_normal((6, 3)))
+    u0 = rows[0] / np.linalg.norm(rows[0])
+    offset = rng.standard_normal(6)
+    mean = u0 + 1e-9 * offset / np.linalg.norm(offset)
+    z = pre.projected(rows.copy(), None, mean, w)[0]
+    # exact direction of W^T (u0 - mean) from the float rows, in rationals
+    x = [Fraction(v) for v in rows[0]]
+    norm = Fraction(math.sqrt(float(sum(v * v for v in x))))
+    d = [v / norm - Fraction(m) for v, m in zip(x, mean, strict=True)]
+    size = math.sqrt(float(sum(v * v for v in d)))
+    exact = np.array(
+        [float(sum(dv * Fraction(w[i, j]) for i, dv in enumerate(d))) for j in range(3)]
+    ) / size
+    assert np.linalg.norm(z - exact) < 1e-5
