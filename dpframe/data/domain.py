@@ -33,6 +33,8 @@ TOML form::
     classes = [1, 2]                # a class list ...
     # lower = 0.0                   # ... or a bounded numeric target
     # upper = 20.0
+    # bins = 4                      # optional public bins of a numeric target: a count
+                                    # or edges from lower to upper
 """
 
 from __future__ import annotations
@@ -114,13 +116,14 @@ def _bins_spec(value: Any) -> int | tuple[tuple[str | int, BinSpec], ...] | None
         ) from None
 
 
-def _one_bin_spec(key: str | int, spec: Any) -> BinSpec:
+def _one_bin_spec(key: str | int, spec: Any, what: str | None = None) -> BinSpec:
+    what = what or f"feature {key!r}"
     if not isinstance(spec, (list, tuple, np.ndarray)):
-        return _bin_count(f"feature {key!r}", spec)
+        return _bin_count(what, spec)
     edges = _finite_tuple(spec) if len(spec) else ()
     if len(edges) < 2 or any(b <= a for a, b in itertools.pairwise(edges)):
         raise DomainError(
-            f"the bin edges of feature {key!r} must be at least two strictly increasing "
+            f"the bin edges of {what} must be at least two strictly increasing "
             f"numbers, got {list(spec)}."
         )
     return edges
@@ -163,13 +166,19 @@ class Classes:
         return _drop_none({"classes": list(self.values), "column": self.column})
 
 
+def _target_bins(value: Any) -> BinSpec | None:
+    return None if value is None else _one_bin_spec("label", value, "the label")
+
+
 @attrs.frozen
 class Target:
-    """A numeric label (regression target) bounded to ``[lower, upper]``."""
+    """A numeric label (regression target) bounded to ``[lower, upper]``, optionally with
+    public bins (a count of equal-width bins over the range, or edges spanning it)."""
 
     lower: float = attrs.field(converter=float)
     upper: float = attrs.field(converter=float)
     column: str | int | None = None
+    bins: BinSpec | None = attrs.field(default=None, converter=_target_bins)
 
     def __attrs_post_init__(self) -> None:
         if not (math.isfinite(self.lower) and math.isfinite(self.upper)):
@@ -178,6 +187,22 @@ class Target:
             raise DomainError(
                 f"the target's lower bound {self.lower} exceeds its upper bound {self.upper}."
             )
+        if isinstance(self.bins, tuple) and (
+            self.bins[0] != self.lower or self.bins[-1] != self.upper
+        ):
+            raise DomainError(
+                f"the label's bin edges must start at its lower bound {self.lower:g} and end "
+                f"at its upper bound {self.upper:g}, got {self.bins[0]:g} .. {self.bins[-1]:g}."
+            )
+
+    def bin_edges(self) -> np.ndarray | None:
+        """The label's public bin edges (declared, or equal-width for a declared count);
+        ``None`` when no bins are declared."""
+        if self.bins is None:
+            return None
+        if isinstance(self.bins, tuple):
+            return np.asarray(self.bins, dtype=np.float64)
+        return np.linspace(self.lower, self.upper, self.bins + 1)
 
     @property
     def radius(self) -> float:
@@ -189,7 +214,10 @@ class Target:
         return (self.upper + self.lower) / 2
 
     def to_dict(self) -> dict[str, Any]:
-        return _drop_none({"lower": self.lower, "upper": self.upper, "column": self.column})
+        bins = list(self.bins) if isinstance(self.bins, tuple) else self.bins
+        return _drop_none(
+            {"lower": self.lower, "upper": self.upper, "column": self.column, "bins": bins}
+        )
 
 
 LabelSpec = Classes | Target
@@ -639,10 +667,17 @@ class Domain:
         if labels is not None:
             if not isinstance(labels, dict):
                 raise DomainError(f"{source}: [labels] must be a table.")
-            _check_keys(labels, {"column", "classes", "lower", "upper"}, f"{source} [labels]")
+            _check_keys(
+                labels, {"column", "classes", "lower", "upper", "bins"}, f"{source} [labels]"
+            )
             if "classes" in labels and ("lower" in labels or "upper" in labels):
                 raise DomainError(
                     f"{source} [labels]: give either classes or lower/upper, not both."
+                )
+            if "classes" in labels and "bins" in labels:
+                raise DomainError(
+                    f"{source} [labels]: bins are for a numeric target; a class label's "
+                    "classes are its cells."
                 )
             if "classes" in labels:
                 if not isinstance(labels["classes"], list):
@@ -651,7 +686,9 @@ class Domain:
             elif "lower" in labels or "upper" in labels:
                 if "lower" not in labels or "upper" not in labels:
                     raise DomainError(f"{source} [labels]: give both lower and upper.")
-                spec = Target(labels["lower"], labels["upper"], labels.get("column"))
+                spec = Target(
+                    labels["lower"], labels["upper"], labels.get("column"), labels.get("bins")
+                )
             elif "column" in labels:
                 raise DomainError(
                     f"{source} [labels]: a label column needs classes = [...] or lower/upper "

@@ -31,6 +31,7 @@ from dpframe.data.domain import Classes
 from dpframe.privacy.samplers import SeededSampler
 from dpframe.releases.mechanism import Mechanism, execute
 from dpframe.releases.release import Release
+from dpframe.testing.neighbours import as_text
 
 STDLIB_FUNCTIONS = (
     "random",
@@ -195,7 +196,10 @@ def check_cli_secure_by_default(
 
     workdir.mkdir(parents=True, exist_ok=True)
     data = workdir / "data.npz"
-    arrays: dict[str, np.ndarray] = {"features": np.asarray(dataset.features)}
+    features = np.asarray(dataset.features)
+    if dataset.domain.categories:  # a data file holds categories, not their codes
+        features = as_text(dataset)
+    arrays: dict[str, np.ndarray] = {"features": features}
     if dataset.labels is not None:
         labels = dataset.labels
         if isinstance(dataset.domain.labels, Classes):

@@ -7,8 +7,10 @@ target range), records far outside the bounds (which clipping must neutralise), 
 random ones (uniform, or "spiky" with coordinates pinned to the bounds).
 
 Every dataset the kit builds goes through :meth:`Dataset.from_arrays`, so it is validated
-and clipped exactly as real data are. The arrays given before clipping are remembered
-(:func:`unclipped`) only so that the clipping-removed mutant can bypass the clipping.
+and clipped exactly as real data are; a categorical feature is generated in its codes' box
+and handed over as its category (:func:`make_dataset`). The arrays given before clipping
+are remembered (:func:`unclipped`) only so that the clipping-removed mutant can bypass the
+clipping.
 """
 
 from __future__ import annotations
@@ -85,12 +87,43 @@ def _show(dataset: Dataset) -> str:
 
 
 def make_dataset(domain: Domain, features: np.ndarray, labels: np.ndarray | None) -> Dataset:
-    """``Dataset.from_arrays`` (validated and clipped), remembering the unclipped arrays."""
+    """``Dataset.from_arrays`` (validated and clipped), remembering the unclipped arrays.
+
+    A categorical feature's column is snapped to a valid code (rounded into ``0 .. k-1``:
+    no value outside the declared categories exists to clip) and given to the Dataset as
+    its category, so the kit's generated records are loaded exactly as real ones are."""
     raw_x = np.array(features, dtype=np.float64)
     raw_y = None if labels is None else np.array(labels, dtype=object)
-    dataset = Dataset.from_arrays(raw_x, _label_array(raw_y), domain)
+    given: np.ndarray = raw_x
+    if domain.categories:
+        raw_x, given = _as_categories(domain, raw_x)
+    dataset = Dataset.from_arrays(given, _label_array(raw_y), domain)
     _UNCLIPPED[dataset] = (raw_x, raw_y)
     return dataset
+
+
+def as_text(dataset: Dataset) -> np.ndarray:
+    """A dataset's features as text, each categorical code written as its category and
+    each number exactly (``repr``): what a data file of these records would hold."""
+    given = _as_categories(dataset.domain, np.asarray(dataset.features, dtype=np.float64))[1]
+    return np.array(
+        [[repr(float(v)) if isinstance(v, float) else str(v) for v in row] for row in given],
+        dtype=str,
+    )
+
+
+def _as_categories(domain: Domain, features: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Features with categorical columns snapped to codes, and the same with each code
+    replaced by its category (what a data file would hold)."""
+    bound = domain.bind(features.shape[1]) if domain.n_features is None else domain
+    codes = features.copy()
+    given = features.astype(object)
+    for j in np.flatnonzero(bound.categorical_mask()):
+        values = np.asarray(bound.categories_of(int(j)), dtype=object)
+        column = np.nan_to_num(features[:, j], nan=0.0, posinf=values.size, neginf=0.0)
+        codes[:, j] = np.clip(np.rint(column), 0, values.size - 1)
+        given[:, j] = values[codes[:, j].astype(np.int64)]
+    return codes, given
 
 
 def unclipped(dataset: Dataset) -> Dataset:

@@ -8,11 +8,12 @@ import pytest
 
 import dpframe
 from dpframe import Dataset, Domain, SeededSampler, execute
+from dpframe.apps.cli.common import build_domain
 from dpframe.data.dataset import encode_categories
-from dpframe.data.domain import Classes
+from dpframe.data.domain import Classes, Target
 from dpframe.data.loaders import load_dataset
 from dpframe.data.sources import ArraySource, SourceDataset
-from dpframe.errors import DataError, DomainError
+from dpframe.errors import DataError, DomainError, ParameterError
 
 DOMAIN_TOML = """
 [features]
@@ -178,3 +179,65 @@ def test_the_rescaled_domain_drops_categories_so_binding_keeps_its_box():
     domain = Domain(lower=0, upper=[1, 5], categories={0: ["a", "b", "c"]}).bind(2)
     rescaled = UnitMap.of(domain).domain(domain)
     assert rescaled.bind(2).box()[0].tolist() == [-1.0, -1.0]
+
+
+def test_a_numeric_label_declares_public_bins(tmp_path):
+    path = tmp_path / "d.toml"
+    path.write_text(
+        "[features]\nlower = 0\nupper = 1\n[labels]\nlower = 0\nupper = 10\nbins = [0, 2, 10]\n"
+    )
+    target = Domain.from_toml(path).target()
+    np.testing.assert_allclose(target.bin_edges(), [0, 2, 10])
+    assert Domain.from_dict(Domain.from_toml(path).to_dict()).target() == target
+    np.testing.assert_allclose(Target(0, 10, bins=4).bin_edges(), [0, 2.5, 5, 7.5, 10])
+    assert Target(0, 10).bin_edges() is None
+
+
+@pytest.mark.parametrize(
+    ("labels", "message"),
+    [
+        ("lower = 0\nupper = 10\nbins = [1, 10]", "label's bin edges must start at its lower"),
+        ("lower = 0\nupper = 10\nbins = [0, 5, 5, 10]", "edges of the label must be at least"),
+        ("lower = 0\nupper = 10\nbins = 0", "bin count of the label must be an integer"),
+        ("classes = [0, 1]\nbins = 2", "bins are for a numeric target"),
+    ],
+)
+def test_bad_label_bins_are_one_sentence(tmp_path, labels, message):
+    path = tmp_path / "d.toml"
+    path.write_text(f"[features]\nlower = 0\nupper = 1\n[labels]\n{labels}\n")
+    with pytest.raises(DomainError, match=message):
+        Domain.from_toml(path)
+
+
+def test_cli_flags_declare_categories_and_bins_over_the_domain_file(tmp_path):
+    path = tmp_path / "d.toml"
+    path.write_text(DOMAIN_TOML)
+    built = build_domain(
+        path,
+        categories=("sex=f, m",),
+        bins=("score=-1,0,1", "dose=2"),
+        target_range="0:10",
+        label="y",
+        target_bins="5",
+    ).bind(4)
+    assert built.categories_of("sex") == ("f", "m")
+    np.testing.assert_allclose(built.bin_edges("score"), [-1, 0, 1])
+    np.testing.assert_allclose(built.bin_edges("dose"), [0, 5, 10])
+    np.testing.assert_allclose(built.bin_edges("age"), [0, 18, 65, 100])  # the file's
+    np.testing.assert_allclose(built.target().bin_edges(), [0, 2, 4, 6, 8, 10])
+    assert build_domain(None, bounds="0:1", bins=("3",)).bind(2).bin_edges(1).size == 4
+
+
+@pytest.mark.parametrize(
+    ("flags", "message"),
+    [
+        ({"categories": ("sex",)}, "--categories must look like COL=A,B"),
+        ({"bins": ("4", "age=2")}, "give one --bins N for every numeric feature"),
+        ({"bins": ("0,1,2",)}, "--bins without COL= is one bin count"),
+        ({"bins": ("age=x",)}, "--bins takes a bin count or comma-separated edges"),
+        ({"target_bins": "3"}, "--target-bins is for a numeric label"),
+    ],
+)
+def test_bad_cli_discrete_flags_are_one_sentence(flags, message):
+    with pytest.raises(ParameterError, match=message):
+        build_domain(None, bounds="0:1", **flags)

@@ -97,6 +97,27 @@ def data_options(f: Callable) -> Callable:
             "--target-range", default=None, metavar="LO:HI", help="Bounds of a numeric label."
         ),
         click.option(
+            "--categories",
+            multiple=True,
+            metavar="COL=A,B,...",
+            help="A categorical feature and its public categories, coded 0, 1, ... on load "
+            "(repeatable; overrides the domain file's list for that feature).",
+        ),
+        click.option(
+            "--bins",
+            multiple=True,
+            metavar="N|COL=N|COL=E0,E1,...",
+            help="Public bins: a count for every numeric feature, or one feature's count or "
+            "edges from its lower to its upper bound (repeatable).",
+        ),
+        click.option(
+            "--target-bins",
+            default=None,
+            metavar="N|E0,E1,...",
+            help="Public bins of a numeric label: a count, or edges from its lower to its "
+            "upper bound.",
+        ),
+        click.option(
             "--relation",
             type=click.Choice(["replace_one", "add_remove"]),
             default=None,
@@ -192,6 +213,9 @@ def build_domain(
     target_range: str | None = None,
     relation: str | None = None,
     label: str | None = None,
+    categories: tuple[str, ...] = (),
+    bins: tuple[str, ...] = (),
+    target_bins: str | None = None,
 ) -> Domain:
     """The domain from a file, with command-line flags taking precedence."""
     import attrs
@@ -199,7 +223,7 @@ def build_domain(
     from dpframe.data.domain import Classes, Domain, Target
 
     domain = Domain.from_toml(domain_path) if domain_path is not None else Domain()
-    changes: dict[str, Any] = {}
+    changes: dict[str, Any] = _discrete_changes(domain, categories, bins)
     if bounds is not None:
         lower, upper = _pair(bounds, "--bounds")
         changes.update(lower=lower, upper=upper)
@@ -223,7 +247,72 @@ def build_domain(
                 "or declare [labels] in the domain file."
             )
         changes["labels"] = attrs.evolve(domain.labels, column=label)
+    if target_bins is not None:
+        target = changes.get("labels", domain.labels)
+        if not isinstance(target, Target):
+            raise ParameterError(
+                "--target-bins is for a numeric label: add --target-range LO:HI or declare "
+                "[labels] lower and upper."
+            )
+        changes["labels"] = attrs.evolve(target, bins=_bin_flag(target_bins, "--target-bins"))
     return attrs.evolve(domain, **changes) if changes else domain
+
+
+def _discrete_changes(
+    domain: Domain, categories: tuple[str, ...], bins: tuple[str, ...]
+) -> dict[str, Any]:
+    """``--categories`` and ``--bins`` merged over the domain file's (flags win per
+    feature)."""
+    changes: dict[str, Any] = {}
+    if categories:
+        merged = dict(domain.categories)
+        for item in categories:
+            column, values = _keyed(item, "--categories", "COL=A,B,...")
+            merged[column] = tuple(v.strip() for v in values.split(",") if v.strip())
+        changes["categories"] = merged
+    counts = [item for item in bins if "=" not in item]
+    if len(counts) > 1 or (counts and len(bins) > 1):
+        raise ParameterError(
+            "give one --bins N for every numeric feature, or --bins COL=... per feature, not both."
+        )
+    if counts:
+        if "," in counts[0]:
+            raise ParameterError(
+                f"--bins without COL= is one bin count for every numeric feature, got "
+                f"{counts[0]!r}; give edges per feature as --bins COL=E0,E1,..."
+            )
+        changes["bins"] = _bin_flag(counts[0], "--bins")
+    elif bins:
+        if isinstance(domain.bins, int):
+            raise ParameterError(
+                "the domain file declares one bin count for every feature; per-feature "
+                "--bins COL=... cannot be added to it."
+            )
+        merged_bins = dict(domain.bins or ())
+        for item in bins:
+            column, spec = _keyed(item, "--bins", "COL=N or COL=E0,E1,...")
+            merged_bins[column] = _bin_flag(spec, "--bins")
+        changes["bins"] = merged_bins
+    return changes
+
+
+def _keyed(item: str, flag: str, shape: str) -> tuple[str, str]:
+    column, sep, rest = item.partition("=")
+    if not sep or not column.strip() or not rest.strip():
+        raise ParameterError(f"{flag} must look like {shape}, got {item!r}.")
+    return column.strip(), rest
+
+
+def _bin_flag(text: str, flag: str) -> int | tuple[float, ...]:
+    """A bin count (``8``) or edges (``0,18,65,100``)."""
+    try:
+        if "," not in text:
+            return int(text)
+        return tuple(float(v) for v in text.split(","))
+    except ValueError:
+        raise ParameterError(
+            f"{flag} takes a bin count or comma-separated edges, got {text!r}."
+        ) from None
 
 
 def _pair(text: str, flag: str) -> tuple[tuple[float, ...], tuple[float, ...]]:

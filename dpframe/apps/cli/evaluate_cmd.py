@@ -72,6 +72,9 @@ def evaluate(
     row_norm_bound: float | None,
     classes: str | None,
     target_range: str | None,
+    categories: tuple[str, ...],
+    bins: tuple[str, ...],
+    target_bins: str | None,
     relation: str | None,
     infer_bounds: bool,
     test_path: Path | None,
@@ -101,7 +104,16 @@ def evaluate(
     if not synthetic:
         raise ParameterError("give at least one release directory or synthetic CSV to evaluate.")
     domain = build_domain(
-        domain_path, bounds, row_norm_bound, classes, target_range, relation, label
+        domain_path,
+        bounds,
+        row_norm_bound,
+        classes,
+        target_range,
+        relation,
+        label,
+        categories=categories,
+        bins=bins,
+        target_bins=target_bins,
     )
     real, bound = _real_data(data_path, test_path, test_fraction, split_seed, domain, label, header)
     chosen = tasks or _default_tasks(real)

@@ -232,6 +232,9 @@ def release(
     row_norm_bound: float | None,
     classes: str | None,
     target_range: str | None,
+    categories: tuple[str, ...],
+    bins: tuple[str, ...],
+    target_bins: str | None,
     relation: str | None,
     infer_bounds: bool,
     epsilon: float | str,
@@ -274,7 +277,16 @@ def release(
     values = {**coerce(mechanism.Params, raw), "delta": delta}
     params = build(mechanism.Params, {**values, "epsilon": 1.0 if epsilon == "rest" else epsilon})
     domain = build_domain(
-        domain_path, bounds, row_norm_bound, classes, target_range, relation, label
+        domain_path,
+        bounds,
+        row_norm_bound,
+        classes,
+        target_range,
+        relation,
+        label,
+        categories=categories,
+        bins=bins,
+        target_bins=target_bins,
     )
     check_output_dir(out)
     if streams(data_path, chunk_rows, engine):  # before connecting, opening or counting

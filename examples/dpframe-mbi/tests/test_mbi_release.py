@@ -96,3 +96,63 @@ def test_the_cli_discovers_plans_and_charges_mst(tmp_path):
     report = json.loads(audit.stdout)
     (budget,) = report["budgets"]
     assert budget["spent_epsilon"] <= 1.0 + 1e-9
+
+
+def test_the_cli_releases_mst_on_a_csv_with_categorical_strings_by_flags(tmp_path):
+    """No domain file: categories, bins and a binned numeric label from the CLI's flags."""
+    rng = np.random.default_rng(4)
+    colour = rng.choice(["red", "green", "blue"], 300)
+    age = rng.uniform(0, 100, 300)
+    score = np.where(colour == "red", 8.0, 2.0) + rng.uniform(-1, 1, 300)
+    data = tmp_path / "d.csv"
+    data.write_text(
+        "colour,age,score\n"
+        + "".join(f"{c},{a:.2f},{s:.3f}\n" for c, a, s in zip(colour, age, score, strict=True)),
+        encoding="utf-8",
+    )
+    flags = [
+        "--label", "score", "--target-range", "0:10", "--target-bins", "0,5,10",
+        "--bounds", "0,0:1,100", "--categories", "colour=red,green,blue",
+        "--bins", "age=0,18,65,100",
+    ]  # fmt: skip
+    ran = subprocess.run(
+        [
+            *[sys.executable, "-m", "dpframe", "release", "mst", "--data", str(data)],
+            *flags,
+            *["--epsilon", "4", "--delta", "1e-6", "--param", "iters=100", "--seed", "3"],
+            *["--ledger", str(tmp_path / "l.ledger"), "--budget-epsilon", "5"],
+            *["--budget-delta", "1e-5", "--accountant", "zcdp", "--out", str(tmp_path / "r")],
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert ran.returncode == 0, ran.stderr
+    release = json.loads((tmp_path / "r" / "release.json").read_text(encoding="utf-8"))
+    assert release["info"]["cells"] == [3, 3, 2]  # categories, age's edges, the label's
+    lines = (tmp_path / "r" / "synthetic.csv").read_text(encoding="utf-8").splitlines()
+    assert lines[0] == "colour,age,score"
+    rows = [line.split(",") for line in lines[1:]]
+    assert {r[0] for r in rows} <= {"red", "green", "blue"}
+    red = [float(r[2]) >= 5 for r in rows if r[0] == "red"]
+    other = [float(r[2]) >= 5 for r in rows if r[0] != "red"]
+    assert np.mean(red) > 0.8 and np.mean(other) < 0.2  # the label's bin follows colour
+
+
+def test_a_bad_bins_flag_exits_2_before_any_charge(tmp_path):
+    data = tmp_path / "d.csv"
+    data.write_text("a,b\n0.1,0.2\n0.3,0.4\n", encoding="utf-8")
+    ran = subprocess.run(
+        [
+            *[sys.executable, "-m", "dpframe", "release", "mst", "--data", str(data)],
+            *["--bounds", "0:1", "--bins", "a=x", "--epsilon", "1", "--delta", "1e-6"],
+            *["--ledger", str(tmp_path / "l.ledger"), "--out", str(tmp_path / "r")],
+        ],
+        capture_output=True,
+        text=True,
+        cwd=tmp_path,
+    )
+    assert ran.returncode == 2
+    assert "--bins takes a bin count or comma-separated edges" in ran.stderr
+    assert "Traceback" not in ran.stderr
+    assert not (tmp_path / "l.ledger").exists()

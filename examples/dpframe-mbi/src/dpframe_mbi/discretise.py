@@ -6,7 +6,8 @@ declared categories (the Dataset holds their codes), a numeric feature's cells a
 declared bins (``Domain.bin_edges``: explicit edges or an equal-width count), and a
 numeric feature without declared bins falls back to the plugin's ``bins`` parameter,
 equal-width over its declared bounds. Class labels keep their declared class list; a
-bounded numeric target is cut into ``bins`` equal-width bins over its range.
+bounded numeric target uses its declared bins (``[labels] bins``: a count or edges), else
+``bins`` equal-width bins over its range.
 
 Decoding a cell back to a record is post-processing of the synthetic cells (the public
 rule the README states): a categorical cell is its category's code (decoded to the label
@@ -42,8 +43,8 @@ class Discretisation:
 
     @classmethod
     def of(cls, domain: Domain, bins: int, n_features: int) -> Discretisation:
-        """The cells of ``domain``: declared categories and bins, else ``bins`` equal-width
-        bins over a numeric column's declared bounds."""
+        """The cells of ``domain``: declared categories and bins (the label's too), else
+        ``bins`` equal-width bins over a numeric column's declared bounds."""
         if isinstance(bins, bool) or not isinstance(bins, int) or bins < 2:
             raise ParameterError(f"bins must be an integer >= 2, got {bins!r}.")
         domain = domain.bind(n_features) if domain.n_features is None else domain
@@ -74,8 +75,11 @@ class Discretisation:
                 edges.append(None)
                 sizes.append(len(domain.labels.values))
             else:
-                edges.append(np.linspace(domain.labels.lower, domain.labels.upper, bins + 1))
-                sizes.append(bins)
+                cut = domain.labels.bin_edges()
+                if cut is None:
+                    cut = np.linspace(domain.labels.lower, domain.labels.upper, bins + 1)
+                edges.append(cut)
+                sizes.append(len(cut) - 1)
             names = (*names, label)
         return cls(names, tuple(sizes), tuple(edges), label)
 

@@ -161,10 +161,20 @@ class MST(Mechanism):
         self, dataset: Dataset, params: MSTParams, sampler: Sampler, count: int
     ) -> dict[str, np.ndarray]:
         """The private part of ``count`` runs (measurements and tree, as released by
-        ``run``), without the post-processing fit: what the testing kit audits."""
+        ``run``), without the post-processing fit: what the testing kit audits.
+
+        With ``compress`` the two-way vectors are on compressed cells, whose number varies
+        from run to run (a function of the released one-way counts); each run's is padded
+        with zeros to the uncompressed maximum, (k - 1) times the largest pair's cells, so
+        that runs stack. The padding is a function of the released outputs (their length)."""
         stages: dict[str, list[np.ndarray]] = {"one_way": [], "two_way": [], "tree": []}
         for _ in range(count):
-            for name, value in self.measure(dataset, params, sampler).arrays().items():
+            measured = self.measure(dataset, params, sampler)
+            sizes = sorted(measured.grid.sizes)
+            width = measured.budget.pairs * sizes[-1] * sizes[-2]
+            for name, value in measured.arrays().items():
+                if name == "two_way":
+                    value = np.concatenate([value, np.zeros(width - value.size)])
                 stages[name].append(value.ravel())
         return {name: np.stack(values) for name, values in stages.items()}
 
