@@ -394,6 +394,14 @@ class Ledger:
         :class:`LedgerError` and charge nothing.
         """
         req = request if isinstance(request, ChargeRequest) else ChargeRequest.from_mapping(request)
+        made: list[Reservation] = []  # filled inside the transaction, before its commit
+        try:
+            return self._reserve(req, made)
+        except BaseException as exc:
+            self._close_interrupted(made, exc)
+            raise
+
+    def _reserve(self, req: ChargeRequest, made: list[Reservation]) -> Reservation:
         with self._writing():
             budget = self._resolve(
                 req.budget_label,
@@ -427,9 +435,34 @@ class Ledger:
                     f"(total ε={after:.6g} at δ={delta:.3g}); nothing was charged."
                 )
             entry = self._append("reserve", _reserve_body(req, budget, alone, after), budget)
-        return Reservation(
-            self.ledger_id, entry.entry_id, budget, req.event, req.dataset_fingerprint, alone, after
-        )
+            made.append(
+                Reservation(
+                    self.ledger_id,
+                    entry.entry_id,
+                    budget,
+                    req.event,
+                    req.dataset_fingerprint,
+                    alone,
+                    after,
+                )
+            )
+        return made[0]
+
+    def _close_interrupted(self, made: list[Reservation], exc: BaseException) -> None:
+        """``reserve`` raised after its row may have been committed (an interrupt or an I/O
+        error while the anchor moved): if the row is there, the charge stays and is closed
+        as failed, so that the caller, which never got the reservation, leaves nothing open.
+        Best effort: a second error here leaves the row pending (still charged)."""
+        if not made:
+            return
+        pending = made[0]
+        try:
+            with self._lock, self._db.errors():
+                recorded = self._rows("entry_id = ? AND kind = 'reserve'", (pending.entry_id,))
+            if recorded:
+                self.fail(pending, f"{type(exc).__name__}: {exc}"[:4000])
+        except Exception:  # the original error is the one to report
+            pass
 
     def commit(self, reservation: Reservation, release: Release) -> str:
         """Record the finished release (its digest); returns the charge id, which

@@ -259,9 +259,9 @@ def execute(
     }
     first_pass = getattr(dataset, "first_pass", lambda key: None)(fingerprint_key)
     charge = _Charge(ledger, {**(request or {}), **base}, dataset, fingerprint_key, first_pass)
-    if first_pass is None:
-        charge.reserve()  # fingerprinted on its own (a one-pass or distributed source)
     grids_before = len(sampler.grids)  # children share the log: keep this run's part
+    if first_pass is None:  # fingerprinted on its own (a one-pass or distributed source)
+        charge.reserve()  # last before `try`: an interrupt cannot land in between
     try:
         with watching(dataset, first_pass), held(sampler, charge.reserve):
             release = mechanism.run(dataset, params, sampler)

@@ -523,3 +523,34 @@ def compose_events(*events):
     from dpframe.privacy.events import compose
 
     return compose(*events)
+
+
+@pytest.mark.parametrize("error", [KeyboardInterrupt, OSError])
+def test_an_interrupt_after_the_reservation_commits_leaves_it_closed_as_failed(
+    ledger, monkeypatch, error
+):
+    """The reservation's row is committed before the head anchor moves; an interrupt (or an
+    I/O error) in between reaches the caller without a reservation to close, so the ledger
+    closes it itself: the charge stays, the release is recorded as failed."""
+    from dpframe.ledger import keys
+
+    ledger.create_budget("d", (2.0, 0.0), accountant="pure")
+    data = make_dataset()
+    laplace(ledger, data, 0.5)
+    real = keys.write_anchor
+    calls = []
+
+    def interrupted(*args, **kwargs):
+        calls.append(1)
+        real(*args, **kwargs)
+        if len(calls) == 1:  # the reservation's anchor; the failure's goes through
+            raise error("interrupted while the anchor moved")
+
+    monkeypatch.setattr(keys, "write_anchor", interrupted)
+    with pytest.raises((error, LedgerError)):
+        laplace(ledger, data, 0.5)
+    monkeypatch.setattr(keys, "write_anchor", real)
+    kinds = [entry.kind for entry in ledger.entries()]
+    assert kinds[-2:] == ["reserve", "fail"]
+    assert ledger.remaining("d").spent == pytest.approx(1.0)
+    assert ledger.verify().ok
