@@ -243,6 +243,16 @@ class CSVSource(_ColumnSource):
         )
         self._select(columns, features, label)
 
+    @property
+    def n_rows(self) -> int | None:
+        """The record count from the file's line breaks (a byte scan, no parsing, several
+        times faster than a parse), when that count is exact: no quote character (a quoted
+        field may hold a line break), no empty line (the parser skips those), no lone
+        carriage return; otherwise None, and the records are counted by a parsing pass.
+        Every pass checks the count it reads against it."""
+        lines = _line_count(self.path)
+        return None if lines is None else lines - int(bool(self.header))
+
     def batches(self, rows: int) -> Iterator[Batch]:
         import pyarrow as pa
         import pyarrow.csv as pcsv
@@ -277,6 +287,27 @@ class CSVSource(_ColumnSource):
             raise DataError(
                 f"{self.name}: a value could not be read as a number ({exc})."
             ) from None
+
+
+def _line_count(path: Path, block: int = 1 << 24) -> int | None:
+    """The number of lines of a text file whose every line is a record or the header (see
+    :attr:`CSVSource.n_rows`), or None when the file may hold other line breaks."""
+    lines, tail = 0, b"\n"  # tail: the end of the previous block ("\n" before the file)
+    with open(path, "rb") as handle:
+        while data := handle.read(block):
+            joined = tail + data
+            if (
+                b'"' in data
+                or b"\n\n" in joined
+                or b"\n\r\n" in joined
+                or joined.count(b"\r") != joined.count(b"\r\n") + joined.endswith(b"\r")
+            ):
+                return None
+            lines += data.count(b"\n")
+            tail = joined[-2:]
+    if tail == b"\n":
+        return 0  # an empty file
+    return lines + (not tail.endswith(b"\n"))
 
 
 class DaskSource(Source):
