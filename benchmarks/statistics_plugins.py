@@ -14,13 +14,21 @@ interleaved round by round, so that a busy machine slows both alike. We report t
 the ratio of CPU times, and the peak memory each release allocates on top of the data
 (numpy allocations traced by ``tracemalloc``), with the libraries' default BLAS threads
 and with one. Targets (issue 18): the user path within 1.5x, DPRP's DP model within 2x.
+DPRP's row is followed by the share of its DP model spent in the samplers (the exact
+discrete-Gaussian noise on the n x k1 projection), from one profiled run.
+
+The user-path rows only (what issue 18 checks), written to the ``user-path`` section:
+
+    python benchmarks/statistics_plugins.py --user-path-only --repeats 3 \
+        --only lap_pca,pca_gauss,ron_gauss,gmm,mvg,gaussian,dprp --write docs/benchmarks.md
 """
 
 from __future__ import annotations
 
 import argparse
-import hashlib
+import cProfile
 import os
+import pstats
 import statistics
 import sys
 import time
@@ -33,6 +41,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 
 import dpframe
 from dpframe import Classes, Dataset, Domain, SeededSampler
+from dpframe.data.fingerprint import HMAC_SHA256, FingerprintKey
 
 # n_synthetic = 1 times the DP model (every pass over the data, the noise, the
 # post-processing); the default n_synthetic = n adds drawing n synthetic records.
@@ -73,6 +82,28 @@ def dprp_parts(data: Dataset) -> list[tuple[str, Callable[[], object]]]:
         ("dprp DP model (k1 10)", lambda: mechanism.model(data, params, SeededSampler(1))),
         ("dprp reconstruction alone (n x d, post-processing)", model.reconstruct),
     ]
+
+
+def dprp_sampler_share(data: Dataset) -> str:
+    """The share of DPRP's DP model spent in the samplers' code (``dpframe/privacy/exact.py``
+    and ``samplers.py``, own time), from one run under cProfile (which slows Python-level
+    code more than numpy's, so the share is approximate)."""
+    mechanism = dpframe.mechanism("dprp")
+    params = mechanism.params(epsilon=1.0, delta=1e-6, k1=10)
+    profile = cProfile.Profile()
+    profile.runcall(mechanism.model, data, params, SeededSampler(1))
+    stats = pstats.Stats(profile).stats  # type: ignore[attr-defined]
+    total = sum(entry[2] for entry in stats.values())
+    samplers = sum(
+        entry[2]
+        for (path, _, _), entry in stats.items()
+        if path.endswith(("privacy/exact.py", "privacy/samplers.py"))
+    )
+    return (
+        f"DPRP's DP model under cProfile: {total:.1f} s of own time, {samplers:.1f} s "
+        f"({samplers / total:.0%}) in the samplers (`dpframe/privacy/exact.py`, "
+        "`samplers.py`)."
+    )
 
 
 def timed(call: Callable[[], object]) -> tuple[float, float]:
@@ -167,14 +198,14 @@ def main() -> None:
     ]
     if only is None or "dprp" in only:
         runs += dprp_parts(data)
-    key = b"k" * 32
+    key, old_key = FingerprintKey(b"k" * 32), FingerprintKey(b"k" * 32, HMAC_SHA256)
     runs.append(
-        ("fingerprint pass alone (HMAC-SHA256 of the records)", lambda: data.fingerprint(key))
+        ("fingerprint pass alone (keyed BLAKE3: new ledgers)", lambda: data.fingerprint(key))
     )
     runs.append(
         (
-            "keyed BLAKE2b of the records (considered for the fingerprint, not used)",
-            lambda: hashlib.blake2b(x.view(np.uint8).reshape(-1), key=key).digest(),
+            "fingerprint pass alone (HMAC-SHA256: older ledgers)",
+            lambda: data.fingerprint(old_key),
         )
     )
     draws = SeededSampler(2)
@@ -202,8 +233,9 @@ def main() -> None:
         f"releases): {build_wall:.3f} s wall, {build_cpu:.3f} s CPU, "
         f"{build_peak / 2**20:.0f} MiB peak (the clipped copy of the data)."
     )
-    report = "\n".join([setup, "", *tables, build, ""])
-    publish(report, args.write, "statistics")
+    share = [dprp_sampler_share(data), ""] if only is None or "dprp" in only else []
+    report = "\n".join([setup, "", *tables, build, "", *share])
+    publish(report, args.write, "user-path" if args.user_path_only else "statistics")
 
 
 if __name__ == "__main__":

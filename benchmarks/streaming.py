@@ -2,7 +2,7 @@
 
     python benchmarks/streaming.py [--rows 10000000] [--cols 100] [--csv-rows 1000000]
                                    [--dask-rows 2000000] [--workdir /tmp/dpframe-bench]
-                                   [--repeats 3] [--write docs/benchmarks.md]
+                                   [--repeats 3] [--only NAME,...] [--write docs/benchmarks.md]
 
 1. Generates a Parquet file of ``rows x cols`` (float32 columns, row groups of 65,536
    rows; uniform on [-1.2, 1.2], so some values are clipped) and a CSV file of
@@ -144,12 +144,21 @@ def release_args(name: str, extra: list[str], data: Path, out: Path) -> list[str
 
 
 def streamed(
-    work: Path, data: Path, rows: int, kind: str, blas_threads: int | None, repeats: int
+    work: Path,
+    data: Path,
+    rows: int,
+    kind: str,
+    blas_threads: int | None,
+    repeats: int,
+    only: set[str] | None = None,
 ) -> list[str]:
-    """Each release against the baseline read, interleaved ``repeats`` times."""
+    """Each release (of ``only``, if given) against the baseline read, interleaved
+    ``repeats`` times."""
     lines = []
     read = [sys.executable, "-c", READ, str(data), str(CHUNK)]
     for name, extra, passes in RELEASES:
+        if only is not None and name not in only:
+            continue
         out = work / f"{kind}-{name}"
         reads, walls, peaks = [], [], []
         for round_ in range(repeats):
@@ -228,6 +237,7 @@ def main() -> None:
     parser.add_argument("--workdir", type=Path, default=Path("/tmp/dpframe-bench"))
     parser.add_argument("--repeats", type=int, default=3)
     parser.add_argument("--write", type=Path, default=None)
+    parser.add_argument("--only", default=None, help="comma-separated release names")
     parser.add_argument(
         "--blas-threads",
         type=int,
@@ -243,6 +253,7 @@ def main() -> None:
         if args.blas_threads is None
         else f"{args.blas_threads} BLAS thread(s) forced"
     )
+    only = None if args.only is None else set(args.only.split(","))
     work = args.workdir
     work.mkdir(parents=True, exist_ok=True)
     header = [
@@ -270,7 +281,7 @@ def main() -> None:
                 f"Load average at the start: {'/'.join(f'{x:.1f}' for x in os.getloadavg())}.",
                 "",
                 *header,
-                *streamed(work, path, rows, kind, args.blas_threads, args.repeats),
+                *streamed(work, path, rows, kind, args.blas_threads, args.repeats, only),
             ]
             path.unlink()
         if args.dask_rows:

@@ -21,8 +21,6 @@ once per release.
 from __future__ import annotations
 
 import contextlib
-import hashlib
-import hmac
 import queue
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -32,6 +30,7 @@ import attrs
 import numpy as np
 
 from dpframe.data.domain import Classes, ClipReport, Domain, Target, _label_key
+from dpframe.data.fingerprint import FingerprintKey, as_fingerprint_key
 from dpframe.errors import DataError
 
 DEFAULT_CHUNK_ROWS = 65536
@@ -93,8 +92,10 @@ class Dataset:
                 None if self.labels is None else self.labels[start:stop],
             )
 
-    def fingerprint(self, key: bytes, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> str:
-        """A keyed content fingerprint: HMAC-SHA256 of the clipped records under ``key``.
+    def fingerprint(self, key: FingerprintKey | bytes, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> str:
+        """A keyed content fingerprint of the clipped records under ``key`` (a ledger's
+        :attr:`~dpframe.ledger.Ledger.fingerprint_key`, which names the ledger's scheme;
+        raw bytes use the current scheme, keyed BLAKE3).
 
         Keyed on purpose: an unkeyed hash of the data in public metadata would let an
         adversary who knows all but one record test guesses of the last one. The ledger
@@ -107,7 +108,7 @@ class Dataset:
             key, self.n_records, self.n_features, self._blocks(chunk_rows), check=check
         )
 
-    def first_pass(self, key: bytes) -> FirstPass:
+    def first_pass(self, key: FingerprintKey | bytes) -> FirstPass:
         """A :class:`FirstPass` that fingerprints these records as a pass reads them."""
         check = self.domain if _wraps_caller_array(self.features) else None
         return FirstPass(Fingerprinter(key, self.n_records, self.n_features, check=check))
@@ -280,7 +281,7 @@ def as_dataset(
 
 
 def keyed_fingerprint(
-    key: bytes,
+    key: FingerprintKey | bytes,
     n_records: int,
     n_features: int,
     chunks: Iterable[tuple[np.ndarray, np.ndarray | None]],
@@ -306,15 +307,16 @@ CHANGED_ARRAY = (
 class Fingerprinter:
     """The keyed fingerprint of clipped records, fed chunk by chunk in record order.
 
-    HMAC-SHA256 under ``key`` of the features' bytes and of the labels' bytes
-    (little-endian float64, in record order), each streamed through its own MAC, then
-    one MAC over ``dpframe-dataset-v2:{n}x{d}:`` and both digests: the value does not
-    depend on how the records were chunked. Keyed on purpose: an unkeyed hash of the data
-    in public metadata would let an adversary who knows all but one record test guesses
-    of the last one. (SHA-256 with the CPU's SHA extensions hashes faster than BLAKE2b.)
+    The key's scheme (:mod:`dpframe.data.fingerprint`: keyed BLAKE3, or HMAC-SHA256 for
+    older ledgers) under ``key`` of the features' bytes and of the labels' bytes
+    (little-endian float64, in record order), each streamed through its own keyed hash,
+    then one keyed hash of ``dpframe-dataset-v2:{n}x{d}:`` and both digests: the value
+    does not depend on how the records were chunked. Keyed on purpose: an unkeyed hash of
+    the data in public metadata would let an adversary who knows all but one record test
+    guesses of the last one.
 
     The hashing (and, with ``check``, the test that every record still lies in that
-    domain) runs on a thread of its own: hashlib releases the GIL on large buffers, so
+    domain) runs on a thread of its own: both hashes release the GIL on large buffers, so
     it overlaps the caller's arithmetic on the same chunks. At most ``backlog`` chunks
     wait for it (memory stays bounded for streamed sources). The chunks must not change
     until :meth:`hexdigest` returns.
@@ -322,16 +324,17 @@ class Fingerprinter:
 
     def __init__(
         self,
-        key: bytes,
+        key: FingerprintKey | bytes,
         n_records: int,
         n_features: int,
         *,
         check: Domain | None = None,
         backlog: int = 4,
     ) -> None:
-        self._key, self._shape, self._check = key, (n_records, n_features), check
-        self._features = hmac.new(key, digestmod=hashlib.sha256)
-        self._labels = hmac.new(key, digestmod=hashlib.sha256)
+        self._key = as_fingerprint_key(key)
+        self._shape, self._check = (n_records, n_features), check
+        self._features = self._key.new()
+        self._labels = self._key.new()
         self._queue: queue.Queue = queue.Queue(maxsize=backlog)
         self._refusal: str | None = None
         self._thread = threading.Thread(target=self._work, name="dpframe-fingerprint")
@@ -351,7 +354,7 @@ class Fingerprinter:
         self.close()
         if self._refusal is not None:
             raise DataError(self._refusal)
-        mac = hmac.new(self._key, digestmod=hashlib.sha256)
+        mac = self._key.new()
         mac.update(f"dpframe-dataset-v2:{self._shape[0]}x{self._shape[1]}:".encode())
         mac.update(self._features.digest() + self._labels.digest())
         return mac.hexdigest()
@@ -376,9 +379,14 @@ class Fingerprinter:
             if self._check is not None and not self._check.contains(features):
                 self._refusal = CHANGED_ARRAY
                 continue
-            self._features.update(np.ascontiguousarray(features, dtype="<f8").data)
+            self._features.update(_record_bytes(features))
             if labels is not None:
-                self._labels.update(np.ascontiguousarray(labels, dtype="<f8").data)
+                self._labels.update(_record_bytes(labels))
+
+
+def _record_bytes(values: np.ndarray) -> memoryview:
+    """The bytes of ``values`` as little-endian float64 (no copy when they already are)."""
+    return np.ascontiguousarray(values, dtype="<f8").data.cast("B")
 
 
 class FirstPass:

@@ -21,6 +21,7 @@ from collections import Counter
 from collections.abc import Callable, Iterable
 from typing import Any
 
+from dpframe.data import fingerprint as fingerprints
 from dpframe.data.relation import Relation
 from dpframe.errors import DPFrameError, EventError
 from dpframe.ledger.chain import GENESIS, KINDS, Problem, Row, entry_mac, row_hash, where
@@ -136,6 +137,9 @@ class Fold:
                     f"{where(row)}: the ledger key does not match the key this ledger was created "
                     "with (the key was replaced)."
                 )
+            scheme = body.get("fingerprint", fingerprints.LEGACY)
+            if scheme not in fingerprints.SCHEMES:
+                out.append(f"{where(row)} names an unknown fingerprint scheme {scheme!r}.")
             return out
         budget_id = row.budget_id
         if row.kind == "budget":

@@ -35,6 +35,8 @@ from typing import Any
 
 import attrs
 
+from dpframe.data import fingerprint as fingerprints
+from dpframe.data.fingerprint import FingerprintKey
 from dpframe.data.relation import Relation
 from dpframe.errors import (
     BudgetExceededError,
@@ -172,6 +174,7 @@ class Ledger:
         except ValueError:
             self._init = {}
         self.format = int(self._init.get("format", 1)) if isinstance(self._init, dict) else 1
+        self._fingerprint_key: FingerprintKey | None = None
         self._key: LedgerKey | None = None
         self._legacy_key: bytes | None = None
         if self.format == 1:
@@ -265,14 +268,41 @@ class Ledger:
     # -- identity --------------------------------------------------------------------
 
     @property
-    def fingerprint_key(self) -> bytes:
-        """The 32-byte key of the keyed dataset fingerprints (HMAC-SHA256), derived from
-        the ledger key."""
-        if self._key is not None:
-            return self._key.fingerprint_key
-        if self._legacy_key is not None:
-            return self._legacy_key
-        raise LedgerError(self._keyless_reason())
+    def fingerprint_key(self) -> FingerprintKey:
+        """The key of the keyed dataset fingerprints (derived from the ledger key) with
+        the ledger's fingerprint scheme, read from its init entry once that entry's hash
+        and MAC are checked: ``blake3-keyed`` for ledgers made since it exists,
+        ``hmac-sha256`` for older ones (an init entry without the field), so that every
+        ledger keeps recognising its data (:mod:`dpframe.data.fingerprint`)."""
+        if self._fingerprint_key is None:
+            if self._key is not None:
+                secret, init = self._key.fingerprint_key, self._authenticated_init()
+            elif self._legacy_key is not None:
+                secret, init = self._legacy_key, self._init
+            else:
+                raise LedgerError(self._keyless_reason())
+            scheme = init.get("fingerprint", fingerprints.LEGACY)
+            if scheme not in fingerprints.SCHEMES:
+                raise LedgerError(
+                    f"the ledger {str(self.path)!r} fingerprints data with the scheme "
+                    f"{scheme!r}, which this dpframe does not know; use a newer dpframe."
+                )
+            self._fingerprint_key = FingerprintKey(secret, scheme)
+        return self._fingerprint_key
+
+    def _authenticated_init(self) -> dict[str, Any]:
+        """The body of row 1 (the init entry), its hash and MAC checked under the key."""
+        with self._lock, self._db.errors():
+            found = self._rows("seq = 1", ())
+        fold = Fold(key=self._mac_key())
+        body, problems = fold.check(found[0]) if found else (None, ["no init row"])
+        if problems or not isinstance(body, dict):
+            raise LedgerError(
+                f"the init row of the ledger {str(self.path)!r} was changed or removed, so its "
+                "fingerprint scheme cannot be trusted; run `dpframe ledger verify` (nothing "
+                "was charged)."
+            )
+        return body
 
     @property
     def has_key(self) -> bool:
@@ -1247,6 +1277,7 @@ def _create(target: Target, key_file: Path | None, anchor_file: Path, timeout: f
             "ledger_id": ledger_id,
             "key_digest": key.digest,
             "format": FORMAT,
+            "fingerprint": fingerprints.CURRENT,
             "dpframe_version": __version__,
         }
         entry = _append(conn, Fold(key=key.mac_key), key.mac_key, "init", body, None, None)

@@ -33,6 +33,7 @@ from collections.abc import Iterator
 from pathlib import Path
 from typing import IO, Any
 
+from dpframe.data import fingerprint as fingerprints
 from dpframe.errors import LedgerError
 from dpframe.ledger import keys, schema
 from dpframe.ledger.backend import locate
@@ -314,6 +315,7 @@ def migrate_ledger(
             "ledger_id": ledger_id,
             "key_digest": key.digest,
             "format": LEDGER_FORMAT,
+            "fingerprint": fingerprints.LEGACY,  # the fingerprints bound in OLD
             "dpframe_version": __version__,
             "migrated_from": {
                 "format": 1,

@@ -62,6 +62,7 @@ import numpy as np
 
 from dpframe.data.dataset import Dataset, FirstPass, watching
 from dpframe.data.domain import Domain
+from dpframe.data.fingerprint import FingerprintKey
 from dpframe.data.relation import Relation
 from dpframe.data.sources import check_passes
 from dpframe.errors import ParameterError
@@ -198,7 +199,8 @@ class Mechanism(abc.ABC):
 class Charger(Protocol):
     """What :func:`execute` needs from a ledger (implemented by :mod:`dpframe.ledger`)."""
 
-    fingerprint_key: bytes
+    fingerprint_key: FingerprintKey
+    """The key of the ledger's dataset fingerprints, naming the ledger's scheme."""
 
     def reserve(self, request: Mapping[str, Any]) -> Any:
         """Atomically reserve the request's event against its budget, or refuse."""
@@ -384,10 +386,10 @@ def _described(sampler: Sampler, mechanism: Mechanism) -> dict[str, Any]:
     return info
 
 
-def _ephemeral_key() -> bytes:
+def _ephemeral_key() -> FingerprintKey:
     import os
 
-    return os.urandom(32)
+    return FingerprintKey(os.urandom(32))
 
 
 def _plugin_identity(cls: type) -> dict[str, str]:

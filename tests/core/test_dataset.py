@@ -9,6 +9,7 @@ import pytest
 
 from dpframe.data.dataset import Dataset
 from dpframe.data.domain import Classes, Domain, Target
+from dpframe.data.fingerprint import FingerprintKey
 from dpframe.data.loaders import load_dataset
 from dpframe.errors import DataError, DomainError
 
@@ -141,11 +142,23 @@ def test_fingerprint_is_keyed_and_content_based():
     assert a.fingerprint(key) != a.fingerprint(other)
 
 
-def test_fingerprint_does_not_depend_on_chunking():
+@pytest.mark.parametrize("scheme", ["blake3-keyed", "hmac-sha256"])
+def test_fingerprint_does_not_depend_on_chunking(scheme):
     x = np.arange(30_000.0).reshape(10_000, 3)
     data = Dataset.from_arrays(x)
-    key = b"k" * 32
+    key = FingerprintKey(b"k" * 32, scheme)
     assert data.fingerprint(key) == data.fingerprint(key, chunk_rows=999)
+
+
+def test_the_two_fingerprint_schemes_give_different_values_and_bytes_mean_blake3():
+    data = Dataset.from_arrays(np.arange(12.0).reshape(6, 2))
+    secret = b"k" * 32
+    new, old = FingerprintKey(secret), FingerprintKey(secret, "hmac-sha256")
+    assert new.scheme == "blake3-keyed"
+    assert data.fingerprint(secret) == data.fingerprint(new) != data.fingerprint(old)
+    assert "<secret>" in repr(new) and "kkkk" not in repr(new)
+    with pytest.raises(ValueError, match="unknown fingerprint scheme"):
+        FingerprintKey(secret, "md5")
 
 
 def test_real_dataset_loads_with_declared_domain(datasets_dir):

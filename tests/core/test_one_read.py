@@ -6,12 +6,14 @@ from __future__ import annotations
 import hashlib
 import hmac
 
+import blake3
 import numpy as np
 import pytest
 
 import dpframe
 from dpframe.data.dataset import Dataset
 from dpframe.data.domain import Classes, Domain
+from dpframe.data.fingerprint import FingerprintKey
 from dpframe.data.sources import ParquetSource, SourceDataset
 from dpframe.errors import BudgetExceededError, DataError
 from dpframe.ledger import Ledger
@@ -27,12 +29,18 @@ def records(n: int = 3000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
     return rng.uniform(-1, 1, (n, 4)), rng.integers(0, 3, n)
 
 
-def v2_fingerprint(key: bytes, x: np.ndarray, y: np.ndarray | None) -> str:
-    """The dataset fingerprint as format v2 defines it, written out independently."""
-    features = hmac.new(key, x.astype("<f8").tobytes(), hashlib.sha256).digest()
-    labels = hmac.new(key, b"" if y is None else y.astype("<f8").tobytes(), hashlib.sha256)
+def v2_fingerprint(key: FingerprintKey, x: np.ndarray, y: np.ndarray | None) -> str:
+    """The dataset fingerprint as format v2 defines it under the key's scheme (keyed
+    BLAKE3, or HMAC-SHA256 for older ledgers), written out independently."""
+    if key.scheme == "blake3-keyed":
+        mac = lambda data: blake3.blake3(data, key=key.secret).digest()  # noqa: E731
+    else:
+        assert key.scheme == "hmac-sha256"
+        mac = lambda data: hmac.new(key.secret, data, hashlib.sha256).digest()  # noqa: E731
+    features = mac(x.astype("<f8").tobytes())
+    labels = mac(b"" if y is None else y.astype("<f8").tobytes())
     outer = f"dpframe-dataset-v2:{x.shape[0]}x{x.shape[1]}:".encode()
-    return hmac.new(key, outer + features + labels.digest(), hashlib.sha256).hexdigest()
+    return mac(outer + features + labels).hex()
 
 
 @pytest.fixture

@@ -12,6 +12,8 @@ from ledger_testkit import charge
 
 import dpframe
 from dpframe.apps.cli import cli
+from dpframe.data import fingerprint
+from dpframe.data.fingerprint import FingerprintKey
 from dpframe.errors import BudgetExceededError, LedgerError
 from dpframe.ledger import Ledger, key_digest, migrate_ledger, schema
 from dpframe.ledger.chain import GENESIS, entry_hash
@@ -20,13 +22,16 @@ from dpframe.ledger.chain import GENESIS, entry_hash
 def legacy(path: Path, tmp_path: Path) -> tuple[bytes, list[str]]:
     """A format-1 ledger as dpframe wrote it before the keyed chain: the rows of a real
     budget with one charge of ε = 0.4, re-chained with the unkeyed hash, its fingerprint
-    key in ``meta``."""
-    with Ledger.open(tmp_path / "model.ledger", create=True) as model:
+    key in ``meta``, its data fingerprinted with HMAC-SHA256 (the only scheme then)."""
+    with pytest.MonkeyPatch.context() as patch:
+        patch.setattr(fingerprint, "CURRENT", fingerprint.HMAC_SHA256)
+        model = Ledger.open(tmp_path / "model.ledger", create=True)
+    with model:
         model.create_budget("d", (1.0, 0.0), accountant="pure")
         charge(model, 0.4)
         entries, key, ledger_id, created = (
             model.entries(),
-            model.fingerprint_key,
+            model.fingerprint_key.secret,
             model.ledger_id,
             model.created,
         )
@@ -41,6 +46,7 @@ def legacy(path: Path, tmp_path: Path) -> tuple[bytes, list[str]]:
         body = entry.body
         if entry.kind == "init":
             body = {**body, "key_digest": key_digest(key), "format": 1}
+            del body["fingerprint"]  # format 1 named no scheme
         fields = {
             "seq": entry.seq,
             "entry_id": entry.entry_id,
@@ -74,7 +80,7 @@ def test_a_format_1_ledger_is_read_only_until_migrated(tmp_path):
     old = tmp_path / "old.ledger"
     key, ids = legacy(old, tmp_path)
     with Ledger.open(old) as ledger:
-        assert ledger.format == 1 and ledger.fingerprint_key == key
+        assert ledger.format == 1 and ledger.fingerprint_key == FingerprintKey(key, "hmac-sha256")
         assert ledger.remaining("d").spent == pytest.approx(0.4)
         report = ledger.verify()
         assert report.ok and not report.authenticated
@@ -89,7 +95,7 @@ def test_migrate_keeps_budgets_entries_and_fingerprints(tmp_path):
     with Ledger.open(old) as ledger:
         before = ledger.entries()
     with migrate_ledger(old, tmp_path / "new.ledger") as new:
-        assert new.format == 2 and new.fingerprint_key == key
+        assert new.format == 2 and new.fingerprint_key == FingerprintKey(key, "hmac-sha256")
         assert [e.entry_id for e in new.entries()][1:] == ids[1:]
         assert new.entries()[0].body["migrated_from"]["format"] == 1
         report = new.verify()

@@ -185,7 +185,7 @@ def test_no_secret_is_stored_in_the_database(full, ledger_file):
     secret = full.key_file.read_text().split('"key": "')[1][:64]
     data = ledger_file.read_bytes() + Path(f"{ledger_file}-wal").read_bytes()
     assert secret.encode() not in data
-    assert full.fingerprint_key.hex().encode() not in data
+    assert full.fingerprint_key.secret.hex().encode() not in data
 
 
 # -- files -----------------------------------------------------------------------------------

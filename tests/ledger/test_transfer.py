@@ -118,7 +118,7 @@ def test_a_diverged_copy_is_refused(source, tmp_path):
 def test_an_export_holds_no_secret_and_without_the_key_is_audit_only(source, tmp_path):
     export_jsonl(source, tmp_path / "e.jsonl")
     text = (tmp_path / "e.jsonl").read_text()
-    assert source.fingerprint_key.hex() not in text
+    assert source.fingerprint_key.secret.hex() not in text
     assert source.key_file.read_text().split('"key": "')[1][:64] not in text
     assert (tmp_path / "e.jsonl").stat().st_mode & 0o777 == 0o600
     with import_jsonl(tmp_path / "e.jsonl", tmp_path / "audit.ledger") as audit:

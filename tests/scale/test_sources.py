@@ -307,3 +307,33 @@ def test_dask_reads_a_csv_whose_first_block_looks_integer(dask_client, tmp_path)
     np.testing.assert_allclose(actual.total, expected.total)
     np.testing.assert_allclose(actual.outer, expected.outer)
     np.testing.assert_array_equal(actual.count, expected.count)
+
+
+def test_a_csv_is_counted_from_its_line_breaks_without_a_parsing_pass(files, table, domain):
+    source = open_source(files["csv"], domain)
+    parsed = []
+    batches = source.batches
+    source.batches = lambda rows: (parsed.append(rows), batches(rows))[1]  # type: ignore[method-assign]
+    dataset = SourceDataset(source, domain, chunk_rows=CHUNK)
+    assert len(dataset) == len(table[0]) and parsed == []  # no counting pass
+    sum(len(x) for x, _ in dataset.chunks())  # the pass checks the count
+    assert len(parsed) == 1
+
+
+@pytest.mark.parametrize(
+    ("text", "records"),
+    [
+        ("a,b\n1,2\n3,4\n", 2),
+        ("a,b\r\n1,2\r\n3,4", 2),  # Windows line ends, no final line break
+        ("a,b\n1,2\n\n3,4\n", None),  # an empty line: the parser skips it
+        ('a,b\n"1",2\n3,4\n', None),  # a quote: a field may hold a line break
+        ("a,b\r1,2\r3,4\r", None),  # old Mac line ends
+    ],
+)
+def test_the_line_count_is_used_only_when_it_is_exact(tmp_path, text, records):
+    path = tmp_path / "t.csv"
+    path.write_bytes(text.encode())
+    domain = Domain(lower=0.0, upper=5.0)
+    source = open_source(path, domain)
+    assert source.n_rows == records
+    assert len(SourceDataset(source, domain)) == 2  # counted by parsing otherwise
