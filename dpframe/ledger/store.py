@@ -103,6 +103,10 @@ DEFAULT_TIMEOUT = 60.0
 _ROW_COLUMNS = "seq, entry_id, kind, ref, budget_id, created, body, prev_hash, hash, mac"
 
 
+NAME_THE_KEY = f"--key-file, ${keys.KEY_FILE_ENV} or key_file="
+"""How a message tells the user to name a key file (CLI, environment, Python)."""
+
+
 def ledger_path(path: str | os.PathLike[str] | None = None) -> Path | str:
     """``path``, or ``$DPFRAME_LEDGER``: a file :class:`Path`, or a ``postgresql://`` URL
     (a string); one sentence if neither is given."""
@@ -192,7 +196,7 @@ class Ledger:
                 raise LedgerError(
                     f"the key file {str(self.key_file)!r} is not the key of the ledger "
                     f"{str(path)!r} (its init entry records another key); name the ledger's "
-                    f"own key file with {keys.KEY_FILE_ENV}."
+                    f"own key file with {NAME_THE_KEY}."
                 )
 
     # -- opening ---------------------------------------------------------------------
@@ -693,11 +697,11 @@ class Ledger:
         if self.key_file is None:
             return (
                 f"no key file was named for the ledger {str(self.path)!r}, so it can be read "
-                f"and audited but not charged; name it with {keys.KEY_FILE_ENV}."
+                f"and audited but not charged; name it with {NAME_THE_KEY}."
             )
         return (
             f"the ledger key {str(self.key_file)!r} is missing, so {str(self.path)!r} can be "
-            f"read and audited but not charged; name the key file with {keys.KEY_FILE_ENV}."
+            f"read and audited but not charged; name the key file with {NAME_THE_KEY}."
         )
 
     def _require_key(self) -> LedgerKey:
@@ -1229,7 +1233,7 @@ def _create(target: Target, key_file: Path | None, anchor_file: Path, timeout: f
     if key_file is None:
         raise ParameterError(
             f"a PostgreSQL ledger keeps its key in a file outside the database: name it with "
-            f"{keys.KEY_FILE_ENV} (or key_file=) to create {str(target.path)!r}."
+            f"{NAME_THE_KEY} to create {str(target.path)!r}."
         )
     key = keys.read_key(key_file) or keys.create_key(key_file)
 

@@ -207,6 +207,7 @@ class BudgetView:
                 f"budget {self.label!r} has no room left (spent ε={spent:.6g} of "
                 f"{self.cap.epsilon:.6g}); nothing was charged."
             )
+
         def cost(x: float) -> float:
             return before.add(event_at(1.0 / x)).epsilon(self.cap.delta)
 
