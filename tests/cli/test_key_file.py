@@ -13,7 +13,6 @@ import stat
 from pathlib import Path
 
 import click
-import numpy as np
 import pytest
 from click.testing import CliRunner
 
@@ -21,14 +20,6 @@ from dpframe.apps.cli import cli
 from dpframe.ledger import Ledger
 
 KEY_ENV = "DPFRAME_LEDGER_KEY_FILE"
-
-
-@pytest.fixture
-def data(tmp_path: Path) -> Path:
-    path = tmp_path / "patients.csv"
-    rows = np.random.default_rng(3).uniform(0.0, 1.0, size=(120, 3))
-    np.savetxt(path, rows, delimiter=",", header="a,b,c", comments="")
-    return path
 
 
 @pytest.fixture
