@@ -636,8 +636,9 @@ def accountant_totals(
     names: list[str] | None = None,
 ) -> dict[str, dict[str, Any]]:
     """ε of the composition of ``events`` at ``delta`` under every registered accountant
-    (or ``names``): ``{name: {"epsilon", "adaptive_filter", "error"}}``, with ``epsilon``
-    ``None`` and the reason in ``error`` when one cannot account for them."""
+    (or ``names``), as a budget under it would be charged (its running total):
+    ``{name: {"epsilon", "adaptive_filter", "error"}}``, with ``epsilon`` ``None`` and the
+    reason in ``error`` when one cannot account for them."""
     from dpframe.releases.plugins import registry
 
     names = names if names is not None else sorted(registry().entries("accountant"))
@@ -653,7 +654,8 @@ def accountant_totals(
                 what = support.event.describe() if support.event is not None else "an event"
                 result["error"] = f"cannot account for {what}: {support.reason}"
             else:
-                result["epsilon"] = encode_number(accountant.epsilon(total, delta))
+                charged = charged_total(accountant, events)  # the bound a ledger charges
+                result["epsilon"] = encode_number(charged.epsilon(delta))
         except DPFrameError as exc:
             result["error"] = str(exc)
         out[name] = result
@@ -672,6 +674,13 @@ def composition(accountant: Any, events: list[PrivacyEvent]) -> PrivacyEvent:
     from dpframe.ledger.store import composition as compose_charges
 
     return compose_charges(accountant, events)
+
+
+def charged_total(accountant: Any, events: list[PrivacyEvent] | Counter) -> Any:
+    """The running total a ledger keeps for a budget charged ``events``."""
+    from dpframe.ledger.store import charged_total as total
+
+    return total(accountant, events)
 
 
 def _number(value: float | None) -> float | str | None:

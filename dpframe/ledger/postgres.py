@@ -19,6 +19,11 @@ most transactions would abort and re-run their accounting; the queue of a row lo
 cheaper and fair. Commits are durable when they return: each session sets
 ``synchronous_commit = on`` (the server must keep ``fsync`` on, its default).
 
+**Plans.** The charge's queries are primary-key lookups and a bounded ``ORDER BY seq
+LIMIT`` page of the rows after the last checkpoint, planned as index scans whatever the
+tables' statistics; a new ledger (a copy or an import included) is ``ANALYZE``d once its
+rows are in, so the rest of its queries do not wait for autovacuum either.
+
 **Key and anchor.** The key stays in a file outside the database, named with
 ``key_file=`` or ``$DPFRAME_LEDGER_KEY_FILE`` (there is no place "beside" a URL); every
 analyst machine that charges needs a copy of it. The head anchor defaults to the key
@@ -175,6 +180,9 @@ class PostgresTarget:
                 if db.in_transaction:
                     db.rollback()
                 raise
+            # A copy or an import has just bulk-loaded the tables: give the planner their
+            # statistics now rather than when autovacuum gets to them.
+            conn.execute("ANALYZE entries, checkpoints, meta")
         return last
 
     def connect(self, timeout: float) -> PostgresDatabase:

@@ -41,7 +41,7 @@ from dpframe.ledger.chain import Row, canonical_json
 from dpframe.ledger.keys import Anchor, LedgerKey
 from dpframe.ledger.state import Fold, verify_rows
 from dpframe.ledger.store import FORMAT as LEDGER_FORMAT
-from dpframe.ledger.store import Ledger, _append, ledger_path
+from dpframe.ledger.store import NAME_THE_KEY, Ledger, _append, ledger_path
 
 FORMAT = "dpframe-ledger"
 FORMAT_VERSION = 2
@@ -295,7 +295,7 @@ def migrate_ledger(
     key_at = where.key_file(key_file)
     if key_at is None:
         raise LedgerError(
-            f"name the new ledger's key file with {keys.KEY_FILE_ENV} to migrate into "
+            f"name the new ledger's key file with {NAME_THE_KEY} to migrate into "
             f"{str(where.path)!r}."
         )
     key = keys.read_key(key_at) or keys.create_key(key_at, LedgerKey(os.urandom(32), legacy))
@@ -393,7 +393,7 @@ def copy_ledger(
     if keys.read_key(key_at) != key:
         raise LedgerError(
             f"the key file {str(key_at)!r} holds another ledger's key; name the source's key "
-            f"file with {keys.KEY_FILE_ENV} (nothing was copied)."
+            f"file with {NAME_THE_KEY} (nothing was copied)."
         )
 
     def populate(conn: Any) -> Row:

@@ -37,6 +37,7 @@ composes adaptively under another accountant; chains planned in advance
 
 from __future__ import annotations
 
+import functools
 import math
 import os
 import uuid
@@ -59,8 +60,8 @@ from dpframe.ledger import (
     Ledger,
     NewBudget,
 )
-from dpframe.ledger.store import composition
-from dpframe.privacy.accountants.base import Accountant, same_accountant
+from dpframe.ledger.store import charged_total
+from dpframe.privacy.accountants.base import Accountant, RunningTotal, same_accountant
 from dpframe.privacy.budget import RTOL, Budget, within
 from dpframe.privacy.calibration import smallest_noise
 from dpframe.privacy.events import EpsilonDeltaEvent, NoOpEvent, PrivacyEvent
@@ -165,12 +166,21 @@ class BudgetView:
         """The δ at which the ledger computes ε (the cap's, with the budget tolerance)."""
         return min(self.cap.delta * (1 + RTOL), 1.0)
 
+    @property
+    def charged(self) -> RunningTotal:
+        """The running total of the charges, as the ledger keeps it (:func:`~dpframe.
+        ledger.store.charged_total`): plans and charges use the same bound."""
+        return charged_total(self.accountant, self.prior)
+
+    def total(self, extra: tuple[PrivacyEvent, ...] = ()) -> RunningTotal:
+        """The running total after the charges and ``extra``."""
+        return functools.reduce(lambda total, event: total.add(event), extra, self.charged)
+
     def spent(self, extra: tuple[PrivacyEvent, ...] = ()) -> float:
         """ε of everything charged (and ``extra``) at the cap's δ, as the ledger computes it."""
-        events = [*self.prior, *extra]
-        if not events:
+        if not self.prior and not extra:
             return 0.0
-        return self.accountant.epsilon(composition(self.accountant, events), self.delta)
+        return self.total(extra).epsilon(self.delta)
 
     def fits(self, extra: tuple[PrivacyEvent, ...]) -> bool:
         return within(self.spent(extra), self.cap.epsilon)
@@ -190,18 +200,16 @@ class BudgetView:
                 f"budget {self.label!r} has no finite cap, so it has no rest to share; give "
                 "epsilon= instead of share=."
             )
-        events = [*self.prior, *extra]
+        before = self.total(extra)
         spent = self.spent(extra)
         if self.remaining(spent) == 0:
             raise BudgetExceededError(
                 f"budget {self.label!r} has no room left (spent ε={spent:.6g} of "
                 f"{self.cap.epsilon:.6g}); nothing was charged."
             )
-        accountant = self.accountant
 
         def cost(x: float) -> float:
-            total = composition(accountant, [*events, event_at(1.0 / x)])
-            return accountant.epsilon(total, self.cap.delta)
+            return before.add(event_at(1.0 / x)).epsilon(self.cap.delta)
 
         upper = 1.0 / self.cap.epsilon
         try:

@@ -2,14 +2,21 @@
 
 from __future__ import annotations
 
+import math
+
 import pytest
 from session_kit import WeightedGaussian, make_dataset, register
 
 from dpframe import Session
 from dpframe.data.domain import Domain
-from dpframe.errors import DomainError
+from dpframe.errors import BudgetExceededError, DomainError
 from dpframe.privacy.accountants.zcdp import zcdp_epsilon
-from dpframe.privacy.events import DiscreteGaussianEvent, DiscreteLaplaceEvent
+from dpframe.privacy.events import (
+    ComposedEvent,
+    DiscreteGaussianEvent,
+    DiscreteLaplaceEvent,
+    EpsilonDeltaEvent,
+)
 from dpframe.releases.chain import load_spec, plan_chain, standin_dataset
 
 LAPLACE_STEPS = """
@@ -157,3 +164,54 @@ def test_a_domain_without_a_feature_count_cannot_be_planned(write_spec):
     header = '[budget]\nlabel = "toy"\nepsilon = 1.0\n[domain]\nrecords = 10\n'
     with pytest.raises(DomainError, match="number of features"):
         plan_chain(load_spec(write_spec(LAPLACE_STEPS, header=header)))
+
+
+LAST_STEP = """
+[[steps]]
+name = "last"
+mechanism = "laplace"
+epsilon = 0.3
+"""
+EARLIER = [0.05 + 0.001 * k for k in range(40)]  # one earlier charge of 40 distinct pure ε
+
+
+def _kov(epsilons: list[float], delta: float) -> float:
+    """Kairouz-Oh-Viswanath (Hoeffding form) for pure ε_i, written from the theorem."""
+    drift = sum(e * math.tanh(e / 2) for e in epsilons)
+    return drift + math.sqrt(2 * sum(e * e for e in epsilons) * math.log(1 / delta))
+
+
+@pytest.mark.filterwarnings("ignore:budget 'toy' accounts with 'approx'")
+@pytest.mark.parametrize("side", ["fits", "exceeds"])
+def test_an_approx_plan_fits_exactly_when_the_ledger_would_charge(side, write_spec, ledger):
+    """`chain plan` costs its steps with the ledger's running total, not with
+    ``approx.epsilon(composition)``: here the ledger's bound (KOV from its sums: more than
+    16 distinct charges) is below the accountant's composition (basic, 3.08), and the plan
+    and the ledger agree on either side of the ledger's bound."""
+    delta = 1e-6 * (1 + 1e-9)  # the ledger's accounting δ
+    bound = _kov([*EARLIER, 0.3], delta)
+    assert bound < sum(EARLIER) + 0.3 - 0.1  # well below basic composition
+    cap = bound * (1 + 1e-6) if side == "fits" else bound * (1 - 1e-4)
+    ledger.create_budget("toy", (cap, 1e-6), accountant="approx")
+    data = make_dataset(m=4, n=300)
+    earlier = ComposedEvent(tuple(EpsilonDeltaEvent(e) for e in EARLIER))
+    request = {
+        "budget_label": "toy",
+        "event": earlier,
+        "dataset_fingerprint": data.fingerprint(ledger.fingerprint_key),
+        "domain": data.domain.to_dict(),
+    }
+    ledger.reserve(request)
+    spec = load_spec(write_spec(LAST_STEP, accountant="approx", epsilon=repr(cap)))
+    plan = plan_chain(spec, ledger=ledger)
+    assert plan.steps[0].total == pytest.approx(bound, rel=1e-9)
+    with Session(data, ledger, "toy") as session:
+        if side == "fits":
+            assert plan.stop is None and plan.steps[0].fits
+            assert plan.costs["approx"]["total"] == pytest.approx(bound, rel=1e-9)
+            session.release("laplace", epsilon=0.3)
+            assert ledger.remaining("toy").spent == plan.steps[0].total
+        else:
+            assert plan.stop is not None and not plan.steps[0].fits
+            with pytest.raises(BudgetExceededError):
+                session.release("laplace", epsilon=0.3)

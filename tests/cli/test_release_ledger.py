@@ -6,20 +6,11 @@ import json
 import sqlite3
 from pathlib import Path
 
-import numpy as np
 import pytest
 from click.testing import CliRunner
 
 from dpframe.apps.cli import cli
 from dpframe.releases.plugins import registry
-
-
-@pytest.fixture
-def data(tmp_path: Path) -> Path:
-    path = tmp_path / "patients.csv"
-    rows = np.random.default_rng(3).uniform(0.0, 1.0, size=(120, 3))
-    np.savetxt(path, rows, delimiter=",", header="a,b,c", comments="")
-    return path
 
 
 @pytest.fixture

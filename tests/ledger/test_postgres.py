@@ -234,3 +234,31 @@ def test_an_analyst_role_with_the_documented_rights_charges_but_cannot_rewrite(
         for attack in ("DELETE FROM entries", "ALTER TABLE entries DISABLE TRIGGER USER"):
             with pytest.raises(psycopg.errors.InsufficientPrivilege):
                 conn.execute(attack)
+
+
+def test_a_copy_into_postgresql_is_analysed_at_once(full, pg_url, pg_server, tmp_path):
+    """A bulk load gives the planner its statistics at once (ANALYZE), not when autovacuum
+    gets to it (never, for fewer than 50 rows): reltuples is -1 until a table is analysed."""
+    copy_file = tmp_path / "copy.ledger"
+    copy_ledger(pg_url, copy_file).close()
+    with psycopg.connect(pg_server.get_uri(), autocommit=True) as conn:
+        conn.execute("CREATE SCHEMA analysed")
+    url = f"{pg_server.get_uri()}&options=-csearch_path%3Danalysed"
+    copy_ledger(copy_file, url).close()
+    with psycopg.connect(url) as conn:
+        found = conn.execute(
+            "SELECT relname, reltuples FROM pg_class WHERE relname IN ('entries', 'checkpoints') "
+            "AND relnamespace = 'analysed'::regnamespace ORDER BY relname"
+        ).fetchall()
+        (rows,) = conn.execute("SELECT COUNT(*) FROM entries").fetchone()
+    assert found == [("checkpoints", 0.0), ("entries", float(rows))] and rows == 23
+
+
+@pytest.mark.parametrize("page", [1, 4, 23, 1024])
+def test_the_rows_after_a_checkpoint_are_read_page_by_page_in_order(full, page):
+    """The charge path reads the rows after its state in bounded pages (an index scan
+    whatever the statistics): every row once, in chain order, at any page size."""
+    everything = full._rows("TRUE", ())
+    assert [r.seq for r in everything] == list(range(1, 24))
+    for start in (0, 5, 22, 23):
+        assert list(full._rows_after(start, page)) == everything[start:]

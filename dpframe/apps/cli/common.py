@@ -18,6 +18,7 @@ if TYPE_CHECKING:
 # commands, so that `dpframe --help` and `--version` start fast (tests/cli/test_startup.py);
 # the options therefore name these two ledger settings without importing the ledger.
 LEDGER_ENV_VAR = "DPFRAME_LEDGER"  # = dpframe.ledger.ENV_VAR
+KEY_FILE_ENV_VAR = "DPFRAME_LEDGER_KEY_FILE"  # = dpframe.ledger.keys.KEY_FILE_ENV
 DEFAULT_ACCOUNTANT = "best"  # = dpframe.ledger.DEFAULT_ACCOUNTANT
 
 

@@ -2,14 +2,22 @@
 
 from __future__ import annotations
 
+import contextlib
+import os
 import sys
-from collections.abc import Callable
+from collections.abc import Callable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
 import click
 
-from dpframe.apps.cli.common import DEFAULT_ACCOUNTANT, LEDGER_ENV_VAR, emit_json, json_option
+from dpframe.apps.cli.common import (
+    DEFAULT_ACCOUNTANT,
+    KEY_FILE_ENV_VAR,
+    LEDGER_ENV_VAR,
+    emit_json,
+    json_option,
+)
 from dpframe.errors import DPFrameError, LedgerError
 
 if TYPE_CHECKING:
@@ -33,7 +41,7 @@ LEDGER = LedgerLocation()
 
 
 def ledger_option(f: Callable) -> Callable:
-    """``--ledger PATH|URL``, defaulting to ``$DPFRAME_LEDGER``."""
+    """``--ledger PATH|URL``, defaulting to ``$DPFRAME_LEDGER``, and :func:`key_file_option`."""
     return click.option(
         "--ledger",
         "ledger_file",
@@ -41,7 +49,41 @@ def ledger_option(f: Callable) -> Callable:
         envvar=LEDGER_ENV_VAR,
         default=None,
         help=f"The ledger file, or a postgresql:// URL (default: ${LEDGER_ENV_VAR}).",
+    )(key_file_option(f))
+
+
+def key_file_option(f: Callable) -> Callable:
+    """``--key-file PATH``: the ledger key of every ledger the command opens, as if
+    ``$DPFRAME_LEDGER_KEY_FILE`` were set for the command (and only for it)."""
+    return click.option(
+        "--key-file",
+        type=click.Path(path_type=Path, dir_okay=False),
+        default=None,
+        expose_value=False,
+        callback=_use_key_file,
+        help=f"The ledger's key file (default: ${KEY_FILE_ENV_VAR}, else the ledger file's "
+        "name with .key beside it; a postgresql:// ledger needs one). Created 0600 with a "
+        "new ledger.",
     )(f)
+
+
+def _use_key_file(ctx: click.Context, param: click.Parameter, value: Path | None) -> None:
+    if value is not None:
+        ctx.with_resource(_environment(KEY_FILE_ENV_VAR, str(value)))
+
+
+@contextlib.contextmanager
+def _environment(name: str, value: str) -> Iterator[None]:
+    """``$name`` set to ``value`` until the command ends (then as it was)."""
+    before = os.environ.get(name)
+    os.environ[name] = value
+    try:
+        yield
+    finally:
+        if before is None:
+            os.environ.pop(name, None)
+        else:
+            os.environ[name] = before
 
 
 @click.group()
@@ -312,11 +354,13 @@ def migrate_cmd(source: Path, ledger_file: Path | str | None, as_json: bool) -> 
 @ledger.command("copy")
 @click.argument("source", type=LEDGER)
 @click.argument("destination", type=LEDGER)
+@key_file_option
 @json_option
 def copy_cmd(source: Path | str, destination: Path | str, as_json: bool) -> None:
     """Copy the ledger SOURCE into a new, empty ledger DESTINATION (a file or a
     postgresql:// URL, either way), chain, MACs and checkpoints intact. The key file is
-    $DPFRAME_LEDGER_KEY_FILE if set, else each side's default; retire SOURCE afterwards."""
+    --key-file (or $DPFRAME_LEDGER_KEY_FILE) if given, else each side's default; retire
+    SOURCE afterwards."""
     from dpframe.ledger import copy_ledger
 
     with copy_ledger(source, destination) as led:
