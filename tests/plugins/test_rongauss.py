@@ -233,7 +233,8 @@ def test_a_record_next_to_the_dp_mean_keeps_its_direction():
     norm = Fraction(math.sqrt(float(sum(v * v for v in x))))
     d = [v / norm - Fraction(m) for v, m in zip(x, mean, strict=True)]
     size = math.sqrt(float(sum(v * v for v in d)))
-    exact = np.array(
-        [float(sum(dv * Fraction(w[i, j]) for i, dv in enumerate(d))) for j in range(3)]
-    ) / size
+    exact = (
+        np.array([float(sum(dv * Fraction(w[i, j]) for i, dv in enumerate(d))) for j in range(3)])
+        / size
+    )
     assert np.linalg.norm(z - exact) < 1e-5
