@@ -242,6 +242,13 @@ class Ledger:
         except BaseException:
             db.close()
             raise
+        named = key_file is not None or os.environ.get(keys.KEY_FILE_ENV)
+        if named and not is_new and ledger.format != 1 and not Path(key_at).exists():
+            ledger.close()
+            raise LedgerError(
+                f"the key file {str(key_at)!r} is missing; name the ledger's own key file "
+                f"with {NAME_THE_KEY} (or name none to only read the ledger)."
+            )
         return ledger
 
     @classmethod

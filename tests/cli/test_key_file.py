@@ -2,8 +2,8 @@
 
 The key is a secret kept outside the database; by default it sits beside a ledger file
 (``LEDGER.key``), and ``--key-file`` (or ``$DPFRAME_LEDGER_KEY_FILE``) puts it elsewhere.
-A wrong key refuses with the ledger's exit code (4) and one sentence; a missing key file
-still lets the ledger be read, but never charged.
+A wrong key refuses with the ledger's exit code (4) and one sentence, and so does a named
+key file that does not exist; a ledger opened with no key at all can be read, never charged.
 """
 
 from __future__ import annotations
@@ -117,7 +117,7 @@ def test_a_wrong_key_refuses_in_one_sentence(run, data, tmp_path):
     assert head_of(ledger) == head  # nothing was charged
 
 
-def test_a_missing_key_file_reads_but_never_charges(run, data, tmp_path):
+def test_a_named_missing_key_file_is_refused_and_no_key_reads_only(run, data, tmp_path):
     ledger = tmp_path / "privacy.ledger"
     assert run("ledger", "init", "--ledger", ledger).exit_code == 0
     missing = tmp_path / "nowhere.key"
@@ -128,5 +128,10 @@ def test_a_missing_key_file_reads_but_never_charges(run, data, tmp_path):
     assert str(missing) in message and "missing" in message and "--key-file" in message
     assert not missing.exists() and not (tmp_path / "r").exists()
     assert head_of(ledger) == head
-    verified = run("ledger", "verify", "--ledger", ledger, "--key-file", missing)
+    named = run("ledger", "verify", "--ledger", ledger, "--key-file", missing)
+    assert named.exit_code == 4  # a named key that is not there is an error, not "no key"
+    assert str(missing) in one_sentence(named.stderr) and "missing" in named.stderr
+    beside = tmp_path / "privacy.ledger.key"
+    beside.rename(tmp_path / "elsewhere.key")  # no key named and none beside: read only
+    verified = run("ledger", "verify", "--ledger", ledger)
     assert verified.exit_code == 0 and "MACs not checked: no ledger key" in verified.output
