@@ -204,7 +204,12 @@ def test_130_interrupted_in_a_real_process():
         "import os, signal, sys\n"
         "import dpframe.apps.cli.plugins_cmd as p\n"
         "from dpframe.apps.cli import main\n"
-        "p.plugin_rows = lambda: os.kill(os.getpid(), signal.SIGINT) or []\n"
+        "import threading, time\n"
+        "main_thread = threading.main_thread().ident\n"
+        # to the main thread, which sleeps until it arrives: os.kill may hand the signal to
+        # a BLAS thread, and the interrupt then lands later, wherever the main thread is
+        "interrupt = lambda: signal.pthread_kill(main_thread, signal.SIGINT) or time.sleep(30)\n"
+        "p.plugin_rows = lambda: interrupt() or []\n"
         "main(sys.argv[1:])\n"
     )
     for extra in ([], ["--json"]):

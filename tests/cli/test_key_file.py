@@ -135,3 +135,14 @@ def test_a_named_missing_key_file_is_refused_and_no_key_reads_only(run, data, tm
     beside.rename(tmp_path / "elsewhere.key")  # no key named and none beside: read only
     verified = run("ledger", "verify", "--ledger", ledger)
     assert verified.exit_code == 0 and "MACs not checked: no ledger key" in verified.output
+
+
+def test_key_file_does_not_outlive_a_command_whose_arguments_fail(run):
+    """``--key-file`` sets ``$DPFRAME_LEDGER_KEY_FILE`` for its command only, also when a
+    later argument fails to parse (click then skips the context's cleanup)."""
+    for args in (
+        ["release", "laplace", "--key-file", "/nowhere/x.key", "--epsilon", "bogus"],
+        ["ledger", "verify", "--key-file", "/nowhere/x.key", "--bogus"],
+    ):
+        assert run(*args).exit_code == 2
+        assert KEY_ENV not in os.environ

@@ -10,6 +10,7 @@ from typing import Any
 
 import click
 
+from dpframe.apps.cli.common import KEY_FILE_ENV_VAR
 from dpframe.errors import (
     EXIT_INTERNAL,
     EXIT_INTERRUPTED,
@@ -50,6 +51,20 @@ class DPFrameGroup(click.Group):
     plus a hint to rerun with ``--debug``. Plugin commands are added on first lookup."""
 
     _plugin_commands_loaded = False
+
+    def main(self, *args: Any, **kwargs: Any) -> Any:
+        """Run the command line; ``$DPFRAME_LEDGER_KEY_FILE``, which ``--key-file`` sets for
+        one command, is as it was afterwards however the command ended (click does not
+        close a context's resources when its arguments fail to parse)."""
+        name = KEY_FILE_ENV_VAR
+        before = os.environ.get(name)
+        try:
+            return super().main(*args, **kwargs)
+        finally:
+            if before is None:
+                os.environ.pop(name, None)
+            else:
+                os.environ[name] = before
 
     def _load_plugin_commands(self) -> None:
         if not self._plugin_commands_loaded:

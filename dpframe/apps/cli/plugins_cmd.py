@@ -51,7 +51,7 @@ def plugins(as_json: bool) -> None:
         emit_json(rows)
         return
     columns = ("name", "kind", "distribution", "version")
-    widths = [max(len(c), *(len(str(r[c])) for r in rows)) for c in columns]
+    widths = [max([len(c), *(len(str(r[c])) for r in rows)]) for c in columns]
     click.echo(
         "  ".join(c.upper().ljust(w) for c, w in zip(columns, widths, strict=True)) + "  STATUS"
     )
