@@ -205,9 +205,12 @@ def test_130_interrupted_in_a_real_process():
         "import dpframe.apps.cli.plugins_cmd as p\n"
         "from dpframe.apps.cli import main\n"
         "import threading, time\n"
+        # as in a terminal, whatever this test's own parent did (a shell's background job
+        # starts with SIGINT ignored, and Python then installs no KeyboardInterrupt)
+        "signal.signal(signal.SIGINT, signal.default_int_handler)\n"
         "main_thread = threading.main_thread().ident\n"
         # to the main thread, which sleeps until it arrives: os.kill may hand the signal to
-        # a BLAS thread, and the interrupt then lands later, wherever the main thread is
+        # another thread, and the interrupt then lands later, wherever the main thread is
         "interrupt = lambda: signal.pthread_kill(main_thread, signal.SIGINT) or time.sleep(30)\n"
         "p.plugin_rows = lambda: interrupt() or []\n"
         "main(sys.argv[1:])\n"

@@ -171,12 +171,17 @@ def test_ctrl_c_stops_a_pass_promptly_and_the_ledger_records_the_failure(cluster
         interrupted.append(time.monotonic())
         signal.pthread_kill(threading.main_thread().ident, signal.SIGINT)  # the main thread's
 
+    # as in a terminal, whatever started pytest (a shell's background job ignores SIGINT)
+    previous = signal.signal(signal.SIGINT, signal.default_int_handler)
     watcher = threading.Thread(target=interrupt_after_the_reservation)
     watcher.start()
-    with pytest.raises(KeyboardInterrupt):
-        _lap_pca(dataset, ledger)
-    stopped = time.monotonic()
-    watcher.join()
+    try:
+        with pytest.raises(KeyboardInterrupt):
+            _lap_pca(dataset, ledger)
+        stopped = time.monotonic()
+        watcher.join()
+    finally:
+        signal.signal(signal.SIGINT, previous)
     assert stopped - interrupted[0] < 5.0  # the pass itself would take 20 s
     assert _kinds(ledger)[-2:] == ["reserve", "fail"]
 
