@@ -40,6 +40,7 @@ import json
 import math
 from collections import Counter
 from collections.abc import Callable
+from fractions import Fraction
 from typing import Any
 
 import attrs
@@ -66,7 +67,16 @@ from dpframe.privacy.accountants.composition import (
     optimal_composition_epsilon,
     optimal_composition_floor,
 )
-from dpframe.privacy.accountants.running import Sum, _decode, _encode, _exact, _round_up
+from dpframe.privacy.accountants.running import (
+    Sum,
+    _decode,
+    _encode,
+    _exact,
+    _round_up,
+    sqrt_up,
+    sum_up,
+    times_up,
+)
 from dpframe.privacy.accountants.zcdp import zcdp_epsilon
 from dpframe.privacy.calibration import gdp_epsilon
 from dpframe.privacy.events import (
@@ -117,10 +127,10 @@ def homogeneous(eps0: float, delta0: float, count: int) -> Profile:
     """``count`` adaptive runs of an ``(ε0, δ0)``-DP mechanism: best of basic, advanced and
     optimal composition."""
     if count == 1 or eps0 == 0 or math.isinf(eps0):
-        return _fixed(count * eps0, optimal_composition_floor(delta0, count))
+        return _fixed(times_up(count, eps0), optimal_composition_floor(delta0, count))
 
     def epsilon(delta: float) -> float:
-        best = count * eps0 if delta >= count * delta0 else math.inf
+        best = times_up(count, eps0) if delta >= times_up(count, delta0) else math.inf
         best = min(best, advanced_composition_epsilon(eps0, delta0, count, delta))
         return min(best, optimal_composition_epsilon(eps0, delta0, count, delta))
 
@@ -162,22 +172,25 @@ def composed(parts: list[Profile]) -> Profile:
         return ZERO
     if len(parts) == 1:
         return parts[0]
-    floor = math.fsum(p.floor for p in parts)
+    floor = sum_up(p.floor for p in parts)
     fixed = [p for p in parts if p.flat]
     curved = [p for p in parts if not p.flat]
-    fixed_eps = math.fsum(p.at(p.floor) for p in fixed)
+    fixed_eps = sum_up(p.at(p.floor) for p in fixed)
     if not curved:
         return _fixed(fixed_eps, floor)
 
     def total(delta: float, weights: np.ndarray) -> float:
-        slack = delta - floor
-        return fixed_eps + math.fsum(
-            p.at(p.floor + w * slack) for p, w in zip(curved, weights, strict=True)
-        )
+        # each part's δ, rounded down so that together they stay within ``delta``
+        slack = (delta - floor) * (1 - 2.0**-40)  # absorbs the weights' rounding
+        values = [fixed_eps]
+        for p, w in zip(curved, weights, strict=True):
+            share = math.nextafter(p.floor + float(w) * slack, 0.0)
+            values.append(p.at(max(p.floor, share)))
+        return sum_up(values)
 
     def epsilon(delta: float) -> float:
         if delta - floor <= 0:
-            return fixed_eps + math.fsum(p.at(p.floor) for p in curved)
+            return sum_up([fixed_eps, *(p.at(p.floor) for p in curved)])
         n = len(curved)
         equal = np.full(n, 1 / n)
         if n == 1 or n > _MAX_SEARCHED_PARTS:
@@ -202,11 +215,14 @@ def parallel(children: list[Profile], touched: int) -> Profile:
     """Parallel composition: each child gets ``δ/k``; the ``k`` largest ε are added."""
     if touched >= len(children):
         return composed(children)
-    floor = touched * max(c.floor for c in children)
+    floor = times_up(touched, max(c.floor for c in children))
 
     def epsilon(delta: float) -> float:
-        values = sorted((c.at(delta / touched) for c in children), reverse=True)
-        return math.fsum(values[:touched])
+        each = delta / touched
+        if Fraction(each) * touched > Fraction(delta):
+            each = math.nextafter(each, 0.0)  # rounded down: the k shares stay within δ
+        values = sorted((c.at(each) for c in children), reverse=True)
+        return sum_up(values[:touched])
 
     return Profile(floor, all(c.flat for c in children), epsilon)
 
@@ -286,7 +302,7 @@ def _smooth_parts(mu_squared: float, rho: float) -> list[Profile]:
     """The merged Gaussian (μ-GDP) and zCDP parts."""
     parts: list[Profile] = []
     if mu_squared > 0:
-        mu = math.sqrt(mu_squared)
+        mu = sqrt_up(mu_squared)
         parts.append(Profile(0.0, False, lambda d: gdp_epsilon(mu, d)))
     if rho > 0:
         parts.append(Profile(0.0, False, lambda d: zcdp_epsilon(rho, d)))

@@ -39,6 +39,8 @@ import numpy as np
 from scipy.optimize import brentq
 from scipy.special import bdtr, bdtrc, gammaln
 
+from dpframe.privacy.accountants.running import sum_up, times_up
+
 _WINDOW_SD = 40.0
 MAX_JOINT_POINTS = 2**16
 """Largest product of binomial windows summed by :class:`HeterogeneousComposition`."""
@@ -165,7 +167,7 @@ class HeterogeneousComposition:
             tail += below + above  # excluded joint mass, by the union bound
         order = np.argsort(-losses, kind="stable")
         self.losses, self.log_pmf, self.tail = losses[order], log_pmf[order], tail
-        self.top = math.fsum(k * e for e, _, k in self.pairs)  # the largest loss
+        self.top = sum_up(times_up(k, e) for e, _, k in self.pairs)  # the largest loss
 
     @staticmethod
     def feasible(pairs: Sequence[tuple[float, float, int]]) -> bool:

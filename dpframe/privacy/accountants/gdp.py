@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from fractions import Fraction
 from typing import Any
 
 from dpframe.errors import UnsupportedEventError
@@ -23,7 +24,7 @@ from dpframe.privacy.accountants.base import (
     find_unsupported,
     unsupported,
 )
-from dpframe.privacy.accountants.running import AdditiveTotal
+from dpframe.privacy.accountants.running import AdditiveTotal, sqrt_up, sum_up, times_up, up
 from dpframe.privacy.calibration import gdp_delta, gdp_epsilon
 from dpframe.privacy.events import (
     ComposedEvent,
@@ -53,7 +54,7 @@ class GDPAccountant(Accountant):
     def mu(self, event: PrivacyEvent) -> float:
         """The ``μ`` of ``event`` (``inf`` for non-private events)."""
         self.require(event)
-        return math.sqrt(_mu_squared(event))
+        return sqrt_up(_mu_squared(event))
 
     def epsilon(self, event: PrivacyEvent, delta: float) -> float:
         check_delta(delta)
@@ -77,7 +78,7 @@ class GDPAccountant(Accountant):
 
 
 def _convert(sums: list[float], delta: float) -> float:
-    return gdp_epsilon(math.sqrt(sums[0]), delta)
+    return gdp_epsilon(sqrt_up(sums[0]), delta)
 
 
 def _mu_squared(event: PrivacyEvent) -> float:
@@ -86,14 +87,14 @@ def _mu_squared(event: PrivacyEvent) -> float:
     if isinstance(event, NonPrivateEvent):
         return math.inf
     if isinstance(event, GaussianEvent):
-        return 1 / event.noise_multiplier**2
+        return up(1 / Fraction(event.noise_multiplier) ** 2)
     if isinstance(event, ComposedEvent):
-        return math.fsum(_mu_squared(e) for e in event.events)
+        return sum_up(_mu_squared(e) for e in event.events)
     if isinstance(event, SelfComposedEvent):
-        return event.count * _mu_squared(event.event)
+        return times_up(event.count, _mu_squared(event.event))
     if isinstance(event, ParallelEvent):
         costs = [_mu_squared(e) for e in event.events]
-        return math.fsum(heapq.nlargest(event.partitions_touched, costs))
+        return sum_up(heapq.nlargest(event.partitions_touched, costs))
     raise UnsupportedEventError(f"the GDP accountant has no bound for {event.describe()}.")
 
 

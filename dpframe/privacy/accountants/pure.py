@@ -14,6 +14,7 @@ from __future__ import annotations
 
 import heapq
 import math
+from fractions import Fraction
 from typing import Any
 
 from dpframe.errors import UnsupportedEventError
@@ -28,7 +29,7 @@ from dpframe.privacy.accountants.base import (
     unsupported,
 )
 from dpframe.privacy.accountants.composition import amplify
-from dpframe.privacy.accountants.running import AdditiveTotal
+from dpframe.privacy.accountants.running import AdditiveTotal, sum_up, times_up, up
 from dpframe.privacy.events import (
     ComposedEvent,
     DiscreteLaplaceEvent,
@@ -100,16 +101,16 @@ def _epsilon(event: PrivacyEvent) -> float:
     if isinstance(event, NonPrivateEvent):
         return math.inf
     if isinstance(event, (LaplaceEvent, DiscreteLaplaceEvent)):
-        return 1.0 / event.noise_multiplier
+        return up(1 / Fraction(event.noise_multiplier))
     if isinstance(event, (EpsilonDeltaEvent, ExponentialMechanismEvent)):
         return event.epsilon
     if isinstance(event, ComposedEvent):
-        return math.fsum(_CACHE.get_or_compute(e, _epsilon) for e in event.events)
+        return sum_up(_CACHE.get_or_compute(e, _epsilon) for e in event.events)
     if isinstance(event, SelfComposedEvent):
-        return event.count * _CACHE.get_or_compute(event.event, _epsilon)
+        return times_up(event.count, _CACHE.get_or_compute(event.event, _epsilon))
     if isinstance(event, ParallelEvent):
         costs = [_CACHE.get_or_compute(e, _epsilon) for e in event.events]
-        return math.fsum(heapq.nlargest(event.partitions_touched, costs))
+        return sum_up(heapq.nlargest(event.partitions_touched, costs))
     if isinstance(event, PoissonSampledEvent):
         return amplify(_epsilon(event.event), 0.0, event.sampling_probability)[0]
     if isinstance(event, SampledWithoutReplacementEvent):

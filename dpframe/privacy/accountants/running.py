@@ -13,7 +13,7 @@ its answer is never below the exact sum's.
 from __future__ import annotations
 
 import math
-from collections.abc import Callable, Sequence
+from collections.abc import Callable, Iterable, Sequence
 from fractions import Fraction
 from typing import Any
 
@@ -97,12 +97,41 @@ def _exact(value: float) -> Sum:
 def _round_up(value: Sum) -> float:
     if isinstance(value, float):
         return value
-    exact = Fraction(value, 1 << _SCALE)
+    return up(Fraction(value, 1 << _SCALE))
+
+
+def up(value: Fraction) -> float:
+    """The smallest float at or above the rational ``value`` (``inf`` beyond the range)."""
     try:
-        rounded = float(exact)
+        rounded = float(value)
     except OverflowError:
         return math.inf
-    return math.nextafter(rounded, math.inf) if Fraction(rounded) < exact else rounded
+    return math.nextafter(rounded, math.inf) if Fraction(rounded) < value else rounded
+
+
+def sum_up(values: Iterable[float]) -> float:
+    """The exact sum of non-negative floats, rounded up (``math.fsum`` rounds to nearest,
+    which can be half a unit in the last place below the sum)."""
+    total = 0
+    for value in values:
+        exact = _exact(value)
+        if isinstance(exact, float):
+            return math.inf
+        total += exact
+    return _round_up(total)
+
+
+def sqrt_up(value: float) -> float:
+    """The square root of a non-negative float, rounded up."""
+    root = math.sqrt(value)
+    if math.isinf(root) or Fraction(root) ** 2 >= Fraction(value):
+        return root
+    return math.nextafter(root, math.inf)
+
+
+def times_up(count: int, value: float) -> float:
+    """``count * value`` for a non-negative float, rounded up."""
+    return _round_up(count * _exact(value) if count and value else 0)
 
 
 def _encode(value: Sum) -> str:

@@ -21,6 +21,7 @@
 from __future__ import annotations
 
 import math
+from fractions import Fraction
 from typing import Any
 
 import attrs
@@ -45,7 +46,7 @@ from dpframe.privacy.accountants.renyi import (
     log_tv_bound,
     tv_below,
 )
-from dpframe.privacy.accountants.running import AdditiveTotal
+from dpframe.privacy.accountants.running import AdditiveTotal, sum_up, times_up, up
 from dpframe.privacy.events import (
     LEAF_EVENTS,
     ComposedEvent,
@@ -182,7 +183,10 @@ def bound_epsilon(b: ZCDPBound, delta: float) -> float:
     """The ε certified at ``delta`` by a zCDP bound."""
     if delta < b.opaque_delta:
         return math.inf
-    return min(zcdp_epsilon(b.rho, delta - b.opaque_delta), b.pure) + b.opaque_epsilon
+    rest = delta - b.opaque_delta
+    if Fraction(rest) > Fraction(delta) - Fraction(b.opaque_delta):
+        rest = math.nextafter(rest, 0.0)  # the δ left, rounded down
+    return sum_up((min(zcdp_epsilon(b.rho, rest), b.pure), b.opaque_epsilon))
 
 
 def _convert(sums: list[float], delta: float) -> float:
@@ -198,29 +202,29 @@ def _bound(event: PrivacyEvent) -> ZCDPBound:
     if isinstance(event, NonPrivateEvent):
         return ZCDPBound(math.inf)
     if isinstance(event, (GaussianEvent, DiscreteGaussianEvent)):
-        return ZCDPBound(1 / (2 * event.noise_multiplier**2))
+        return ZCDPBound(up(1 / (2 * Fraction(event.noise_multiplier) ** 2)))
     if isinstance(event, (LaplaceEvent, DiscreteLaplaceEvent)):
-        eps = 1 / event.noise_multiplier
-        return ZCDPBound(eps * eps / 2, eps)
+        eps = 1 / Fraction(event.noise_multiplier)
+        return ZCDPBound(up(eps * eps / 2), up(eps))
     if isinstance(event, ExponentialMechanismEvent):
-        return ZCDPBound(event.epsilon**2 / 8, event.epsilon)
+        return ZCDPBound(up(Fraction(event.epsilon) ** 2 / 8), event.epsilon)
     if isinstance(event, EpsilonDeltaEvent):
         if event.delta == 0:
-            return ZCDPBound(event.epsilon**2 / 2, event.epsilon)
+            return ZCDPBound(up(Fraction(event.epsilon) ** 2 / 2), event.epsilon)
         return ZCDPBound(0.0, 0.0, event.epsilon, event.delta)
     if isinstance(event, ZCDPEvent):
         return ZCDPBound(event.rho, 0.0 if event.rho == 0 else math.inf)
     if isinstance(event, ComposedEvent):
         parts = [_CACHE.get_or_compute(child, _bound) for child in event.events]
-        return ZCDPBound(*(math.fsum(getattr(p, f) for p in parts) for f in _FIELDS))
+        return ZCDPBound(*(sum_up(getattr(p, f) for p in parts) for f in _FIELDS))
     if isinstance(event, SelfComposedEvent):
         b = _CACHE.get_or_compute(event.event, _bound)
-        return ZCDPBound(*(event.count * getattr(b, f) for f in _FIELDS))
+        return ZCDPBound(*(times_up(event.count, getattr(b, f)) for f in _FIELDS))
     if isinstance(event, ParallelEvent):
         parts = [_CACHE.get_or_compute(child, _bound) for child in event.events]
         k = event.partitions_touched
         return ZCDPBound(
-            *(math.fsum(sorted((getattr(p, f) for p in parts), reverse=True)[:k]) for f in _FIELDS)
+            *(sum_up(sorted((getattr(p, f) for p in parts), reverse=True)[:k]) for f in _FIELDS)
         )
     raise UnsupportedEventError(f"the zCDP accountant has no bound for {event.describe()}.")
 
