@@ -289,6 +289,8 @@ _DIRECT_SCALE = 2**25  # geometric scales up to this are inverted directly ...
 _BLOCK_SCALE = 2**20  # ... larger ones as X = R + 2^j V, the scale of V at most this
 _FAST_SCALE = 2**56  # beyond it, and for scales below 2^-60, the Python-integer path
 _CHUNK = 2**15  # proposals per pass: keeps numpy's temporaries in cache
+_QUICK_BITS = 38  # the inversion's one-bound filter covers prefixes k >= 2^38 (U >= 2^-12)
+_QUICK_SLACK = 2.0**-36  # its bound on |y - (-s ln U)|, relative to s (docs/samplers.md)
 _filter = True  # the tests switch the float filter off to force the exact path
 
 
@@ -393,12 +395,38 @@ class _Geometric:
             self.j += 1
         self.p, self.q = s << self.j, t  # V's boundaries are exp(-g p/q)
         self.scale = float(Fraction(self.q, self.p))  # V's scale, rounded once
+        self.quick_slack = self.scale * _QUICK_SLACK
         self.r_rate = float(Fraction(s, t))  # 1/scale for R's acceptance
         self.s, self.t = s, t
         self.negative_zero = (1 - math.exp(-1 / float(scale))) / 2  # P(-0), rejected
 
+    def quick_invert(self, words: np.ndarray, generator: np.random.Generator) -> np.ndarray:
+        """``V`` as float64 (exact integers) from the top ``_INVERSION_BITS`` bits ``k`` of
+        each word: one bound for all, ``|y - (-s ln U)| <= s 2^-36`` for ``k >= 2^38``
+        (``y = -s ln u`` at the interval's midpoint ``u = (2k + 1)/2^51``), so ``V`` is
+        ``floor(y - bound)`` when that equals ``floor(y + bound)``; the rest (``k < 2^38``
+        or an integer within the bound, about ``2^-12 + s 2^-35``) go to :meth:`invert`."""
+        shift = 64 - _INVERSION_BITS
+        y = words >> np.uint64(shift - 1)
+        y |= np.uint64(1)  # 2k + 1
+        y = y.view(np.int64).astype(np.float64)
+        y *= 2.0 ** -(_INVERSION_BITS + 1)
+        np.log(y, out=y)
+        y *= -self.scale
+        low = y - self.quick_slack
+        np.floor(low, out=low)
+        y += self.quick_slack
+        np.floor(y, out=y)
+        unsure = low != y
+        unsure |= words < np.uint64(1 << (_QUICK_BITS + shift))
+        todo = np.flatnonzero(unsure) if _filter else np.arange(words.size)
+        if todo.size:
+            low[todo] = self.invert(_u_prefixes(words[todo], shift, _INVERSION_BITS), generator)
+        return low
+
     def invert(self, prefix: np.ndarray, generator: np.random.Generator) -> np.ndarray:
-        """``V`` (int64) from the ``_INVERSION_BITS``-bit prefixes of its uniforms."""
+        """``V`` (int64) from the ``_INVERSION_BITS``-bit prefixes of its uniforms, each
+        with its own error bound, and exactly where that does not decide."""
         k = prefix.astype(np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
             y = np.log((k + 0.5) * 2.0**-_INVERSION_BITS)
@@ -439,14 +467,14 @@ class _Geometric:
 
     def draw(self, words: np.ndarray, generator: np.random.Generator) -> np.ndarray:
         """``X`` from the top ``_INVERSION_BITS`` bits of each word (and more words for
-        ``R`` when ``j > 0``)."""
-        shift = 64 - _INVERSION_BITS
-        v = self.invert(_u_prefixes(words, shift, _INVERSION_BITS), generator)
+        ``R`` when ``j > 0``): float64 holding exact integers (below 2^31) when ``j = 0``,
+        int64 otherwise."""
+        v = self.quick_invert(words, generator)
         if not self.j:
             return v
-        if v.size and int(v.max()) >= 2 ** (62 - self.j):
+        if v.size and v.max() >= 2.0 ** (62 - self.j):
             raise SamplerError("a discrete Laplace draw does not fit in 64 bits.")
-        return (v << self.j) + self.remainders(v.size, generator)
+        return (v.astype(np.int64) << self.j) + self.remainders(v.size, generator)
 
 
 @functools.lru_cache(maxsize=256)
@@ -474,7 +502,14 @@ def _batches(propose, size: int, rate: float) -> np.ndarray:
 
 def _signed(x: np.ndarray, words: np.ndarray, keep: np.ndarray | None) -> np.ndarray:
     """The kept magnitudes ``x`` with the sign of bit 0 of their words, the proposal
-    ``-0`` rejected (so that 0 is not counted twice); ``keep=None`` keeps all."""
+    ``-0`` rejected (so that 0 is not counted twice); ``keep=None`` keeps all. Float64
+    ``x`` (exact integers) is signed in place: bit 0 moved to bit 63 is the sign of
+    ``±0.0``, copied onto ``x``, and a kept ``-0.0`` is the rejected proposal."""
+    if x.dtype == np.float64:
+        np.copysign(x, (words << np.uint64(63)).view(np.float64), out=x)
+        kept = x if keep is None else x[keep]
+        zeros = np.flatnonzero(kept == 0)  # rare for large scales: handled on its own
+        return np.delete(kept, zeros[np.signbit(kept[zeros])]) if zeros.size else kept
     negative = (words & np.uint64(1)).view(np.int64)
     zeros = np.flatnonzero(x == 0)  # rare for large scales: handled on its own
     if zeros.size:
@@ -583,8 +618,8 @@ def discrete_gaussian(
         words = generator.bit_generator.random_raw(n)
         x = geometric.draw(words, generator)
         prefix = _u_prefixes(words, 1, _TABLE_BITS)
-        c = (x - m).astype(np.float64)
-        gamma = c * c
+        gamma = (x - m).astype(np.float64, copy=False)  # exact: integers below 2^53
+        gamma *= gamma
         gamma *= gaussian.coefficient
         accept = gamma < _BELOW.take(prefix, mode="clip")  # take: ~9x fancy indexing
         if _filter:
