@@ -283,13 +283,13 @@ def bernoulli_exp(gamma: Fraction, size: int, generator: np.random.Generator) ->
 
 _LOG_SLACK = 2.0**-40  # relative slack on -s ln U (log's relative error assumed < 2^-42)
 _EXP_SLACK = 2.0**-30  # relative slack on exp(-x) (error assumed < 2^-32, argument's too)
-_INVERSION_BITS = 50  # bits of U for the geometric's inversion (exact in float64)
-_TABLE_BITS = 13  # bits of U for the discrete Gaussian's acceptance, decided by table
+_INVERSION_BITS = 51  # bits of U for the geometric's inversion (exact in float64)
+_TABLE_BITS = 12  # bits of U for the discrete Gaussian's acceptance, decided by table
 _DIRECT_SCALE = 2**25  # geometric scales up to this are inverted directly ...
 _BLOCK_SCALE = 2**20  # ... larger ones as X = R + 2^j V, the scale of V at most this
 _FAST_SCALE = 2**56  # beyond it, and for scales below 2^-60, the Python-integer path
 _CHUNK = 2**15  # proposals per pass: keeps numpy's temporaries in cache
-_QUICK_BITS = 38  # the inversion's one-bound filter covers prefixes k >= 2^38 (U >= 2^-12)
+_QUICK_BITS = 39  # the inversion's one-bound filter covers prefixes k >= 2^39 (U >= 2^-12)
 _QUICK_SLACK = 2.0**-36  # its bound on |y - (-s ln U)|, relative to s (docs/samplers.md)
 _filter = True  # the tests switch the float filter off to force the exact path
 
@@ -402,15 +402,17 @@ class _Geometric:
 
     def quick_invert(self, words: np.ndarray, generator: np.random.Generator) -> np.ndarray:
         """``V`` as float64 (exact integers) from the top ``_INVERSION_BITS`` bits ``k`` of
-        each word: one bound for all, ``|y - (-s ln U)| <= s 2^-36`` for ``k >= 2^38``
-        (``y = -s ln u`` at the interval's midpoint ``u = (2k + 1)/2^51``), so ``V`` is
-        ``floor(y - bound)`` when that equals ``floor(y + bound)``; the rest (``k < 2^38``
-        or an integer within the bound, about ``2^-12 + s 2^-35``) go to :meth:`invert`."""
+        each word: one bound for all, ``|y - (-s ln U)| <= s 2^-36`` for ``k >= 2^39``
+        (``y = -s ln u`` at the interval's midpoint ``u = (2k + 1)/2^52``), so ``V`` is
+        ``floor(y - bound)`` when that equals ``floor(y + bound)``; the rest (``k < 2^39``
+        or an integer within the bound, about ``2^-12 + s 2^-35``) go to :meth:`invert`.
+        ``u`` is formed without an integer conversion: ``2k + 1`` as the 52-bit mantissa
+        of a double in [1, 2), minus 1 (exact)."""
         shift = 64 - _INVERSION_BITS
-        y = words >> np.uint64(shift - 1)
-        y |= np.uint64(1)  # 2k + 1
-        y = y.view(np.int64).astype(np.float64)
-        y *= 2.0 ** -(_INVERSION_BITS + 1)
+        y = words >> np.uint64(shift - 1)  # k and one more bit, replaced by 1: 2k + 1
+        y |= np.uint64(0x3FF0000000000001)  # the exponent of 1.0
+        y = y.view(np.float64)
+        y -= 1.0
         np.log(y, out=y)
         y *= -self.scale
         low = y - self.quick_slack
@@ -442,6 +444,8 @@ class _Geometric:
         for i in unsure:
             lazy = _LazyUniform(int(prefix[i]), _INVERSION_BITS, generator)
             out[i] = lazy.geometric(self.p, self.q)
+            if out[i] >= 2**52:  # U below exp(-2^52/scale): never, but not exact in float
+                raise SamplerError("a discrete Laplace draw does not fit in 53 bits.")
         return out
 
     def remainders(self, size: int, generator: np.random.Generator) -> np.ndarray:
@@ -503,10 +507,11 @@ def _batches(propose, size: int, rate: float) -> np.ndarray:
 def _signed(x: np.ndarray, words: np.ndarray, keep: np.ndarray | None) -> np.ndarray:
     """The kept magnitudes ``x`` with the sign of bit 0 of their words, the proposal
     ``-0`` rejected (so that 0 is not counted twice); ``keep=None`` keeps all. Float64
-    ``x`` (exact integers) is signed in place: bit 0 moved to bit 63 is the sign of
-    ``±0.0``, copied onto ``x``, and a kept ``-0.0`` is the rejected proposal."""
+    ``x`` (exact integers, ``+0.0`` or more) is signed in place: bit 0 of the word becomes
+    the sign bit, and a kept ``-0.0`` is the rejected proposal."""
     if x.dtype == np.float64:
-        np.copysign(x, (words << np.uint64(63)).view(np.float64), out=x)
+        bits = x.view(np.uint64)
+        bits |= words << np.uint64(63)  # x >= +0.0: this sets its sign bit
         kept = x if keep is None else x[keep]
         zeros = np.flatnonzero(kept == 0)  # rare for large scales: handled on its own
         return np.delete(kept, zeros[np.signbit(kept[zeros])]) if zeros.size else kept
@@ -605,8 +610,8 @@ def discrete_gaussian(
     with ``m = floor(sigma) + 1`` (``m = sigma`` when sigma is an integer), so ``t`` is
     within one of ``sigma`` and ``sigma^2/t = m`` is an integer. One ChaCha20 word per
     proposal: its sign bit, the geometric's uniform and the acceptance uniform's first
-    13 bits, which decide by table lookup unless ``exp(-x)`` falls in their interval
-    (probability about 2^-13); those get 51 more bits and the float filter, and the
+    12 bits, which decide by table lookup unless ``exp(-x)`` falls in their interval
+    (probability about 2^-12); those get 52 more bits and the float filter, and the
     rare undecided rest the exact path.
     """
     gaussian = _gaussian(sigma_squared)
@@ -628,8 +633,11 @@ def discrete_gaussian(
         else:
             unsure = np.arange(n)
         if unsure.size:
-            more = _u_prefixes(generator.bit_generator.random_raw(unsure.size), 0, 51)
-            longer = (prefix[unsure].astype(np.uint64) << np.uint64(51)) | more.view(np.uint64)
+            rest_bits = 64 - _TABLE_BITS
+            more = _u_prefixes(generator.bit_generator.random_raw(unsure.size), 0, rest_bits)
+            longer = (prefix[unsure].astype(np.uint64) << np.uint64(rest_bits)) | more.view(
+                np.uint64
+            )
 
             def exponent(i: int) -> int:
                 c_exact = int(x[unsure[i]]) - m
