@@ -288,7 +288,7 @@ _TABLE_BITS = 12  # bits of U for the discrete Gaussian's acceptance, decided by
 _DIRECT_SCALE = 2**25  # geometric scales up to this are inverted directly ...
 _BLOCK_SCALE = 2**20  # ... larger ones as X = R + 2^j V, the scale of V at most this
 _FAST_SCALE = 2**56  # beyond it, and for scales below 2^-60, the Python-integer path
-_CHUNK = 2**15  # proposals per pass: keeps numpy's temporaries in cache
+_CHUNK = 2**16  # proposals per pass: numpy's per-call costs against its temporaries' size
 _QUICK_BITS = 39  # the inversion's one-bound filter covers prefixes k >= 2^39 (U >= 2^-12)
 _QUICK_SLACK = 2.0**-36  # its bound on |y - (-s ln U)|, relative to s (docs/samplers.md)
 _filter = True  # the tests switch the float filter off to force the exact path
@@ -510,11 +510,14 @@ def _signed(x: np.ndarray, words: np.ndarray, keep: np.ndarray | None) -> np.nda
     ``x`` (exact integers, ``+0.0`` or more) is signed in place: bit 0 of the word becomes
     the sign bit, and a kept ``-0.0`` is the rejected proposal."""
     if x.dtype == np.float64:
+        zero = x.size and x.min() == 0  # rare for large scales: one pass, no temporary
         bits = x.view(np.uint64)
         bits |= words << np.uint64(63)  # x >= +0.0: this sets its sign bit
         kept = x if keep is None else x[keep]
-        zeros = np.flatnonzero(kept == 0)  # rare for large scales: handled on its own
-        return np.delete(kept, zeros[np.signbit(kept[zeros])]) if zeros.size else kept
+        if not zero:
+            return kept
+        zeros = np.flatnonzero(kept == 0)
+        return np.delete(kept, zeros[np.signbit(kept[zeros])])
     negative = (words & np.uint64(1)).view(np.int64)
     zeros = np.flatnonzero(x == 0)  # rare for large scales: handled on its own
     if zeros.size:
@@ -575,6 +578,8 @@ def _acceptance_tables(bits: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 _BELOW, _ABOVE = _acceptance_tables(_TABLE_BITS)
+_BOUNDS = np.stack([_BELOW, _ABOVE], axis=1).ravel()  # below[k], above[k] at 2k, 2k + 1
+_PAIR_MASK = np.uint64((2**_TABLE_BITS - 1) << 1)  # word & mask = 2k, k = bits 1.._TABLE_BITS
 
 
 class _Gaussian:
@@ -622,22 +627,21 @@ def discrete_gaussian(
     def propose(n: int) -> np.ndarray:
         words = generator.bit_generator.random_raw(n)
         x = geometric.draw(words, generator)
-        prefix = _u_prefixes(words, 1, _TABLE_BITS)
+        pair = (words & _PAIR_MASK).view(np.int64)  # 2k for the table prefix k
         gamma = (x - m).astype(np.float64, copy=False)  # exact: integers below 2^53
         gamma *= gamma
         gamma *= gaussian.coefficient
-        accept = gamma < _BELOW.take(prefix, mode="clip")  # take: ~9x fancy indexing
+        accept = gamma < _BOUNDS.take(pair, mode="clip")  # take: ~9x fancy indexing
         if _filter:
             rest = np.flatnonzero(~accept)
-            unsure = rest[gamma[rest] <= _ABOVE.take(prefix[rest], mode="clip")]
+            unsure = rest[gamma[rest] <= _BOUNDS.take(pair[rest] + 1, mode="clip")]
         else:
             unsure = np.arange(n)
         if unsure.size:
             rest_bits = 64 - _TABLE_BITS
             more = _u_prefixes(generator.bit_generator.random_raw(unsure.size), 0, rest_bits)
-            longer = (prefix[unsure].astype(np.uint64) << np.uint64(rest_bits)) | more.view(
-                np.uint64
-            )
+            prefix = (pair[unsure] >> 1).astype(np.uint64)
+            longer = (prefix << np.uint64(rest_bits)) | more.view(np.uint64)
 
             def exponent(i: int) -> int:
                 c_exact = int(x[unsure[i]]) - m

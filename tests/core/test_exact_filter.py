@@ -232,8 +232,8 @@ def test_discrete_laplace_matches_its_cdf_at_every_scale(scale):
     spread = max(float(scale), 1)
     bins = 30 if scale >= 1 else 6  # 6 bins: edges -2, -1, 0, 1, 2
     assert binned_pvalue(sample, lambda k: laplace_cdf(k, scale), spread, bins) > ALPHA
-    # Power: a 3% larger scale is rejected.
-    wrong = scale * Fraction(103, 100)
+    # Power: a 5% larger scale is rejected (3% was: power ~0.92 at 1e-6 over seeds).
+    wrong = scale * Fraction(105, 100)
     assert binned_pvalue(sample, lambda k: laplace_cdf(k, wrong), spread, bins) < 1e-6
 
 
