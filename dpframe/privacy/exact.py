@@ -283,12 +283,14 @@ def bernoulli_exp(gamma: Fraction, size: int, generator: np.random.Generator) ->
 
 _LOG_SLACK = 2.0**-40  # relative slack on -s ln U (log's relative error assumed < 2^-42)
 _EXP_SLACK = 2.0**-30  # relative slack on exp(-x) (error assumed < 2^-32, argument's too)
-_INVERSION_BITS = 50  # bits of U for the geometric's inversion (exact in float64)
-_TABLE_BITS = 13  # bits of U for the discrete Gaussian's acceptance, decided by table
+_INVERSION_BITS = 51  # bits of U for the geometric's inversion (exact in float64)
+_TABLE_BITS = 12  # bits of U for the discrete Gaussian's acceptance, decided by table
 _DIRECT_SCALE = 2**25  # geometric scales up to this are inverted directly ...
 _BLOCK_SCALE = 2**20  # ... larger ones as X = R + 2^j V, the scale of V at most this
 _FAST_SCALE = 2**56  # beyond it, and for scales below 2^-60, the Python-integer path
-_CHUNK = 2**15  # proposals per pass: keeps numpy's temporaries in cache
+_CHUNK = 2**16  # proposals per pass: numpy's per-call costs against its temporaries' size
+_QUICK_BITS = 39  # the inversion's one-bound filter covers prefixes k >= 2^39 (U >= 2^-12)
+_QUICK_SLACK = 2.0**-36  # its bound on |y - (-s ln U)|, relative to s (docs/samplers.md)
 _filter = True  # the tests switch the float filter off to force the exact path
 
 
@@ -393,12 +395,40 @@ class _Geometric:
             self.j += 1
         self.p, self.q = s << self.j, t  # V's boundaries are exp(-g p/q)
         self.scale = float(Fraction(self.q, self.p))  # V's scale, rounded once
+        self.quick_slack = self.scale * _QUICK_SLACK
         self.r_rate = float(Fraction(s, t))  # 1/scale for R's acceptance
         self.s, self.t = s, t
         self.negative_zero = (1 - math.exp(-1 / float(scale))) / 2  # P(-0), rejected
 
+    def quick_invert(self, words: np.ndarray, generator: np.random.Generator) -> np.ndarray:
+        """``V`` as float64 (exact integers) from the top ``_INVERSION_BITS`` bits ``k`` of
+        each word: one bound for all, ``|y - (-s ln U)| <= s 2^-36`` for ``k >= 2^39``
+        (``y = -s ln u`` at the interval's midpoint ``u = (2k + 1)/2^52``), so ``V`` is
+        ``floor(y - bound)`` when that equals ``floor(y + bound)``; the rest (``k < 2^39``
+        or an integer within the bound, about ``2^-12 + s 2^-35``) go to :meth:`invert`.
+        ``u`` is formed without an integer conversion: ``2k + 1`` as the 52-bit mantissa
+        of a double in [1, 2), minus 1 (exact)."""
+        shift = 64 - _INVERSION_BITS
+        y = words >> np.uint64(shift - 1)  # k and one more bit, replaced by 1: 2k + 1
+        y |= np.uint64(0x3FF0000000000001)  # the exponent of 1.0
+        y = y.view(np.float64)
+        y -= 1.0
+        np.log(y, out=y)
+        y *= -self.scale
+        low = y - self.quick_slack
+        np.floor(low, out=low)
+        y += self.quick_slack
+        np.floor(y, out=y)
+        unsure = low != y
+        unsure |= words < np.uint64(1 << (_QUICK_BITS + shift))
+        todo = np.flatnonzero(unsure) if _filter else np.arange(words.size)
+        if todo.size:
+            low[todo] = self.invert(_u_prefixes(words[todo], shift, _INVERSION_BITS), generator)
+        return low
+
     def invert(self, prefix: np.ndarray, generator: np.random.Generator) -> np.ndarray:
-        """``V`` (int64) from the ``_INVERSION_BITS``-bit prefixes of its uniforms."""
+        """``V`` (int64) from the ``_INVERSION_BITS``-bit prefixes of its uniforms, each
+        with its own error bound, and exactly where that does not decide."""
         k = prefix.astype(np.float64)
         with np.errstate(divide="ignore", invalid="ignore"):
             y = np.log((k + 0.5) * 2.0**-_INVERSION_BITS)
@@ -414,6 +444,8 @@ class _Geometric:
         for i in unsure:
             lazy = _LazyUniform(int(prefix[i]), _INVERSION_BITS, generator)
             out[i] = lazy.geometric(self.p, self.q)
+            if out[i] >= 2**52:  # U below exp(-2^52/scale): never, but not exact in float
+                raise SamplerError("a discrete Laplace draw does not fit in 53 bits.")
         return out
 
     def remainders(self, size: int, generator: np.random.Generator) -> np.ndarray:
@@ -439,14 +471,14 @@ class _Geometric:
 
     def draw(self, words: np.ndarray, generator: np.random.Generator) -> np.ndarray:
         """``X`` from the top ``_INVERSION_BITS`` bits of each word (and more words for
-        ``R`` when ``j > 0``)."""
-        shift = 64 - _INVERSION_BITS
-        v = self.invert(_u_prefixes(words, shift, _INVERSION_BITS), generator)
+        ``R`` when ``j > 0``): float64 holding exact integers (below 2^31) when ``j = 0``,
+        int64 otherwise."""
+        v = self.quick_invert(words, generator)
         if not self.j:
             return v
-        if v.size and int(v.max()) >= 2 ** (62 - self.j):
+        if v.size and v.max() >= 2.0 ** (62 - self.j):
             raise SamplerError("a discrete Laplace draw does not fit in 64 bits.")
-        return (v << self.j) + self.remainders(v.size, generator)
+        return (v.astype(np.int64) << self.j) + self.remainders(v.size, generator)
 
 
 @functools.lru_cache(maxsize=256)
@@ -474,7 +506,18 @@ def _batches(propose, size: int, rate: float) -> np.ndarray:
 
 def _signed(x: np.ndarray, words: np.ndarray, keep: np.ndarray | None) -> np.ndarray:
     """The kept magnitudes ``x`` with the sign of bit 0 of their words, the proposal
-    ``-0`` rejected (so that 0 is not counted twice); ``keep=None`` keeps all."""
+    ``-0`` rejected (so that 0 is not counted twice); ``keep=None`` keeps all. Float64
+    ``x`` (exact integers, ``+0.0`` or more) is signed in place: bit 0 of the word becomes
+    the sign bit, and a kept ``-0.0`` is the rejected proposal."""
+    if x.dtype == np.float64:
+        zero = x.size and x.min() == 0  # rare for large scales: one pass, no temporary
+        bits = x.view(np.uint64)
+        bits |= words << np.uint64(63)  # x >= +0.0: this sets its sign bit
+        kept = x if keep is None else x[keep]
+        if not zero:
+            return kept
+        zeros = np.flatnonzero(kept == 0)
+        return np.delete(kept, zeros[np.signbit(kept[zeros])])
     negative = (words & np.uint64(1)).view(np.int64)
     zeros = np.flatnonzero(x == 0)  # rare for large scales: handled on its own
     if zeros.size:
@@ -535,6 +578,8 @@ def _acceptance_tables(bits: int) -> tuple[np.ndarray, np.ndarray]:
 
 
 _BELOW, _ABOVE = _acceptance_tables(_TABLE_BITS)
+_BOUNDS = np.stack([_BELOW, _ABOVE], axis=1).ravel()  # below[k], above[k] at 2k, 2k + 1
+_PAIR_MASK = np.uint64((2**_TABLE_BITS - 1) << 1)  # word & mask = 2k, k = bits 1.._TABLE_BITS
 
 
 class _Gaussian:
@@ -570,8 +615,8 @@ def discrete_gaussian(
     with ``m = floor(sigma) + 1`` (``m = sigma`` when sigma is an integer), so ``t`` is
     within one of ``sigma`` and ``sigma^2/t = m`` is an integer. One ChaCha20 word per
     proposal: its sign bit, the geometric's uniform and the acceptance uniform's first
-    13 bits, which decide by table lookup unless ``exp(-x)`` falls in their interval
-    (probability about 2^-13); those get 51 more bits and the float filter, and the
+    12 bits, which decide by table lookup unless ``exp(-x)`` falls in their interval
+    (probability about 2^-12); those get 52 more bits and the float filter, and the
     rare undecided rest the exact path.
     """
     gaussian = _gaussian(sigma_squared)
@@ -582,19 +627,21 @@ def discrete_gaussian(
     def propose(n: int) -> np.ndarray:
         words = generator.bit_generator.random_raw(n)
         x = geometric.draw(words, generator)
-        prefix = _u_prefixes(words, 1, _TABLE_BITS)
-        c = (x - m).astype(np.float64)
-        gamma = c * c
+        pair = (words & _PAIR_MASK).view(np.int64)  # 2k for the table prefix k
+        gamma = (x - m).astype(np.float64, copy=False)  # exact: integers below 2^53
+        gamma *= gamma
         gamma *= gaussian.coefficient
-        accept = gamma < _BELOW.take(prefix, mode="clip")  # take: ~9x fancy indexing
+        accept = gamma < _BOUNDS.take(pair, mode="clip")  # take: ~9x fancy indexing
         if _filter:
             rest = np.flatnonzero(~accept)
-            unsure = rest[gamma[rest] <= _ABOVE.take(prefix[rest], mode="clip")]
+            unsure = rest[gamma[rest] <= _BOUNDS.take(pair[rest] + 1, mode="clip")]
         else:
             unsure = np.arange(n)
         if unsure.size:
-            more = _u_prefixes(generator.bit_generator.random_raw(unsure.size), 0, 51)
-            longer = (prefix[unsure].astype(np.uint64) << np.uint64(51)) | more.view(np.uint64)
+            rest_bits = 64 - _TABLE_BITS
+            more = _u_prefixes(generator.bit_generator.random_raw(unsure.size), 0, rest_bits)
+            prefix = (pair[unsure] >> 1).astype(np.uint64)
+            longer = (prefix << np.uint64(rest_bits)) | more.view(np.uint64)
 
             def exponent(i: int) -> int:
                 c_exact = int(x[unsure[i]]) - m

@@ -311,9 +311,19 @@ def grid_release(
     coordinates = value[0].size if copies and value.ndim > 0 and len(value) else value.size
     grid = grid_for(family, sensitivity, noise_multiplier, coordinates, float_error)
     sampler.record_grid(grid.to_dict())
-    steps = np.clip(np.rint(value / grid.granularity), -GRID_LIMIT, GRID_LIMIT).astype(np.int64)
+    # k = the rounded statistic in grid steps, as a double holding an integer (value/γ is
+    # exact: γ is a power of two); one new array, transformed in place.
+    steps = np.divide(value, grid.granularity)
+    np.rint(steps, out=steps)
+    np.clip(steps, -GRID_LIMIT, GRID_LIMIT, out=steps)
     if family == "laplace":
         noise = sampler.discrete_laplace(grid.noise, value.shape)
     else:
         noise = sampler.discrete_gaussian(grid.noise * grid.noise, value.shape)
-    return (steps + noise).astype(np.float64) * grid.granularity
+    if noise.size and max(-int(noise.min()), int(noise.max())) >= 2**53:
+        # float(Z) would round: k + Z in int64, then one rounding (never at these scales)
+        total = (steps.astype(np.int64) + noise).astype(np.float64)
+    else:  # Z is exact as a double, so k + Z is rounded once, as float(k + Z) is
+        total = np.add(steps, noise, out=steps)
+    total *= grid.granularity
+    return total

@@ -80,6 +80,23 @@ def test_values_beyond_the_grid_range_are_clamped_not_wrapped():
     assert np.all(np.abs(out) <= (GRID_LIMIT + 1e9) * gamma)
 
 
+def test_the_release_is_k_plus_z_rounded_once_even_for_noise_beyond_2_to_53(monkeypatch):
+    # The release adds the noise to the rounded statistic in doubles, which is float(k + Z)
+    # only while Z is exact as a double. Z = 2^60 + 2^7 + 1 is not: float(Z) rounds up to
+    # 2^60 + 2^8, and k + float(Z) with k = -2 would stay there, whereas k + Z =
+    # 2^60 + 2^7 - 1 rounds down to 2^60. The release must be the latter.
+    sampler = SeededSampler(5)
+    monkeypatch.setattr(
+        sampler, "discrete_laplace", lambda scale, shape: np.full(shape, 2**60 + 2**7 + 1)
+    )
+    gamma = grid_for("laplace", 1.0, 1.0, 1).granularity
+    out = grid_release(np.array([-2 * gamma]), "laplace", 1.0, 1.0, sampler)
+    assert out[0] / gamma == 2.0**60
+    monkeypatch.setattr(sampler, "discrete_laplace", lambda scale, shape: np.full(shape, 7))
+    out = grid_release(np.array([-2 * gamma]), "laplace", 1.0, 1.0, sampler)
+    assert out[0] / gamma == 5.0
+
+
 def test_non_finite_statistics_are_one_sentence():
     with pytest.raises(ParameterError, match="NaN or infinite"):
         grid_release(np.array([np.nan]), "laplace", 1.0, 1.0, SeededSampler(0))
