@@ -117,6 +117,18 @@ class NoisyStage:
             float_error=self.float_error,
         )
 
+    def noise_for(self, shape: tuple[int, ...], sampler: Sampler) -> GridNoise:
+        """The noise :meth:`perturb` adds to a value of ``shape``, drawn before the value
+        exists (:func:`grid_noise`); ``.add(value)`` releases it."""
+        return grid_noise(
+            shape,
+            self.family,
+            self.sensitivity,
+            self.noise_multiplier,
+            sampler,
+            float_error=self.float_error,
+        )
+
 
 def plan_stages(
     family: str,
@@ -302,18 +314,80 @@ def grid_release(
     ledger).
     """
     value = np.asarray(value, dtype=np.float64)
+    if not sampler.unsafe_float_noise:
+        _check_finite(value)
+    noise = grid_noise(
+        value.shape,
+        family,
+        sensitivity,
+        noise_multiplier,
+        sampler,
+        copies=copies,
+        float_error=float_error,
+    )
+    return noise.place(value)
+
+
+@attrs.frozen(eq=False)
+class GridNoise:
+    """The noise of one release on a grid, drawn before the statistic (it depends on public
+    quantities only: the shape, the sensitivity, the noise multiplier), so that a mechanism
+    can draw it while its pass over the data runs. :meth:`add` is :func:`grid_release`'s
+    second half."""
+
+    grid: Grid | None
+    """``None`` on the unsafe float path (``noise`` is then floating point)."""
+    noise: np.ndarray
+
+    def add(self, value: np.ndarray) -> np.ndarray:
+        """``value`` (of the shape drawn for) rounded to the grid plus the noise."""
+        value = np.asarray(value, dtype=np.float64)
+        if value.shape != self.noise.shape:
+            raise ValueError(f"noise drawn for shape {self.noise.shape}, not {value.shape}")
+        if self.grid is not None:
+            _check_finite(value)
+        return self.place(value)
+
+    def place(self, value: np.ndarray) -> np.ndarray:
+        """:meth:`add` for a float64 ``value`` already checked (finite, right shape)."""
+        if self.grid is None:
+            return value + self.noise
+        gamma = self.grid.granularity
+        steps = np.divide(value, gamma)
+        np.rint(steps, out=steps)
+        np.clip(steps, -GRID_LIMIT, GRID_LIMIT, out=steps)
+        total = steps.astype(np.int64)
+        total += self.noise
+        return np.multiply(total, gamma)  # (k + Z)·γ: exact, |k + Z| < 2^53
+
+
+def grid_noise(
+    shape: tuple[int, ...],
+    family: str,
+    sensitivity: float,
+    noise_multiplier: float,
+    sampler: Sampler,
+    *,
+    copies: bool = False,
+    float_error: float = 0.0,
+) -> GridNoise:
+    """The noise :func:`grid_release` adds to a value of ``shape`` (same arguments, same
+    draws in the same order), before the value exists; ``.add(value)`` releases it."""
+    shape = tuple(int(n) for n in shape)
     if sampler.unsafe_float_noise:
         scale = noise_multiplier * sensitivity
         draw = sampler.laplace if family == "laplace" else sampler.gaussian
-        return value + draw(scale, value.shape)
-    if not np.all(np.isfinite(value)):
-        raise ParameterError("a noisy statistic is NaN or infinite; check the data's domain.")
-    coordinates = value[0].size if copies and value.ndim > 0 and len(value) else value.size
+        return GridNoise(None, draw(scale, shape))
+    coordinates = math.prod(shape[1:]) if copies and shape and shape[0] else math.prod(shape)
     grid = grid_for(family, sensitivity, noise_multiplier, coordinates, float_error)
     sampler.record_grid(grid.to_dict())
-    steps = np.clip(np.rint(value / grid.granularity), -GRID_LIMIT, GRID_LIMIT).astype(np.int64)
     if family == "laplace":
-        noise = sampler.discrete_laplace(grid.noise, value.shape)
+        noise = sampler.discrete_laplace(grid.noise, shape)
     else:
-        noise = sampler.discrete_gaussian(grid.noise * grid.noise, value.shape)
-    return (steps + noise).astype(np.float64) * grid.granularity
+        noise = sampler.discrete_gaussian(grid.noise * grid.noise, shape)
+    return GridNoise(grid, np.asarray(noise, dtype=np.int64))
+
+
+def _check_finite(value: np.ndarray) -> None:
+    if not np.all(np.isfinite(value)):
+        raise ParameterError("a noisy statistic is NaN or infinite; check the data's domain.")
