@@ -212,8 +212,15 @@ class Encoding:
         into one ``n x width`` array (``out``, or a new one)."""
         d = self.centre.shape[0]
         z = np.empty((features.shape[0], self.width)) if out is None else out
-        u = np.subtract(features, self.centre, out=z[:, :d])
-        u /= self.scale
+        u = z[:, :d]
+        # x - 0 and x / 1 are exact: skipping them (a box centred at 0, unit scales)
+        # leaves every value as it was and saves two passes over the chunk
+        if np.any(self.centre):
+            np.subtract(features, self.centre, out=u)
+        else:
+            np.copyto(u, features)
+        if np.any(self.scale != 1.0):
+            u /= self.scale
         norms = np.sqrt(np.einsum("ij,ij->i", u, u))
         over = norms > self.feature_bound
         u[over] *= (self.feature_bound / norms[over])[:, None]
