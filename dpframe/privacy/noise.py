@@ -22,6 +22,9 @@ coordinate (:func:`dpframe.privacy.sensitivities.accumulation_error`), ``Δ`` be
 terms, and the integer noise is scaled to the inflated sensitivity so that the stage's
 noise multiplier (and so its event and budget) is what the plan says. The sampler's
 ``unsafe_float_noise`` opt-in restores ``value + float noise`` (flagged in the ledger).
+The noise depends on public quantities only, so :func:`grid_noise` draws it before the
+statistic exists (a mechanism can draw it while its pass runs) and ``.add(value)``
+completes the release, exactly as :func:`grid_release` would.
 
 Symmetric matrices are released through :func:`symmetric_entries`: the upper triangle
 (diagonal included) for Laplace, ``svec`` (off-diagonals times sqrt(2), an isometry to
@@ -356,9 +359,9 @@ class GridNoise:
         steps = np.divide(value, gamma)
         np.rint(steps, out=steps)
         np.clip(steps, -GRID_LIMIT, GRID_LIMIT, out=steps)
-        total = steps.astype(np.int64)
-        total += self.noise
-        return np.multiply(total, gamma)  # (k + Z)·γ: exact, |k + Z| < 2^53
+        steps += self.noise  # integers k + Z with |k + Z| < 2^53: exact in float64
+        steps *= gamma  # a power of two: exact
+        return steps
 
 
 def grid_noise(
