@@ -22,6 +22,9 @@ coordinate (:func:`dpframe.privacy.sensitivities.accumulation_error`), ``Δ`` be
 terms, and the integer noise is scaled to the inflated sensitivity so that the stage's
 noise multiplier (and so its event and budget) is what the plan says. The sampler's
 ``unsafe_float_noise`` opt-in restores ``value + float noise`` (flagged in the ledger).
+The noise depends on public quantities only, so :func:`grid_noise` draws it before the
+statistic exists (a mechanism can draw it while its pass runs) and ``.add(value)``
+completes the release, exactly as :func:`grid_release` would.
 
 Symmetric matrices are released through :func:`symmetric_entries`: the upper triangle
 (diagonal included) for Laplace, ``svec`` (off-diagonals times sqrt(2), an isometry to
@@ -114,6 +117,18 @@ class NoisyStage:
             self.noise_multiplier,
             sampler,
             copies=copies,
+            float_error=self.float_error,
+        )
+
+    def noise_for(self, shape: tuple[int, ...], sampler: Sampler) -> GridNoise:
+        """The noise :meth:`perturb` adds to a value of ``shape``, drawn before the value
+        exists (:func:`grid_noise`); ``.add(value)`` releases it."""
+        return grid_noise(
+            shape,
+            self.family,
+            self.sensitivity,
+            self.noise_multiplier,
+            sampler,
             float_error=self.float_error,
         )
 
@@ -302,28 +317,85 @@ def grid_release(
     ledger).
     """
     value = np.asarray(value, dtype=np.float64)
+    if not sampler.unsafe_float_noise:
+        _check_finite(value)
+    noise = grid_noise(
+        value.shape,
+        family,
+        sensitivity,
+        noise_multiplier,
+        sampler,
+        copies=copies,
+        float_error=float_error,
+    )
+    return noise.place(value)
+
+
+@attrs.frozen(eq=False)
+class GridNoise:
+    """The noise of one release on a grid, drawn before the statistic (it depends on public
+    quantities only: the shape, the sensitivity, the noise multiplier), so that a mechanism
+    can draw it while its pass over the data runs. :meth:`add` is :func:`grid_release`'s
+    second half."""
+
+    grid: Grid | None
+    """``None`` on the unsafe float path (``noise`` is then floating point)."""
+    noise: np.ndarray
+
+    def add(self, value: np.ndarray) -> np.ndarray:
+        """``value`` (of the shape drawn for) rounded to the grid plus the noise."""
+        value = np.asarray(value, dtype=np.float64)
+        if value.shape != self.noise.shape:
+            raise ValueError(f"noise drawn for shape {self.noise.shape}, not {value.shape}")
+        if self.grid is not None:
+            _check_finite(value)
+        return self.place(value)
+
+    def place(self, value: np.ndarray) -> np.ndarray:
+        """:meth:`add` for a float64 ``value`` already checked (finite, right shape)."""
+        if self.grid is None:
+            return value + self.noise
+        gamma = self.grid.granularity
+        steps = np.divide(value, gamma)
+        np.rint(steps, out=steps)
+        np.clip(steps, -GRID_LIMIT, GRID_LIMIT, out=steps)
+        noise = self.noise
+        if noise.size and max(-int(noise.min()), int(noise.max())) >= 2**53:
+            # float(Z) would round: k + Z in int64, then one rounding (never at these scales)
+            steps = (steps.astype(np.int64) + noise).astype(np.float64)
+        else:  # Z is exact as a double, so k + Z is rounded once, as float(k + Z) is
+            steps += noise
+        steps *= gamma  # a power of two: exact
+        return steps
+
+
+def grid_noise(
+    shape: tuple[int, ...],
+    family: str,
+    sensitivity: float,
+    noise_multiplier: float,
+    sampler: Sampler,
+    *,
+    copies: bool = False,
+    float_error: float = 0.0,
+) -> GridNoise:
+    """The noise :func:`grid_release` adds to a value of ``shape`` (same arguments, same
+    draws in the same order), before the value exists; ``.add(value)`` releases it."""
+    shape = tuple(int(n) for n in shape)
     if sampler.unsafe_float_noise:
         scale = noise_multiplier * sensitivity
         draw = sampler.laplace if family == "laplace" else sampler.gaussian
-        return value + draw(scale, value.shape)
-    if not np.all(np.isfinite(value)):
-        raise ParameterError("a noisy statistic is NaN or infinite; check the data's domain.")
-    coordinates = value[0].size if copies and value.ndim > 0 and len(value) else value.size
+        return GridNoise(None, draw(scale, shape))
+    coordinates = math.prod(shape[1:]) if copies and shape and shape[0] else math.prod(shape)
     grid = grid_for(family, sensitivity, noise_multiplier, coordinates, float_error)
     sampler.record_grid(grid.to_dict())
-    # k = the rounded statistic in grid steps, as a double holding an integer (value/γ is
-    # exact: γ is a power of two); one new array, transformed in place.
-    steps = np.divide(value, grid.granularity)
-    np.rint(steps, out=steps)
-    np.clip(steps, -GRID_LIMIT, GRID_LIMIT, out=steps)
     if family == "laplace":
-        noise = sampler.discrete_laplace(grid.noise, value.shape)
+        noise = sampler.discrete_laplace(grid.noise, shape)
     else:
-        noise = sampler.discrete_gaussian(grid.noise * grid.noise, value.shape)
-    if noise.size and max(-int(noise.min()), int(noise.max())) >= 2**53:
-        # float(Z) would round: k + Z in int64, then one rounding (never at these scales)
-        total = (steps.astype(np.int64) + noise).astype(np.float64)
-    else:  # Z is exact as a double, so k + Z is rounded once, as float(k + Z) is
-        total = np.add(steps, noise, out=steps)
-    total *= grid.granularity
-    return total
+        noise = sampler.discrete_gaussian(grid.noise * grid.noise, shape)
+    return GridNoise(grid, np.asarray(noise, dtype=np.int64))
+
+
+def _check_finite(value: np.ndarray) -> None:
+    if not np.all(np.isfinite(value)):
+        raise ParameterError("a noisy statistic is NaN or infinite; check the data's domain.")

@@ -17,8 +17,11 @@ README); this module holds no privacy arithmetic.
 
 from __future__ import annotations
 
+import contextlib
 import math
-from typing import Literal
+from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
+from typing import Literal, TypeVar
 
 import attrs
 import numpy as np
@@ -26,10 +29,11 @@ import numpy as np
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
 from dpframe.data.domain import Classes, Target
 from dpframe.data.relation import Relation
+from dpframe.data.threads import blas_threads
 from dpframe.data.units import data_coordinates, in_domain_param
 from dpframe.errors import DomainError, ParameterError
 from dpframe.privacy.events import PrivacyEvent
-from dpframe.privacy.noise import grid_release
+from dpframe.privacy.noise import NoisyStage, batch_perturb
 from dpframe.privacy.samplers import Sampler, SeededSampler
 from dpframe.privacy.sensitivities import (
     Region,
@@ -43,6 +47,9 @@ from dpframe.releases.params import one_of, optional, positive, positive_int, pr
 from dpframe_dprp.calibration import Calibration, calibrate
 
 CHUNK_ROWS = 8192
+
+A = TypeVar("A")
+B = TypeVar("B")
 
 QUERY_PROJECTION_SEED = 0
 """Seed of the fixed public ``R`` that the ``query()`` testing hook uses as a stand-in."""
@@ -205,8 +212,15 @@ class Encoding:
         into one ``n x width`` array (``out``, or a new one)."""
         d = self.centre.shape[0]
         z = np.empty((features.shape[0], self.width)) if out is None else out
-        u = np.subtract(features, self.centre, out=z[:, :d])
-        u /= self.scale
+        u = z[:, :d]
+        # x - 0 and x / 1 are exact: skipping them (a box centred at 0, unit scales)
+        # leaves every value as it was and saves two passes over the chunk
+        if np.any(self.centre):
+            np.subtract(features, self.centre, out=u)
+        else:
+            np.copyto(u, features)
+        if np.any(self.scale != 1.0):
+            u /= self.scale
         norms = np.sqrt(np.einsum("ij,ij->i", u, u))
         over = norms > self.feature_bound
         u[over] *= (self.feature_bound / norms[over])[:, None]
@@ -347,31 +361,59 @@ class DPRPMechanism(Mechanism):
         upper triangle of ``Z^T Z``."""
         encoding = Encoding.build(params, dataset.domain)
         z = encoding.encode(dataset)
-        r = SeededSampler(QUERY_PROJECTION_SEED).gaussian(
-            1.0 / math.sqrt(params.k1), (encoding.width, params.k1)
-        )
+        r = _stand_in(encoding.width, params.k1)
         return {"projection": (z @ r).ravel(), "covariance": upper_triangle(z.T @ z)}
+
+    def noisy_stages(
+        self, dataset: Dataset, params: DPRPParams, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        """``query() + noise`` for ``count`` runs: the noise ``model()`` adds, given the
+        fixed public stand-in R of :meth:`query` (the analysis conditions on R)."""
+        encoding = Encoding.build(params, dataset.domain)
+        r = _stand_in(encoding.width, params.k1)
+        stages = self._stages(params, dataset.domain, encoding, r, len(dataset))
+        return batch_perturb(stages, self.query(dataset, params), sampler, count)
+
+    def _stages(
+        self, params: DPRPParams, domain: Domain, encoding: Encoding, r: np.ndarray, records: int
+    ) -> dict[str, NoisyStage]:
+        """The two noisy stages for the public ``R`` and record count: the calibrated
+        multipliers, the declared sensitivities (the noise follows :meth:`sensitivity`) and
+        the statistics' floating-point error bounds."""
+        calibration = self._calibration(params, encoding)
+        declared = self.sensitivity(params, domain)
+        errors = _float_errors(encoding, r, records, encoding.centre.shape[0])
+        multipliers = {
+            "projection": calibration.projection_multiplier,
+            "covariance": calibration.covariance_multiplier,
+        }
+        return {
+            name: NoisyStage(
+                "gaussian", declared[name].value, z, domain.relation, float_error=errors[name]
+            )
+            for name, z in multipliers.items()
+        }
 
     def model(self, dataset: Dataset, params: DPRPParams, sampler: Sampler) -> DPRPModel:
         """The DP model: ``R``, the noisy projection ``P'`` and covariance ``C'``, and the
         top-``k2`` eigenvectors ``V'`` of ``C'`` (one pass over the data)."""
         encoding = Encoding.build(params, dataset.domain)
         calibration = self._calibration(params, encoding)
-        declared = self.sensitivity(params, dataset.domain)  # the noise follows it
         if encoding.labels is not None:
             dataset.require_labels("DPRP with labels='feature'")
-        width = encoding.width
-        r = sampler.gaussian(1.0 / math.sqrt(params.k1), (width, params.k1))
-        projected, second = _project(encoding, dataset, r)
-        errors = _float_errors(encoding, r, len(dataset), dataset.n_features)
-        projection = grid_release(
-            projected, "gaussian", declared["projection"].value, calibration.projection_multiplier,
-            sampler, float_error=errors["projection"],
-        )  # fmt: skip
-        noisy_upper = grid_release(
-            upper_triangle(second), "gaussian", declared["covariance"].value,
-            calibration.covariance_multiplier, sampler, float_error=errors["covariance"],
-        )  # fmt: skip
+        width, records = encoding.width, len(dataset)
+        r = _random_matrix(sampler, width, params.k1)
+        stages = self._stages(params, dataset.domain, encoding, r, records)
+        # The projection's n x k1 noise depends on public quantities only: for a pass of
+        # several chunks it is drawn on a thread of its own while the pass runs (the same
+        # draws in the same order: the pass draws nothing).
+        noise, (projected, second) = _alongside(
+            lambda: stages["projection"].noise_for((records, params.k1), sampler),
+            lambda: _project(encoding, dataset, r),
+            thread=records > CHUNK_ROWS,
+        )
+        projection = noise.add(projected)
+        noisy_upper = stages["covariance"].perturb(upper_triangle(second), sampler)
         covariance = from_upper_triangle(noisy_upper, width)
         _, components = top_eigen(covariance, default_k2(params, width))
         return DPRPModel(encoding, calibration, r, projection, covariance, components)
@@ -435,22 +477,50 @@ def _float_errors(encoding: Encoding, r: np.ndarray, records: int, features: int
     }
 
 
+def _random_matrix(sampler: Sampler, width: int, k1: int) -> np.ndarray:
+    """``R``, ``width x k1`` with iid ``N(0, 1/k1)`` entries: public and data-independent
+    (not noise), so a floating-point draw."""
+    r = sampler.standard_normal((width, k1))
+    r *= 1.0 / math.sqrt(k1)
+    return r
+
+
+def _stand_in(width: int, k1: int) -> np.ndarray:
+    """The fixed public ``R`` of the testing hooks (seed :data:`QUERY_PROJECTION_SEED`)."""
+    return _random_matrix(SeededSampler(QUERY_PROJECTION_SEED), width, k1)
+
+
+def _alongside(draw: Callable[[], A], work: Callable[[], B], *, thread: bool) -> tuple[A, B]:
+    """``(draw(), work())``, with ``draw`` on a thread of its own when ``thread``."""
+    if not thread:
+        return draw(), work()
+    with ThreadPoolExecutor(1) as pool:
+        drawn = pool.submit(draw)
+        done = work()
+        return drawn.result(), done
+
+
 def _project(encoding: Encoding, dataset: Dataset, r: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     """``Z R`` (one row per record) and ``Z^T Z`` in one chunked pass: the working rows
     are never all in memory, but ``Z R`` is (it is released, noised, row by row). Needs a
     source read on this process: on a distributed source the rows of ``Z R`` would have
-    to leave the workers."""
+    to leave the workers. A pass of several chunks leaves one core to the noise's thread
+    (BLAS's threads would spin between the many small products)."""
     projected = np.empty((len(dataset), r.shape[1]))
     second = np.zeros((encoding.width, encoding.width))
     buffer = np.empty((CHUNK_ROWS, encoding.width))  # reused: no page faults per chunk
     start = 0
-    for features, labels in dataset.chunks(CHUNK_ROWS):
-        if len(features) > len(buffer):
-            buffer = np.empty((len(features), encoding.width))
-        z = encoding.encode_rows(
-            features, labels if encoding.labels is not None else None, out=buffer[: len(features)]
-        )
-        np.matmul(z, r, out=projected[start : start + len(z)])
-        second += z.T @ z
-        start += len(z)
+    threads = blas_threads(others=1) if len(dataset) > CHUNK_ROWS else contextlib.nullcontext()
+    with threads:
+        for features, labels in dataset.chunks(CHUNK_ROWS):
+            if len(features) > len(buffer):
+                buffer = np.empty((len(features), encoding.width))
+            z = encoding.encode_rows(
+                features,
+                labels if encoding.labels is not None else None,
+                out=buffer[: len(features)],
+            )
+            np.matmul(z, r, out=projected[start : start + len(z)])
+            second += z.T @ z
+            start += len(z)
     return projected, second

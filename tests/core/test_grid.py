@@ -9,7 +9,7 @@ import numpy as np
 import pytest
 
 from dpframe.errors import ParameterError
-from dpframe.privacy.noise import GRID_LIMIT, grid_for, grid_release
+from dpframe.privacy.noise import GRID_LIMIT, grid_for, grid_noise, grid_release
 from dpframe.privacy.samplers import SeededSampler, make_sampler
 
 
@@ -70,6 +70,32 @@ def test_grid_release_is_exactly_on_the_grid_and_recorded():
     other = SeededSampler(3)
     grid_release(value * 1000 + 5, "gaussian", 0.01, 4.0, other)
     assert other.grids == sampler.grids
+
+
+@pytest.mark.parametrize("family", ["laplace", "gaussian"])
+@pytest.mark.parametrize("copies", [False, True])
+@pytest.mark.parametrize("unsafe", [False, True])
+def test_noise_drawn_before_the_value_is_the_noise_grid_release_adds(family, copies, unsafe):
+    # grid_noise draws what grid_release draws (same grid, same stream), before the value
+    # exists; .add(value) must then give grid_release's output bit for bit
+    value = np.linspace(-3.0, 7.0, 24).reshape(4, 6) / 7
+    direct, ahead = (
+        make_sampler(5, unsafe_float_noise=unsafe),
+        make_sampler(5, unsafe_float_noise=unsafe),
+    )
+    expected = grid_release(value, family, 0.2, 1.5, direct, copies=copies, float_error=1e-9)
+    noise = grid_noise(value.shape, family, 0.2, 1.5, ahead, copies=copies, float_error=1e-9)
+    assert np.array_equal(noise.add(value), expected)
+    assert ahead.grids == direct.grids
+    assert direct.standard_normal(3).tolist() == ahead.standard_normal(3).tolist()
+
+
+def test_noise_drawn_ahead_refuses_a_non_finite_value_or_another_shape():
+    noise = grid_noise((2,), "gaussian", 1.0, 1.0, SeededSampler(0))
+    with pytest.raises(ParameterError, match="NaN or infinite"):
+        noise.add(np.array([0.0, np.inf]))
+    with pytest.raises(ValueError, match="shape"):
+        noise.add(np.zeros(3))
 
 
 def test_values_beyond_the_grid_range_are_clamped_not_wrapped():

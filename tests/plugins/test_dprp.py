@@ -56,6 +56,34 @@ def test_same_seed_same_release_and_other_seed_differs():
     assert not np.allclose(first["synthetic"], other["synthetic"])
 
 
+def test_noise_drawn_during_the_pass_is_the_noise_drawn_after_it(monkeypatch):
+    # Past one chunk the projection's noise is drawn on a thread while the pass runs; the
+    # release must be the one drawing it after the pass gives (same draws, same order).
+    from dpframe_dprp import mechanism
+
+    rows = mechanism.CHUNK_ROWS + 100
+    rng = np.random.default_rng(4)
+    domain = Domain(lower=0, upper=10, labels=Classes(["a", "b"]))
+    data = Dataset.from_arrays(rng.uniform(0, 10, (rows, 3)), rng.choice(["a", "b"], rows), domain)
+    params = MECH.params(epsilon=1.0, delta=1e-5, k1=3, release_model=True)
+    threads = []
+    alongside = mechanism._alongside
+
+    def watched(draw, work, *, thread):
+        threads.append(thread)
+        return alongside(draw, work, thread=thread)
+
+    monkeypatch.setattr(mechanism, "_alongside", watched)
+    during = MECH.run(data, params, SeededSampler(9))
+    monkeypatch.setattr(
+        mechanism, "_alongside", lambda draw, work, thread: tuple(reversed((work(), draw())))
+    )
+    after = MECH.run(data, params, SeededSampler(9))
+    assert threads == [True]
+    for name in ("synthetic", "labels", "projection", "covariance", "random_matrix"):
+        assert np.array_equal(during[name], after[name])
+
+
 def test_drop_labels_releases_none_and_model_only_on_request():
     release = MECH.run(
         _data(), MECH.params(epsilon=2.0, delta=1e-5, labels="drop"), SeededSampler(1)
