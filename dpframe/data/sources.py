@@ -823,7 +823,8 @@ class SourceDataset:
                     features,
                     labels,
                     first,
-                    copy=not self.source_obj.fresh_batches or features.base is not None,
+                    # a fresh batch (or a slice of one: chunks never overlap) is ours
+                    copy=not self.source_obj.fresh_batches or not features.flags.writeable,
                 )
                 report = _sum_reports(report, part)
                 if bar is not None:
