@@ -17,7 +17,10 @@
    The baseline, timed the same way just before each release: a child process that reads
    the file once with pyarrow in batches of the same size and converts every batch to a
    float64 array (Parquet; CSV: parses it once). The children run as a user would run
-   them, with the libraries' default threads (``--blas-threads N`` forces N).
+   them, with the libraries' default threads (``--blas-threads N`` forces N). Each round
+   also releases and reads a 1,000-row file of the same kind: their times are the fixed
+   costs (interpreter, imports, the ledger's creation and its accountants, the outputs),
+   and the last column is the ratio of the two after subtracting them (the data part).
 3. On a ``dask-rows`` Parquet file: the same releases in this process and on a
    ``LocalCluster`` of 2 worker processes (1 thread each), same seed; reports both times and
    the largest difference between the released arrays.
@@ -40,6 +43,8 @@ import numpy as np
 
 ROW_GROUP = 65536
 CHUNK = 65536
+TINY = 1000
+"""Rows of the small file whose release and read time the fixed costs."""
 RELEASES = [
     ("lap_pca", ["--param", "dimension=10"], 1),
     ("ron_gauss", ["--param", "dimension=10", "--param", "n_synthetic=1000"], 2),
@@ -151,28 +156,44 @@ def streamed(
     blas_threads: int | None,
     repeats: int,
     only: set[str] | None = None,
+    tiny: Path | None = None,
 ) -> list[str]:
     """Each release (of ``only``, if given) against the baseline read, interleaved
-    ``repeats`` times."""
+    ``repeats`` times; with ``tiny`` (a file of the same kind with few rows), each round
+    also times both on it: their fixed costs (start-up, imports, the ledger's creation and
+    charge, the outputs), and the ratio of what remains."""
     lines = []
     read = [sys.executable, "-c", READ, str(data), str(CHUNK)]
     for name, extra, passes in RELEASES:
         if only is not None and name not in only:
             continue
         out = work / f"{kind}-{name}"
-        reads, walls, peaks = [], [], []
+        reads, walls, peaks, fixed_reads, fixed_walls = [], [], [], [], []
         for round_ in range(repeats):
             reads.append(run_child(read, blas_threads)[0])
             args = release_args(name, extra, data, Path(f"{out}-{round_}"))
             wall, peak, _ = run_child(args, blas_threads)
             walls.append(wall)
             peaks.append(peak)
+            if tiny is not None:
+                small = [sys.executable, "-c", READ, str(tiny), str(CHUNK)]
+                fixed_reads.append(run_child(small, blas_threads)[0])
+                args = release_args(name, extra, tiny, Path(f"{out}-tiny-{round_}"))
+                fixed_walls.append(run_child(args, blas_threads)[0])
         ratios = [w / r for w, r in zip(walls, reads, strict=True)]
+        beyond = ""
+        if tiny is not None:
+            release_part = min(walls) - min(fixed_walls)
+            read_part = min(reads) - min(fixed_reads)
+            beyond = (
+                f" {min(fixed_walls):.1f} / {min(fixed_reads):.1f} | "
+                f"{release_part / read_part:.2f} |"
+            )
         lines.append(
             f"| {kind} | `{name}` | {rows:,} | {passes} | {min(walls):.1f} / "
             f"{statistics.median(walls):.1f} | {min(reads):.1f} / {statistics.median(reads):.1f} | "
             f"{min(walls) / min(reads):.2f} / {statistics.median(ratios):.2f} | "
-            f"{rows / min(walls):,.0f} | {max(peaks):.0f} |"
+            f"{rows / min(walls):,.0f} | {max(peaks):.0f} |{beyond}"
         )
         print(lines[-1], flush=True)
     return lines
@@ -259,8 +280,9 @@ def main() -> None:
     header = [
         "| file | release | records | passes (fingerprint in the first) | wall (s), min / "
         "median | one read (s), min / median | ratio to one read, min/min / median of "
-        "rounds | records/s (best) | peak RSS (MiB) |",
-        "|---|---|---:|---|---:|---:|---:|---:|---:|",
+        "rounds | records/s (best) | peak RSS (MiB) | fixed cost (s, min): release / read "
+        f"of a {TINY:,}-row file | ratio beyond the fixed costs (min/min) |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
     ]
     sections = {}
     try:
@@ -272,6 +294,8 @@ def main() -> None:
                 continue
             path = work / ("big.csv" if csv else "big.parquet")
             seconds = generate(path, rows, args.cols, csv=csv)
+            tiny = work / ("tiny.csv" if csv else "tiny.parquet")
+            generate(tiny, TINY, args.cols, csv=csv)
             size = path.stat().st_size / 2**30
             sections[name] = [
                 f"Machine: {machine()}. {kind} file of {rows:,} x {args.cols} (float32 values) "
@@ -281,9 +305,10 @@ def main() -> None:
                 f"Load average at the start: {'/'.join(f'{x:.1f}' for x in os.getloadavg())}.",
                 "",
                 *header,
-                *streamed(work, path, rows, kind, args.blas_threads, args.repeats, only),
+                *streamed(work, path, rows, kind, args.blas_threads, args.repeats, only, tiny),
             ]
             path.unlink()
+            tiny.unlink()
         if args.dask_rows:
             small = work / "dask.parquet"
             generate(small, args.dask_rows, args.cols)

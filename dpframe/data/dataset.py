@@ -21,6 +21,7 @@ once per release.
 from __future__ import annotations
 
 import contextlib
+import math
 import queue
 import threading
 from collections.abc import Iterable, Iterator, Sequence
@@ -495,15 +496,26 @@ def _validate_and_clip(
     report = ClipReport(0, values_clipped_per_feature=(0,) * d)
     for start in range(0, n, rows):
         chunk = x[start : start + rows]
-        if domain.contains(chunk):
+        if domain.contains(chunk, extremes=finite_extremes(chunk, domain, names, start)):
             report += ClipReport(chunk.shape[0], values_clipped_per_feature=(0,) * d)
             continue
-        _check_finite(chunk, domain, names, start)
         if not owned:
             x, owned = x.copy(), True
             chunk = x[start : start + rows]
         report += domain.clip(chunk)[1]  # in place: chunk is a view of x
     return (x if owned else x.view()), report
+
+
+def finite_extremes(
+    x: np.ndarray, domain: Domain, names: Sequence[str] | None, first_row: int
+) -> tuple[float, float]:
+    """``(x.min(), x.max())``, or one sentence naming the first NaN or infinite value of
+    ``x`` (they show in the extremes); for :meth:`Domain.contains`, so that one read of
+    ``x`` answers both whether it is finite and whether clipping would change it."""
+    low, high = float(x.min()), float(x.max())
+    if not (math.isfinite(low) and math.isfinite(high)):
+        _check_finite(x, domain, names, first_row)
+    return low, high
 
 
 def _wraps_caller_array(features: np.ndarray) -> bool:
@@ -627,6 +639,12 @@ def _class_indices(raw: np.ndarray, spec: Classes) -> np.ndarray:
     """The index of each label in ``spec.values`` (-1 when undeclared), comparing by
     :func:`~dpframe.data.domain._label_key` once per distinct value."""
     index = {_label_key(v): i for i, v in enumerate(spec.values)}
+    if raw.dtype.kind in "iu" and raw.size:
+        low, high = int(raw.min()), int(raw.max())
+        if high - low < 4096:  # small integers (the usual class codes): a table, no sort
+            table = np.array([index.get(_label_key(v), -1) for v in range(low, high + 1)])
+            wide = raw if raw.dtype.kind == "u" else raw.astype(np.int64)  # no overflow
+            return table[(wide - wide.dtype.type(low)).reshape(-1)]
     if raw.dtype == object:
         # Keyed by (type, value): np.unique would merge True with 1, which differ as classes.
         seen: dict[tuple[type, Any], int] = {}

@@ -41,6 +41,7 @@ from dpframe.data.dataset import (
     _is_number,
     _resolve_column,
     _validate_labels,
+    finite_extremes,
     keyed_fingerprint,
     watched,
 )
@@ -822,7 +823,8 @@ class SourceDataset:
                     features,
                     labels,
                     first,
-                    copy=not self.source_obj.fresh_batches or features.base is not None,
+                    # a fresh batch (or a slice of one: chunks never overlap) is ours
+                    copy=not self.source_obj.fresh_batches or not features.flags.writeable,
                 )
                 report = _sum_reports(report, part)
                 if bar is not None:
@@ -941,13 +943,17 @@ def prepare_chunk(
     """Validate and clip one chunk exactly as :meth:`Dataset.from_arrays` does (the same
     functions); errors name the data row counted from the start of the source. With
     ``copy=False`` a float64 chunk is clipped in place."""
-    x = _as_feature_matrix(features, domain, None, copy=copy, first_row=first_row)
+    x = _as_feature_matrix(features, domain, None, copy=copy, check_finite=False)
+    extremes = finite_extremes(x, domain, None, first_row)
     if x.shape[1] != n_features:
         raise DataError(
             f"data row {first_row + 1} has {x.shape[1]} features but the domain has {n_features}."
         )
     y, labels_clipped = _validate_labels(labels, domain, x.shape[0], first_row)
-    x, report = domain.clip(x)
+    if domain.contains(x, extremes=extremes):  # clip would change nothing
+        report = ClipReport(x.shape[0], values_clipped_per_feature=(0,) * x.shape[1])
+    else:
+        x, report = domain.clip(x)
     return x, y, attrs.evolve(report, labels_clipped=labels_clipped)
 
 

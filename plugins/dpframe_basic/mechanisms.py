@@ -24,7 +24,7 @@ import attrs
 import numpy as np
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
-from dpframe.data.stats import moments
+from dpframe.data.stats import centred_second_moment, moments
 from dpframe.data.units import data_coordinates, in_domain_param, units_param
 from dpframe.errors import ParameterError
 from dpframe.privacy.events import PrivacyEvent
@@ -72,12 +72,12 @@ def _query_value(dataset: Dataset, query: str, family: str) -> np.ndarray:
     """The exact (pre-noise) query, as the vector of independently noised entries: for a
     covariance, its upper triangle (Laplace) or ``svec`` (Gaussian; off-diagonal entries
     times sqrt(2), an isometry to the Frobenius norm, see :mod:`dpframe.privacy.noise`). One pass
-    over the data's chunks (:func:`dpframe.data.stats.moments`), so any source serves."""
+    over the data's chunks (:func:`dpframe.data.stats.moments`, or
+    :func:`~dpframe.data.stats.centred_second_moment` about the public centre), so any
+    source serves."""
     if query == "mean":
         return moments(dataset, outer=False).total / dataset.n_records
-    centre = dataset.domain.centre()
-    second = moments(dataset, lambda rows: rows - centre).outer
-    return symmetric_entries(second / dataset.n_records, family)
+    return symmetric_entries(centred_second_moment(dataset), family)
 
 
 def _sensitivity(query: str, domain: Domain, norm: str) -> float:

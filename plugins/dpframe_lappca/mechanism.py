@@ -19,7 +19,7 @@ import attrs
 import numpy as np
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
-from dpframe.data.stats import Scratch, reduce
+from dpframe.data.stats import centred_second_moment
 from dpframe.data.units import data_coordinates, units_param
 from dpframe.privacy.events import PrivacyEvent, compose
 from dpframe.privacy.noise import (
@@ -54,22 +54,6 @@ class LapPCAParams(PrivacyParams):
 
     def __attrs_post_init__(self) -> None:
         check_family(self.noise, self.delta)
-
-
-CHUNK_ROWS = 8192
-
-
-def centred_second_moment(dataset: Dataset) -> np.ndarray:
-    """``(1/N) sum_i (x_i - c)(x_i - c)^T`` about the public centre, reduced over chunks
-    (one reused buffer, one symmetric rank-k update per chunk)."""
-    centre = dataset.domain.centre()
-    buffer = Scratch(dataset.n_features)
-
-    def outer_sum(rows: np.ndarray, _: np.ndarray | None) -> np.ndarray:
-        centred = np.subtract(rows, centre, out=buffer(rows.shape[0]))
-        return centred.T @ centred
-
-    return reduce(dataset, outer_sum, chunk_rows=CHUNK_ROWS) / dataset.n_records
 
 
 @data_coordinates

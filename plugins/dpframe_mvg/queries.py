@@ -19,7 +19,7 @@ from collections.abc import Callable
 import numpy as np
 
 from dpframe import Dataset
-from dpframe.data.stats import moments
+from dpframe.data.stats import centred_second_moment
 from dpframe.errors import ParameterError
 from dpframe.releases.linalg import psd_project
 from dpframe_mvg.sensitivity import QuerySpec
@@ -34,10 +34,7 @@ def identity_value(dataset: Dataset) -> np.ndarray:
 
 def covariance_value(dataset: Dataset) -> np.ndarray:
     """``(1/N) sum_i (x_i - c)(x_i - c)^T``."""
-    centre = dataset.domain.centre()
-    stats = moments(dataset, lambda rows: rows - centre)
-    assert stats.outer is not None
-    return stats.outer / dataset.n_records
+    return centred_second_moment(dataset)
 
 
 def custom_value(function: QueryFunction, dataset: Dataset, spec: QuerySpec) -> np.ndarray:
