@@ -58,15 +58,30 @@ def laplace_sd(scale: float) -> float:
 
 def projection_dimension(m: int, total: float, floor: Callable[[int], float]) -> int:
     """The largest ``k`` in ``[1, m]`` whose prior variance ``lambda_k`` clears
-    ``floor(k)`` (1 when none does)."""
+    ``floor(k)`` (1 when none does).
+
+    Found by bisection (``O(log m)`` calls of ``floor``, which runs the plugin's
+    calibration): exact when ``floor`` does not decrease with ``k``, so that the prior
+    variances, which decrease, clear it for ``k = 1..k*`` and no further. Every built-in
+    floor does not decrease (a larger statistic has at least the noise of a smaller one;
+    ``tests/plugins/test_defaults_rule.py`` checks the bisection against a full scan)."""
     if m < 1:
         raise ValueError("m must be at least 1")
     spectrum = prior_spectrum(total, m)
-    chosen = 1
-    for k in range(1, m + 1):
-        if spectrum[k - 1] >= DETECTION_CONSTANT * floor(k):
-            chosen = k
-    return chosen
+
+    def clears(k: int) -> bool:
+        return spectrum[k - 1] >= DETECTION_CONSTANT * floor(k)
+
+    low, high = 1, m  # clears(low) is assumed, then kept true; the answer is in [low, high]
+    if not clears(1):
+        return 1
+    while low < high:
+        middle = (low + high + 1) // 2
+        if clears(middle):
+            low = middle
+        else:
+            high = middle - 1
+    return low
 
 
 def balanced_shares(costs: Mapping[str, float], family: str) -> dict[str, float]:

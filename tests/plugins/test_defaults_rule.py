@@ -179,3 +179,36 @@ def test_release_from_the_command_line_without_a_dimension(tmp_path):
     assert result.exit_code == 0, result.output
     synthetic = np.loadtxt(tmp_path / "out" / "synthetic.csv", delimiter=",", skiprows=1, ndmin=2)
     assert 1 <= synthetic.shape[1] <= 5
+
+
+@pytest.mark.parametrize("case", CASES)
+def test_bisection_equals_a_full_scan_of_the_plugins_floor(case, monkeypatch):
+    """The rule bisects, which is exact when the plugin's floor does not decrease with the
+    dimension: a full scan over every k gives the same choice."""
+    import dpframe.releases.defaults as defaults
+
+    def scan(m, total, floor):
+        spectrum = defaults.prior_spectrum(total, m)
+        cleared = [k for k in range(1, m + 1) if spectrum[k - 1] >= floor(k)]
+        return max(cleared, default=1)
+
+    for n, epsilon in ((40, 0.3), (300, 1.0), (3000, 2.0), (10**5, 10.0)):
+        bisected = resolved(case, epsilon, n).dimension
+        with monkeypatch.context() as patch:
+            for module in _plugin_modules():
+                patch.setattr(module, "projection_dimension", scan)
+            assert resolved(case, epsilon, n).dimension == bisected
+
+
+def _plugin_modules():
+    import dpframe_gmm.sensitivity
+    import dpframe_lappca.sensitivity
+    import dpframe_pcagauss.sensitivity
+    import dpframe_rongauss.sensitivity
+
+    return (
+        dpframe_gmm.sensitivity,
+        dpframe_lappca.sensitivity,
+        dpframe_pcagauss.sensitivity,
+        dpframe_rongauss.sensitivity,
+    )
