@@ -222,8 +222,9 @@ class GMMSynthesizer(_Synthesizer):
 
 
 class RONGaussSynthesizer(_Synthesizer):
-    """RON-Gauss (``ron_gauss``); ``params`` must give ``dimension``. Mapped back to the
-    feature axes (``output_space = "original"``) unless ``params`` says otherwise."""
+    """RON-Gauss (``ron_gauss``); ``params`` may give ``dimension`` and ``mean_share``
+    (otherwise the public rule chooses them: ``release_.info["by_rule"]``). Mapped back to
+    the feature axes (``output_space = "original"``) unless ``params`` says otherwise."""
 
     mechanism_name = "ron_gauss"
 
@@ -232,8 +233,9 @@ class RONGaussSynthesizer(_Synthesizer):
 
 
 class PCAGaussSynthesizer(_Synthesizer):
-    """PCA-Gauss (``pca_gauss``); ``params`` must give ``dimension`` (Algorithm 1:
-    records in principal coordinates) or ``supervised`` and ``projection``."""
+    """PCA-Gauss (``pca_gauss``): Algorithm 1 (records in principal coordinates; ``params``
+    may give ``dimension``, otherwise the public rule chooses it) or, with ``supervised``
+    and ``projection`` in ``params``, Algorithm 2."""
 
     mechanism_name = "pca_gauss"
 
@@ -253,6 +255,8 @@ class DPCDASynthesizer(_Synthesizer):
 class DPPCA(TransformerMixin, _Release):
     """DP principal components (``lap_pca``): ``fit`` releases the top
     ``n_components`` directions, ``transform`` projects records on them (post-processing).
+    With ``n_components=None`` (the default) the public rule of n, m and ε chooses how many
+    (``release_.info["by_rule"]``).
 
     ``components_`` is ``n_components x n_features`` (scikit-learn's layout) and
     ``mean_`` the domain's public centre the records are centred at (never the private
@@ -264,7 +268,7 @@ class DPPCA(TransformerMixin, _Release):
 
     def __init__(
         self,
-        n_components: int = 2,
+        n_components: int | None = None,
         *,
         domain: Domain | str | os.PathLike[str] | None = None,
         epsilon: float = 1.0,
@@ -290,7 +294,8 @@ class DPPCA(TransformerMixin, _Release):
         self.n_components = n_components
 
     def _mechanism_params(self) -> dict[str, Any]:
-        return {"dimension": self.n_components, **(self.params or {})}
+        chosen = {} if self.n_components is None else {"dimension": self.n_components}
+        return {**chosen, **(self.params or {})}
 
     def fit(self, X: Any, y: Any = None) -> DPPCA:
         """One DP release of the principal directions of ``X`` (``y`` is ignored)."""

@@ -35,6 +35,7 @@ from dpframe.privacy.noise import (
 )
 from dpframe.privacy.samplers import Sampler
 from dpframe.privacy.sensitivities import Region, check_dimension, check_projection, public_count
+from dpframe.releases.defaults import chosen_by_rule
 from dpframe.releases.linalg import psd_project
 from dpframe.releases.params import fraction, one_of, optional, positive_int, probability_open
 from dpframe.releases.synthesis import (
@@ -43,7 +44,14 @@ from dpframe.releases.synthesis import (
     moments_to_gaussian,
     n_synthetic_param,
 )
-from dpframe_gmm.sensitivity import STAGES, clip_regions, feature_region, stages
+from dpframe_gmm.sensitivity import (
+    STAGES,
+    clip_regions,
+    feature_region,
+    resolve,
+    shares,
+    stages,
+)
 
 CHUNK_ROWS = 8192
 CLIP_FRACTION = 0.2
@@ -76,7 +84,8 @@ class GMMParams(PrivacyParams):
     )
     dimension: int | None = param(
         None,
-        help="projection dimension p for reduction = ron",
+        help="projection dimension p for reduction = ron (default: the public rule of n, m "
+        "and ε in the README, recorded in the release's info)",
         constraint="1 <= p <= number of features",
         validator=optional(positive_int),
     )
@@ -89,15 +98,16 @@ class GMMParams(PrivacyParams):
     )
     count_share: float | None = param(
         None,
-        help="share of the budget for the per-class counts (default by rule: 0.1, or "
-        "0.05 with covariance = tied; README)",
+        help="share of the budget for the per-class counts (default: the public rule in "
+        "the README, recorded in the release's info)",
         constraint="0 < share, count_share + mean_share < 1",
         validator=optional(probability_open),
     )
     mean_share: float | None = param(
         None,
         help="share of the budget for the per-class sums (means), the rest going to the "
-        "second moments (default by rule: 0.3, or 0.45 with covariance = tied; README)",
+        "second moments (default: the public rule in the README, recorded in the release's "
+        "info)",
         constraint="0 < share, count_share + mean_share < 1",
         validator=optional(probability_open),
     )
@@ -136,8 +146,8 @@ class GMMParams(PrivacyParams):
     )
     centre_share: float | None = param(
         None,
-        help="with centring = dp_mean: share of the budget for the DP mean (default by "
-        "rule: 0.05; README)",
+        help="with centring = dp_mean: share of the budget for the DP mean (default: the "
+        "public rule in the README)",
         constraint="0 < share, centre_share + count_share + mean_share < 1",
         validator=optional(probability_open),
     )
@@ -183,19 +193,17 @@ class GMMParams(PrivacyParams):
             raise ParameterError(
                 "clip_fraction and centre_share are only used with centring = dp_mean."
             )
-        centre, counts, sums = self.budget_shares()
-        if centre + counts + sums >= 1:
+        given = sum(s for s in (self.centre_share, self.count_share, self.mean_share) if s)
+        if given >= 1:
             raise ParameterError(
                 "centre_share + count_share + mean_share must be below 1 (the rest is for "
-                f"the second moments), got {centre + counts + sums:g}."
+                f"the second moments), got {given:g}."
             )
         needs = {"none": (False, False), "ron": (True, False), "supplied": (False, True)}
         wants_dimension, wants_projection = needs[self.reduction]
-        if wants_dimension != (self.dimension is not None):
+        if self.dimension is not None and not wants_dimension:
             raise ParameterError(
-                "reduction = ron needs dimension (and only ron uses it)."
-                if wants_dimension
-                else f"dimension is only used with reduction = ron, not {self.reduction}."
+                f"dimension is only used with reduction = ron, not {self.reduction}."
             )
         if wants_projection != (self.projection is not None):
             raise ParameterError(
@@ -221,17 +229,12 @@ class GMMParams(PrivacyParams):
         return fraction, fraction / 2
 
     def budget_shares(self) -> tuple[float, float, float]:
-        """``(centre_share, count_share, mean_share)``: the user's, or the rule's when not
-        given (README, "Budget shares"): no centre, 0.1 and 0.3 for per-class covariances;
-        no centre, 0.05 and 0.45 for a tied covariance about the public centre; 0.05, 0.05
-        and 0.6 for a tied covariance about a DP mean (its residual scatter is clipped to a
-        smaller ball, so it needs the least)."""
-        if self.recentred:
-            rule = (0.05, 0.05, 0.6)
-        else:
-            rule = (0.0, 0.05, 0.45) if self.covariance == "tied" else (0.0, 0.1, 0.3)
-        given = (self.centre_share, self.count_share, self.mean_share)
-        return tuple(r if g is None else g for r, g in zip(rule, given, strict=True))
+        """``(centre_share, count_share, mean_share)`` of resolved parameters
+        (:func:`dpframe_gmm.sensitivity.resolve` fills in the rule's shares)."""
+        shares = (self.centre_share or 0.0, self.count_share, self.mean_share)
+        if None in shares[1:]:
+            raise ParameterError("the budget shares are not resolved yet (internal).")
+        return shares
 
 
 @data_coordinates
@@ -266,15 +269,20 @@ class GMM(Mechanism):
             kinds |= {"means": "point", "covariances": "covariance"}
         return kinds
 
-    def _region(self, params: GMMParams, domain: Domain) -> Region:
-        if params.reduction == "ron":
+    def _resolved(self, params: GMMParams, domain: Domain) -> GMMParams:
+        """``params`` with the rule's dimension and shares where none were given."""
+        if params.reduction == "ron" and params.dimension is not None:
             check_dimension(params.dimension, domain)
         if params.reduction == "supplied":
             check_projection(params.projection, domain)
         domain.classes()  # one sentence if the domain declares no class list
+        return resolve(params, domain)
+
+    def _region(self, params: GMMParams, domain: Domain) -> Region:
         return feature_region(domain, params.reduction, params.dimension, params.projection)
 
     def sensitivity(self, params: GMMParams, domain: Domain) -> dict[str, Sensitivity]:
+        params = self._resolved(params, domain)
         planned = stages(params, domain, self._region(params, domain))
         return {name: stage.declared() for name, stage in planned.items()}
 
@@ -284,6 +292,7 @@ class GMM(Mechanism):
         return 3 if params.recentred else 1
 
     def plan(self, params: GMMParams, domain: Domain) -> PrivacyEvent:
+        params = self._resolved(params, domain)
         planned = stages(params, domain, self._region(params, domain))
         if params.accounting == "joint":
             return compose(*(stage.event() for stage in planned.values()))
@@ -295,6 +304,7 @@ class GMM(Mechanism):
 
     def _noisy(self, params: GMMParams, domain: Domain) -> dict:
         """The stages with their noise computed from :meth:`sensitivity`."""
+        params = self._resolved(params, domain)
         planned = stages(params, domain, self._region(params, domain))
         return follow_declared(planned, self.sensitivity(params, domain))
 
@@ -309,6 +319,7 @@ class GMM(Mechanism):
     def query(self, dataset: Dataset, params: GMMParams) -> dict[str, np.ndarray]:
         """For ``ron`` the Haar draw is replaced by the first ``p`` columns of the identity
         (the bound is uniform over orthonormal ``W``)."""
+        params = self._resolved(params, dataset.domain)
         region = self._region(params, dataset.domain)
         if params.reduction == "ron":
             w = np.eye(dataset.n_features, params.dimension)
@@ -328,6 +339,7 @@ class GMM(Mechanism):
 
     def run(self, dataset: Dataset, params: GMMParams, sampler: Sampler) -> Release:
         domain = dataset.domain
+        given, params = params, self._resolved(params, domain)
         region = self._region(params, domain)
         planned = self._noisy(params, domain)
         w = self._projection(params, dataset.n_features, sampler)
@@ -385,6 +397,11 @@ class GMM(Mechanism):
                 "centring": "dp_mean" if params.recentred else "domain",
                 "output_space": params.output_space,
                 "empty_classes": empty,
+                "dimension": region.dim,
+                "shares": shares(params),
+                "by_rule": chosen_by_rule(
+                    given, params, ("dimension", "centre_share", "count_share", "mean_share")
+                ),
             },
         )
 

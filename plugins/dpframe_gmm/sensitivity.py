@@ -69,6 +69,13 @@ from dpframe.privacy.sensitivities import (
     vector_sum,
     vector_sum_error,
 )
+from dpframe.releases.defaults import (
+    balanced_shares,
+    laplace_sd,
+    matrix_floor,
+    projection_dimension,
+    relative_cost,
+)
 
 STAGES = ("counts", "sums", "second_moments")
 RECENTRED_STAGES = ("centre", *STAGES)
@@ -216,3 +223,88 @@ def stages(params: object, domain: Domain, region: Region) -> dict[str, NoisySta
         for k in range(n_classes)
         for name, stage in child.items()
     }
+
+
+def rule_shares(params: object, domain: Domain, region: Region) -> dict[str, float]:
+    """Every stage's share by :func:`dpframe.releases.defaults.balanced_shares` (README,
+    "Defaults by rule"). Public scales: a sum of ``n`` records in a ball of radius ``rho``
+    has norm at most ``n rho``; a class has ``n / K`` records in a typical (public, not the
+    private) proportion; a second moment of records within ``rho`` has Frobenius norm at most
+    ``n rho^2`` (``n / K`` per class)."""
+    n, k = public_count(domain), len(domain.classes().values)
+    dim, norm = region.dim, norm_of(params.noise)
+    radius, moment_radius = region.radius, region.radius
+    if getattr(params, "recentred", False):
+        records, residuals = clip_regions(region, params)
+        radius, moment_radius = records.radius, residuals.radius
+        sens = recentred_sensitivities(region, params, norm)
+    elif params.accounting == "parallel":
+        sens = partition_sensitivities(region, norm)
+    elif params.covariance == "tied":
+        sens = tied_sensitivities(region, norm)
+    else:
+        sens = joint_sensitivities(region, norm)
+    tied = params.covariance == "tied"
+    moments = 1 if tied else k
+    per_moment = n if tied else n / k
+    costs = {
+        "counts": relative_cost(k, sens["counts"], n / k),
+        "sums": relative_cost(k * dim, sens["sums"], n / k * radius),
+        "second_moments": relative_cost(
+            moments * dim * (dim + 1) // 2, sens["second_moments"], per_moment * moment_radius**2
+        ),
+    }
+    if "centre" in sens:
+        costs["centre"] = relative_cost(dim, sens["centre"], n * region.radius)
+    return balanced_shares(costs, params.noise)
+
+
+def with_rule_shares(params: object, domain: Domain, region: Region) -> object:
+    """``params`` with the shares the user left out filled in: the budget the given shares
+    leave is split among the other stages in the rule's proportions."""
+    names = {"centre": "centre_share", "counts": "count_share", "sums": "mean_share"}
+    if not getattr(params, "recentred", False):
+        names.pop("centre")
+    missing = [stage for stage, field in names.items() if getattr(params, field) is None]
+    if not missing:
+        return params
+    rule = rule_shares(params, domain, region)
+    left = 1.0 - sum(getattr(params, f) for f in names.values() if getattr(params, f))
+    open_stages = [*missing, "second_moments"]
+    total = sum(rule[stage] for stage in open_stages)
+    return attrs.evolve(params, **{names[stage]: left * rule[stage] / total for stage in missing})
+
+
+def resolve(params: object, domain: Domain) -> object:
+    """``params`` with the rule's ``dimension`` (``reduction = ron``) and shares where the
+    user gave none (README, "Defaults by rule"). The dimension is the largest ``p`` whose
+    prior variance ``rho^2 / (p H_m)`` clears the detection threshold ``s sqrt(p)`` of the
+    noise on the second moment it feeds (``s`` per entry, divided by the public ``n``, or
+    ``n / K`` per class; ``rho`` the radius the second moment's records are clipped to)."""
+    if params.reduction != "ron" or params.dimension is not None:
+        return with_rule_shares(
+            params,
+            domain,
+            feature_region(domain, params.reduction, params.dimension, params.projection),
+        )
+    n, k = public_count(domain), len(domain.classes().values)
+    per_moment = n if params.covariance == "tied" else n / k
+
+    def at(p: int) -> object:
+        candidate = attrs.evolve(params, dimension=p)
+        return with_rule_shares(candidate, domain, feature_region(domain, "ron", p, None))
+
+    def radius(p: int) -> float:
+        region = feature_region(domain, "ron", p, None)
+        if getattr(params, "recentred", False):
+            return clip_regions(region, params)[1].radius
+        return region.radius
+
+    def floor(p: int) -> float:
+        planned = stages(at(p), domain, feature_region(domain, "ron", p, None))
+        stage = planned.get("second_moments") or planned["second_moments/0"]
+        sd = laplace_sd(stage.scale) if params.noise == "laplace" else stage.scale
+        return matrix_floor(sd / per_moment, p)
+
+    m = domain.n_features
+    return at(projection_dimension(m, radius(m) ** 2, floor))

@@ -32,17 +32,20 @@ from dpframe.privacy.noise import (
 )
 from dpframe.privacy.samplers import Sampler
 from dpframe.privacy.sensitivities import check_dimension
+from dpframe.releases.defaults import chosen_by_rule
 from dpframe.releases.linalg import psd_project, top_eigen
-from dpframe.releases.params import positive_int
-from dpframe_lappca.sensitivity import stages
+from dpframe.releases.params import optional, positive_int
+from dpframe_lappca.sensitivity import resolve, stages
 
 
 @attrs.frozen(kw_only=True)
 class LapPCAParams(PrivacyParams):
-    dimension: int = param(
-        help="number P of principal components to release",
+    dimension: int | None = param(
+        None,
+        help="number P of principal components to release (default: the public rule of n, "
+        "M and ε in the README, recorded in the release's info)",
         constraint="1 <= P <= number of features",
-        validator=positive_int,
+        validator=optional(positive_int),
     )
     noise: Literal["laplace", "gaussian"] = family_param()
     units: Literal["rescaled", "raw"] = units_param(
@@ -86,7 +89,8 @@ class LapPCA(Mechanism):
         return 1
 
     def plan(self, params: LapPCAParams, domain: Domain) -> PrivacyEvent:
-        check_dimension(params.dimension, domain)
+        if params.dimension is not None:
+            check_dimension(params.dimension, domain)
         return compose(*(stage.event() for stage in stages(params, domain).values()))
 
     def query(self, dataset: Dataset, params: LapPCAParams) -> dict[str, np.ndarray]:
@@ -105,7 +109,9 @@ class LapPCA(Mechanism):
         )
 
     def run(self, dataset: Dataset, params: LapPCAParams, sampler: Sampler) -> Release:
-        check_dimension(params.dimension, dataset.domain)
+        if params.dimension is not None:
+            check_dimension(params.dimension, dataset.domain)
+        given, params = params, resolve(params, dataset.domain)
         stage = self._noisy(params, dataset.domain)["covariance"]
         entries = symmetric_entries(centred_second_moment(dataset), params.noise)
         noisy = symmetric_matrix(stage.perturb(entries, sampler), dataset.n_features, params.noise)
@@ -118,5 +124,10 @@ class LapPCA(Mechanism):
                 "centre": dataset.domain.centre(),
             },
             noise_scales={"covariance": stage.scale},
-            info={"noise": params.noise, "centred_at": "domain centre"},
+            info={
+                "noise": params.noise,
+                "centred_at": "domain centre",
+                "dimension": params.dimension,
+                "by_rule": chosen_by_rule(given, params, ("dimension",)),
+            },
         )

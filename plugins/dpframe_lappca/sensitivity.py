@@ -16,6 +16,8 @@ Components and eigenvalues are post-processing of the noisy matrix.
 
 from __future__ import annotations
 
+import attrs
+
 from dpframe import Domain
 from dpframe.privacy.noise import NoisyStage, norm_of, plan_stages
 from dpframe.privacy.sensitivities import (
@@ -25,6 +27,7 @@ from dpframe.privacy.sensitivities import (
     second_moment,
     second_moment_error,
 )
+from dpframe.releases.defaults import laplace_sd, matrix_floor, projection_dimension
 
 
 def covariance_sensitivity(domain: Domain, family: str) -> float:
@@ -45,4 +48,20 @@ def stages(params: object, domain: Domain) -> dict[str, NoisyStage]:
         {"covariance": (1.0, sensitivity, error)},
         domain.relation,
         {"covariance": "upper triangle (Laplace) / svec (Gaussian) of the centred second moment"},
+    )
+
+
+def resolve(params: object, domain: Domain) -> object:
+    """``params`` with ``dimension`` chosen by the public rule when the user gave none
+    (README, "Defaults by rule"): the number of prior variances ``R^2 / (j H_M)`` that clear
+    the detection threshold ``s sqrt(M)`` of the ``M x M`` noise (``s`` its entry standard
+    deviation). The noise does not depend on ``P`` (the components are post-processing)."""
+    if params.dimension is not None:
+        return params
+    scale = stages(params, domain)["covariance"].scale
+    sd = laplace_sd(scale) if params.noise == "laplace" else scale
+    m = domain.n_features
+    total = Region.of_domain(domain).radius ** 2
+    return attrs.evolve(
+        params, dimension=projection_dimension(m, total, lambda k: matrix_floor(sd, m))
     )

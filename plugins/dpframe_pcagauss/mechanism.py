@@ -45,10 +45,11 @@ from dpframe.privacy.noise import (
 )
 from dpframe.privacy.samplers import Sampler
 from dpframe.privacy.sensitivities import Region, check_dimension, check_projection
+from dpframe.releases.defaults import chosen_by_rule
 from dpframe.releases.linalg import psd_project
 from dpframe.releases.params import one_of, optional, positive_int, probability_open
 from dpframe.releases.synthesis import gaussian, map_back, n_synthetic_param, split_label
-from dpframe_pcagauss.sensitivity import stages, supervised_regions
+from dpframe_pcagauss.sensitivity import resolve, stages, supervised_regions
 
 CHUNK_ROWS = 8192
 
@@ -62,8 +63,9 @@ def _projection(instance: object, attribute: attrs.Attribute, value: object) -> 
 class PCAGaussParams(PrivacyParams):
     dimension: int | None = param(
         None,
-        help="number P of principal components (unsupervised); when supervised it is the "
-        "projection's column count",
+        help="number P of principal components (unsupervised; default: the public rule of "
+        "n, M and ε in the README, recorded in the release's info); when supervised it is "
+        "the projection's column count",
         constraint="1 <= P <= number of features",
         validator=optional(positive_int),
     )
@@ -127,8 +129,6 @@ class PCAGaussParams(PrivacyParams):
                     "unsupervised PCA-Gauss (Algorithm 1) uses the data's own principal "
                     "directions; pass projection only with supervised = true."
                 )
-            if self.dimension is None:
-                raise ParameterError("unsupervised PCA-Gauss needs dimension (P >= 1).")
             if self.output_space == "original":
                 raise ParameterError(
                     "Algorithm 1 never releases its private principal directions, so its "
@@ -253,11 +253,16 @@ class PCAGauss(Mechanism):
             kinds["synthetic"] = "records"
         return kinds
 
-    def _checked_stages(self, params: PCAGaussParams, domain: Domain) -> dict:
-        check_dimension(params.components, domain)
+    def _resolved(self, params: PCAGaussParams, domain: Domain) -> PCAGaussParams:
+        """``params`` with the rule's ``P`` when Algorithm 1 was given none."""
+        if params.components is not None:
+            check_dimension(params.components, domain)
         if params.supervised:
             check_projection(params.projection, domain)
-        return stages(params, domain)
+        return resolve(params, domain)
+
+    def _checked_stages(self, params: PCAGaussParams, domain: Domain) -> dict:
+        return stages(self._resolved(params, domain), domain)
 
     def sensitivity(self, params: PCAGaussParams, domain: Domain) -> dict[str, Sensitivity]:
         return {k: s.declared() for k, s in self._checked_stages(params, domain).items()}
@@ -286,6 +291,7 @@ class PCAGauss(Mechanism):
     def query(self, dataset: Dataset, params: PCAGaussParams) -> dict[str, np.ndarray]:
         """Stand-in for the main stage after a DP mean: the public centre (offset 0); its
         bound holds for any centre because rows are clipped back to the same bounds."""
+        params = self._resolved(params, dataset.domain)
         planned = self._checked_stages(params, dataset.domain)
         if params.supervised:
             dataset.require_labels("supervised PCA-Gauss")
@@ -302,6 +308,7 @@ class PCAGauss(Mechanism):
 
     def run(self, dataset: Dataset, params: PCAGaussParams, sampler: Sampler) -> Release:
         domain = dataset.domain
+        given, params = params, self._resolved(params, domain)
         planned = self._noisy(params, domain)
         if params.supervised:
             dataset.require_labels("supervised PCA-Gauss")
@@ -322,7 +329,12 @@ class PCAGauss(Mechanism):
             return Release(
                 arrays={"synthetic": synthetic, "eigenvalues": variances, "centre": centre},
                 noise_scales=noise_scales,
-                info={**info, "space": "principal coordinates (directions not released)"},
+                info={
+                    **info,
+                    "space": "principal coordinates (directions not released)",
+                    "dimension": params.components,
+                    "by_rule": chosen_by_rule(given, params, ("dimension",)),
+                },
             )
         dim = second.shape[0]
         entries = planned["covariance"].perturb(symmetric_entries(second, params.noise), sampler)

@@ -32,6 +32,8 @@ which is the paper's ``W^T x / sqrt(M)`` for ``[-a, a]^M`` data and orthonormal 
 
 from __future__ import annotations
 
+import attrs
+
 from dpframe import Domain
 from dpframe.errors import ParameterError
 from dpframe.privacy.noise import NoisyStage, norm_of, plan_stages
@@ -49,6 +51,7 @@ from dpframe.privacy.sensitivities import (
     vector_sum,
     vector_sum_error,
 )
+from dpframe.releases.defaults import laplace_sd, projection_dimension
 
 
 def supervised_regions(domain: Domain, projection: object) -> tuple[Region, float, float]:
@@ -103,3 +106,19 @@ def stages(params: object, domain: Domain) -> dict[str, NoisyStage]:
         notes["mean"] = "mean of the records (projected and labelled when supervised)"
     planned[main[0]] = (share, main[1], main[2])
     return plan_stages(params.noise, params.epsilon, params.delta, planned, domain.relation, notes)
+
+
+def resolve(params: object, domain: Domain) -> object:
+    """Algorithm 1 without ``dimension``: ``P`` by the public rule (README, "Defaults by
+    rule"), the number of prior variances ``R^2 / (j H_M)`` that clear the standard
+    deviation of the noise on each released eigenvalue (independent noises on a vector, so
+    the threshold is the standard deviation itself)."""
+    if params.supervised or params.dimension is not None:
+        return params
+
+    def floor(k: int) -> float:
+        scale = stages(attrs.evolve(params, dimension=k), domain)["eigenvalues"].scale
+        return laplace_sd(scale) if params.noise == "laplace" else scale
+
+    total = Region.of_domain(domain).radius ** 2
+    return attrs.evolve(params, dimension=projection_dimension(domain.n_features, total, floor))

@@ -36,31 +36,35 @@ from dpframe.privacy.noise import (
 )
 from dpframe.privacy.samplers import Sampler
 from dpframe.privacy.sensitivities import Region, check_dimension
+from dpframe.releases.defaults import chosen_by_rule
 from dpframe.releases.linalg import psd_project
-from dpframe.releases.params import one_of, positive_int, probability_open
+from dpframe.releases.params import one_of, optional, positive_int, probability_open
 from dpframe.releases.synthesis import gaussian, map_back, n_synthetic_param, split_label
-from dpframe_rongauss.sensitivity import stages
+from dpframe_rongauss.sensitivity import resolve, stages
 
 CHUNK_ROWS = 8192
 
 
 @attrs.frozen(kw_only=True)
 class RONGaussParams(PrivacyParams):
-    dimension: int = param(
-        help="projection dimension p (the paper suggests p well below m)",
+    dimension: int | None = param(
+        None,
+        help="projection dimension p (default: the public rule of n, m and ε in the README, "
+        "recorded in the release's info)",
         constraint="1 <= p <= number of features",
-        validator=positive_int,
+        validator=optional(positive_int),
     )
     supervised: bool = param(
         False,
         help="model the bounded numeric label with the features (the domain must declare "
         "a target range)",
     )
-    mean_share: float = param(
-        0.5,
-        help="share of the budget spent on the DP mean; the rest goes to the covariance",
+    mean_share: float | None = param(
+        None,
+        help="share of the budget spent on the DP mean; the rest goes to the covariance "
+        "(default: the public rule in the README, recorded in the release's info)",
         constraint="0 < share < 1",
-        validator=probability_open,
+        validator=optional(probability_open),
     )
     noise: Literal["laplace", "gaussian"] = family_param()
     n_synthetic: int | None = n_synthetic_param()
@@ -167,11 +171,16 @@ class RONGauss(Mechanism):
             kinds["synthetic"] = "records"
         return kinds
 
-    def _checked_stages(self, params: RONGaussParams, domain: Domain) -> dict:
-        check_dimension(params.dimension, domain)
+    def _resolved(self, params: RONGaussParams, domain: Domain) -> RONGaussParams:
+        """``params`` with the rule's dimension and mean share where none was given."""
+        if params.dimension is not None:
+            check_dimension(params.dimension, domain)
         if params.supervised:
             domain.target()  # one sentence if the domain declares no bounded target
-        return stages(params, domain)
+        return resolve(params, domain)
+
+    def _checked_stages(self, params: RONGaussParams, domain: Domain) -> dict:
+        return stages(self._resolved(params, domain), domain)
 
     def sensitivity(self, params: RONGaussParams, domain: Domain) -> dict[str, Sensitivity]:
         return {k: s.declared() for k, s in self._checked_stages(params, domain).items()}
@@ -201,7 +210,7 @@ class RONGauss(Mechanism):
         """Stand-ins for the covariance stage: the DP mean is replaced by 0 and ``W`` by the
         first ``p`` columns of the identity; its bound holds for every centre and every
         orthonormal ``W``."""
-        self._checked_stages(params, dataset.domain)
+        params = self._resolved(params, dataset.domain)
         pre = _Preprocess(dataset, params.supervised)
         if params.supervised:
             dataset.require_labels("supervised RON-Gauss")
@@ -214,6 +223,7 @@ class RONGauss(Mechanism):
 
     def run(self, dataset: Dataset, params: RONGaussParams, sampler: Sampler) -> Release:
         domain = dataset.domain
+        given, params = params, self._resolved(params, domain)
         planned = self._noisy(params, domain)
         if params.supervised:
             dataset.require_labels("supervised RON-Gauss")
@@ -242,5 +252,7 @@ class RONGauss(Mechanism):
                 "noise": params.noise,
                 "output_space": params.output_space,
                 "supervised": params.supervised,
+                "dimension": params.dimension,
+                "by_rule": chosen_by_rule(given, params, ("dimension", "mean_share")),
             },
         )

@@ -25,6 +25,8 @@ Gaussian) mechanism and the two stages compose adaptively.
 
 from __future__ import annotations
 
+import attrs
+
 from dpframe import Domain
 from dpframe.privacy.noise import NoisyStage, norm_of, plan_stages
 from dpframe.privacy.sensitivities import (
@@ -37,6 +39,13 @@ from dpframe.privacy.sensitivities import (
     second_moment_error,
     vector_sum,
     vector_sum_error,
+)
+from dpframe.releases.defaults import (
+    balanced_shares,
+    laplace_sd,
+    matrix_floor,
+    projection_dimension,
+    relative_cost,
 )
 
 
@@ -96,3 +105,46 @@ def stages(params: object, domain: Domain) -> dict[str, NoisyStage]:
             "when supervised); bound uniform over the DP mean and the projection",
         },
     )
+
+
+def rule_mean_share(params: object, domain: Domain, dimension: int) -> float:
+    """The mean's share by :func:`dpframe.releases.defaults.balanced_shares`: the mean has
+    ``m`` entries of a statistic of norm at most 1, the covariance ``q (q+1) / 2`` entries
+    (``q = p``, or ``p + 1`` when supervised) of one of Frobenius norm at most ``1 + a^2``."""
+    q = dimension + int(params.supervised)
+    scale = 1.0 + (label_radius(domain) ** 2 if params.supervised else 0.0)
+    costs = {
+        "mean": relative_cost(domain.n_features, mean_sensitivity(domain, params.noise), 1.0),
+        "covariance": relative_cost(
+            q * (q + 1) // 2,
+            covariance_sensitivity(domain, dimension, params.noise, params.supervised),
+            scale,
+        ),
+    }
+    return balanced_shares(costs, params.noise)["mean"]
+
+
+def resolve(params: object, domain: Domain) -> object:
+    """``params`` with ``dimension`` and ``mean_share`` filled in by the public rule where
+    the user gave none (README, "Defaults by rule"): ``p`` is the largest dimension whose
+    prior variance ``1 / (p H_m)`` (``(1 + a^2) / (p H_m)`` supervised) clears the
+    covariance noise's detection threshold ``s sqrt(q)``."""
+    if params.dimension is not None and params.mean_share is not None:
+        return params
+
+    def at(k: int) -> object:
+        share = params.mean_share
+        if share is None:
+            share = rule_mean_share(params, domain, k)
+        return attrs.evolve(params, dimension=k, mean_share=share)
+
+    def floor(k: int) -> float:
+        scale = stages(at(k), domain)["covariance"].scale
+        sd = laplace_sd(scale) if params.noise == "laplace" else scale
+        return matrix_floor(sd, k + int(params.supervised))
+
+    dimension = params.dimension
+    if dimension is None:
+        total = 1.0 + (label_radius(domain) ** 2 if params.supervised else 0.0)
+        dimension = projection_dimension(domain.n_features, total, floor)
+    return at(dimension)

@@ -75,6 +75,9 @@ TestRonGaussSupervised = check(
     bounds_records=NORMALISES,
 )
 
+# the public rule's dimension and mean share (none given; issue 17, "Defaults by rule")
+TestRonGaussRule = check("ron_gauss", {"epsilon": 1.0}, BOX, bounds_records=NORMALISES)
+
 # -- PCA-Gauss: Algorithm 1 (both families, public centre and DP mean), Algorithm 2 --------
 TestPcaGaussLaplace = check("pca_gauss", {"epsilon": 1.0, "dimension": 2}, BOX)
 TestPcaGaussGaussianDPMean = check(
@@ -102,6 +105,16 @@ TestGmmSupplied = check(
 # -- Lap-PCA: both families -------------------------------------------------------------------
 TestLapPcaLaplace = check("lap_pca", {"epsilon": 1.0, "dimension": 2}, BOX)
 TestLapPcaGaussian = check("lap_pca", {"epsilon": 1.0, "dimension": 2, **GAUSSIAN}, BOX)
+
+TestLapPcaRule = check("lap_pca", {"epsilon": 1.0}, BOX)  # P by the public rule
+
+# the rule's RON dimension and shares, Gaussian (Laplace on many coordinates is hard to audit)
+TestGmmRonRule = check(
+    "gmm",
+    {"epsilon": 1.0, "reduction": "ron", **GAUSSIAN},
+    BOX_CLASSES,
+    bounds_records=CLIPS_PROJECTED,
+)
 
 # -- MVG: exact (identity unimodal, covariance equi-modal), theorem2 ----------------------------
 MVG = {"epsilon": 1.0, "delta": 1e-5}

@@ -94,9 +94,10 @@ def test_joint_and_parallel_events_cost_epsilon():
         )
         return [e.noise_multiplier for e in event.events]
 
-    joint = GMM.plan(GMM.params(epsilon=1.0), domain)
+    shares = {"count_share": 0.1, "mean_share": 0.3}
+    joint = GMM.plan(GMM.params(epsilon=1.0, **shares), domain)
     assert multipliers(joint) == pytest.approx([1 / 0.1, 1 / 0.3, 1 / 0.6], rel=1e-12)
-    parallel = GMM.plan(GMM.params(epsilon=1.0, accounting="parallel"), domain)
+    parallel = GMM.plan(GMM.params(epsilon=1.0, accounting="parallel", **shares), domain)
     assert isinstance(parallel, ParallelEvent) and parallel.partitions_touched == 2
     assert len(parallel.events) == 3
     for child in parallel.events:  # each class gets half the budget
@@ -107,9 +108,10 @@ def test_joint_and_parallel_events_cost_epsilon():
 
 def test_joint_calibration_adds_less_noise_than_parallel():
     data = labelled(8)
-    joint = execute(GMM, data, GMM.params(epsilon=1.0), SeededSampler(1)).noise_scales
+    shares = {"count_share": 0.1, "mean_share": 0.3}
+    joint = execute(GMM, data, GMM.params(epsilon=1.0, **shares), SeededSampler(1)).noise_scales
     parallel = execute(
-        GMM, data, GMM.params(epsilon=1.0, accounting="parallel"), SeededSampler(1)
+        GMM, data, GMM.params(epsilon=1.0, accounting="parallel", **shares), SeededSampler(1)
     ).noise_scales
     assert joint["counts"] == pytest.approx(parallel["counts/0"])
     for stage in ("sums", "second_moments"):
@@ -175,10 +177,10 @@ def test_tied_sensitivities_survive_attack(search, noise, centring):
 
 def test_tied_covariance_is_shared_and_less_noisy():
     data = labelled(8)
-    same_shares = {"count_share": 0.1, "mean_share": 0.3}  # per_class's rule
+    same_shares = {"count_share": 0.1, "mean_share": 0.3}
     params = GMM.params(epsilon=1.0, covariance="tied", centring="domain", **same_shares)
     tied = execute(GMM, data, params, SeededSampler(1))
-    per_class = execute(GMM, data, GMM.params(epsilon=1.0), SeededSampler(1))
+    per_class = execute(GMM, data, GMM.params(epsilon=1.0, **same_shares), SeededSampler(1))
     covariances = tied["covariances"]
     assert all(np.array_equal(c, covariances[0]) for c in covariances)
     assert np.linalg.eigvalsh(covariances[0]).min() >= -1e-12
@@ -189,22 +191,37 @@ def test_tied_covariance_is_shared_and_less_noisy():
 
 
 def test_shares_follow_the_rule_when_not_given():
+    """Without shares the plan is the one with the rule's shares given explicitly; a share
+    the user gives is kept and the rest of the budget split in the rule's proportions."""
+    from dpframe_gmm.sensitivity import resolve
+
     domain = labelled(8).domain
-    rules = (
-        ({"covariance": "per_class"}, (0.0, 0.1, 0.3)),
-        ({"covariance": "tied", "centring": "domain"}, (0.0, 0.05, 0.45)),
-        ({"covariance": "tied"}, (0.05, 0.05, 0.6)),
-    )
-    for options, rule in rules:
+    for options in (
+        {"covariance": "per_class"},
+        {"covariance": "tied", "centring": "domain"},
+        {"covariance": "tied"},
+        {"reduction": "ron"},
+    ):
         default = GMM.params(epsilon=1.0, **options)
-        given = {"count_share": rule[1], "mean_share": rule[2]}
-        if rule[0]:
-            given["centre_share"] = rule[0]
+        resolved = resolve(default, domain)
+        given = {"count_share": resolved.count_share, "mean_share": resolved.mean_share}
+        if resolved.recentred:
+            given["centre_share"] = resolved.centre_share
+        if resolved.dimension is not None:
+            given["dimension"] = resolved.dimension
         explicit = GMM.params(epsilon=1.0, **options, **given)
-        assert default.budget_shares() == rule
         assert GMM.plan(default, domain) == GMM.plan(explicit, domain)
-    given = GMM.params(epsilon=1.0, covariance="tied", mean_share=0.2)
-    assert given.budget_shares() == (0.05, 0.05, 0.2)
+        assert 0 < sum(given[k] for k in given if k.endswith("share")) < 1
+    partial = resolve(GMM.params(epsilon=1.0, covariance="tied", mean_share=0.2), domain)
+    assert partial.mean_share == 0.2
+    rule = resolve(GMM.params(epsilon=1.0, covariance="tied"), domain)
+    # the other stages keep the rule's proportions within the budget left
+    assert partial.count_share / partial.centre_share == pytest.approx(
+        rule.count_share / rule.centre_share
+    )
+    assert partial.centre_share + partial.count_share < rule.centre_share + rule.count_share + (
+        rule.mean_share - 0.2
+    )
 
 
 def test_tied_model_approaches_lda_at_large_epsilon():
@@ -300,7 +317,6 @@ def test_class_models_approach_real_at_large_epsilon(ctg):
 
 def test_bad_parameters_fail_with_one_sentence():
     cases = [
-        ({"reduction": "ron"}, "needs dimension"),
         ({"dimension": 2}, "only used with reduction = ron"),
         ({"reduction": "supplied"}, "needs projection"),
         ({"projection": np.eye(3, 2)}, "only used with reduction = supplied"),

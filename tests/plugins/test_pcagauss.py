@@ -212,7 +212,6 @@ def test_bad_parameters_fail_with_one_sentence():
     cases = [
         ({"supervised": True}, "needs an independently derived projection"),
         ({"dimension": 2, "projection": w}, "pass projection only with supervised"),
-        ({}, "needs dimension"),
         ({"dimension": 2, "output_space": "original"}, "never releases its private"),
         ({"supervised": True, "projection": w, "dimension": 3}, "make them agree"),
         ({"dimension": 2, "epsilon": 0.0}, "epsilon"),

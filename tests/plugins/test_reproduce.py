@@ -50,7 +50,9 @@ def test_ron_gauss_paper_calibration_uses_lemma_4_and_is_not_a_plugin():
     x = SeededSampler(1).uniform(-1.0, 1.0, (200, 6))
     data = Dataset.from_arrays(x, domain=Domain(lower=-1.0, upper=1.0))
     mechanism = paper_calibrated()
-    release = mechanism.run(data, mechanism.params(epsilon=1.0, dimension=4), SeededSampler(2))
+    release = mechanism.run(
+        data, mechanism.params(epsilon=1.0, dimension=4, mean_share=0.5), SeededSampler(2)
+    )
     # Lemma 4: L1 sensitivity 2 sqrt(p) / n, Laplace scale over half of epsilon (mean_share).
     assert release.noise_scales["covariance"] == pytest.approx(2 * 2 / 200 / 0.5)
     assert mechanism.name not in dpframe.registry().entries("mechanism")
