@@ -173,3 +173,21 @@ TestAIMPower = pytest.mark.slow(
         fast=SMALL_TIER,
     )
 )
+
+
+def test_the_stage_audit_refutes_a_misstated_marginal_sensitivity(monkeypatch):
+    """MST calibrated as if one record moved a marginal by L2 1 (the add/remove bound)
+    under replace-one, where it moves it by √2: the plan claims the same mu, the noise is
+    √2 too small, and the one-way stage's audit refutes the claim; with the right bound
+    the same audit passes. At ε = 10 (claimed mu 1.09, true mu of the mutant 1.54) 20,000
+    samples per dataset resolve the difference; error rate 1e-6 per audit."""
+    from dpframe.testing import Kit
+
+    import dpframe_mbi.mst as mst_module
+
+    tier = attrs.evolve(FAST, audit_samples=20_000)
+    params = {"epsilon": 10.0, "delta": 1e-5, "bins": 2}
+    assert Kit(MSTOneWay, params, SMALL, fast=tier).audit("fast")[0].passed
+    monkeypatch.setattr(mst_module, "l2_sensitivity", lambda relation: 1.0)
+    refuted = Kit(MSTOneWay, params, SMALL, fast=tier).audit("fast")[0]
+    assert not refuted.passed, refuted.message()
