@@ -113,7 +113,7 @@ class AIM(Mechanism):
         sizes = grid.sizes
         k = grid.n_attributes
         rounds = _round_count(params, k)
-        delta2, delta1 = l2_sensitivity(relation), l1_sensitivity(relation)
+        delta2 = l2_sensitivity(relation)
         candidates = _candidates(k, params.degree)
         spent = 0.0
 
@@ -121,7 +121,7 @@ class AIM(Mechanism):
             return delta2**2 / (2 * sigma**2) + epsilon**2 / 8
 
         sigma = _initial_sigma(rho, rounds, relation)
-        epsilon = math.sqrt(8 * (1 - ALPHA) * rho / rounds)
+        epsilon = _initial_epsilon(rho, rounds)
         one_way = privacy.measure_one_way(codes, sizes, sigma, sampler)
         measurements = [((a,), noisy, sigma) for a, noisy in enumerate(one_way)]
         spent += k * delta2**2 / (2 * sigma**2)
@@ -143,17 +143,8 @@ class AIM(Mechanism):
             if not pool:  # nothing fits the size cap yet: take the smallest candidate
                 pool = [min(candidates.items(), key=lambda item: cells(item[0], sizes))]
             estimates = model.marginals(fitted, grid.names, [c for c, _ in pool])
-            scores = np.asarray(
-                [
-                    weight
-                    * (
-                        np.abs(counts(codes, clique, sizes) - estimate).sum()
-                        - math.sqrt(2 / math.pi) * sigma * cells(clique, sizes)
-                    )
-                    for (clique, weight), estimate in zip(pool, estimates, strict=True)
-                ]
-            )
-            sensitivity = delta1 * max(weight for _, weight in pool)
+            scores = _scores(codes, sizes, pool, estimates, sigma)
+            sensitivity = _selection_sensitivity(pool, relation)
             pick = privacy.select(scores, epsilon, sensitivity, sampler)
             clique, before = pool[pick][0], estimates[pick]
             measurements.append(
@@ -243,6 +234,38 @@ class Measured:
         return np.asarray(
             [list(c) + [-1] * (3 - len(c)) for c, _, _ in self.measurements], dtype=np.int64
         )
+
+
+def _scores(
+    codes: np.ndarray,
+    sizes: tuple[int, ...],
+    pool: list[tuple[Clique, float]],
+    estimates: list[np.ndarray],
+    sigma: float,
+) -> np.ndarray:
+    """Each candidate's quality: its weight times the L1 error of the model's estimate,
+    less the error a measurement with noise ``sigma`` would leave."""
+    return np.asarray(
+        [
+            weight
+            * (
+                np.abs(counts(codes, clique, sizes) - estimate).sum()
+                - math.sqrt(2 / math.pi) * sigma * cells(clique, sizes)
+            )
+            for (clique, weight), estimate in zip(pool, estimates, strict=True)
+        ]
+    )
+
+
+def _selection_sensitivity(pool: list[tuple[Clique, float]], relation: Relation) -> float:
+    """The scores' sensitivity: the largest weight times a marginal's L1 sensitivity (the
+    estimates are released values, so each score moves by its weight times that)."""
+    return l1_sensitivity(relation) * max(weight for _, weight in pool)
+
+
+def _initial_epsilon(rho: float, rounds: int) -> float:
+    """ε₀ of a round's selection: ``ε₀²/8 = (1 - α) ρ / T``."""
+    return math.sqrt(8 * (1 - ALPHA) * rho / rounds)
 
 
 def _initial_sigma(rho: float, rounds: int, relation: Relation) -> float:

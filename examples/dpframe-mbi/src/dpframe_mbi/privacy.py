@@ -70,7 +70,20 @@ def measurement_event(sigma: float, sensitivity: float, relation: Relation) -> P
 def select(scores: np.ndarray, epsilon: float, sensitivity: float, sampler: Sampler) -> int:
     """The exponential mechanism: index ``i`` with probability proportional to
     ``exp(epsilon * scores[i] / (2 * sensitivity))``, drawn exactly."""
-    return int(sampler.exponential_mechanism(scores, epsilon, sensitivity))
+    return int(_exponential(scores, epsilon, sensitivity, sampler, None))
+
+
+def select_many(
+    scores: np.ndarray, epsilon: float, sensitivity: float, sampler: Sampler, repeats: int
+) -> np.ndarray:
+    """``repeats`` independent picks of :func:`select`, drawn at once."""
+    return np.asarray(_exponential(scores, epsilon, sensitivity, sampler, repeats))
+
+
+def _exponential(
+    scores: np.ndarray, epsilon: float, sensitivity: float, sampler: Sampler, size: int | None
+) -> int | np.ndarray:
+    return sampler.exponential_mechanism(scores, epsilon, sensitivity, size)
 
 
 def selection_event(epsilon: float, relation: Relation) -> PrivacyEvent:
