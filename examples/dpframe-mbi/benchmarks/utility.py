@@ -11,9 +11,10 @@ Beside MST and AIM run the built-ins of the reproductions' classification task (
 labels and parameters imported from :mod:`dpframe_reproduce.summary`, not copied).
 
 Usage: ``python examples/dpframe-mbi/benchmarks/utility.py --trials 3 --out results.md``
-(needs ``../shared/datasets`` for ILPD); ``--methods mst,aim`` and ``--tasks ctg`` narrow
-the run. Each row (mean and 95 % t-interval per method and ε) is printed and appended to
-``--out`` as soon as it is measured, so a run stopped early keeps what finished.
+(needs ``../shared/datasets`` for ILPD); ``--methods mst,aim``, ``--tasks ctg`` and
+``--epsilons 1,10`` narrow the run. Each row (mean and 95 % t-interval per method and ε)
+is printed and appended to ``--out`` as soon as it is measured, so a run stopped early
+keeps what finished.
 
 AIM is capped for this benchmark by its public parameters (``AIM_CAPS``): ``rounds`` (the
 budget's round count T, so at most about T refits) and ``max_cells`` (the model size),
@@ -105,6 +106,7 @@ def evaluate(
     trials: int,
     methods: dict,
     out: Path,
+    epsilons: tuple[float, ...] = EPSILONS,
 ) -> None:
     lines = [
         f"### {name}",
@@ -125,7 +127,7 @@ def evaluate(
     _emit(out, *lines)
     for label, (mechanism_name, extra) in methods.items():
         mechanism = dpframe.mechanism(mechanism_name)
-        for epsilon in EPSILONS:
+        for epsilon in epsilons:
             params = mechanism.params(epsilon=epsilon, **extra)
             balanced, plain, started = [], [], time.perf_counter()
             for trial in range(trials):
@@ -166,16 +168,18 @@ def main() -> None:
     parser.add_argument("--out", type=Path, default=Path("mbi-utility.md"))
     parser.add_argument("--methods", default="", help="mechanism names, e.g. mst,aim")
     parser.add_argument("--tasks", default="ctg,ilpd")
+    parser.add_argument("--epsilons", default="0.5,1,2,10", help="e.g. 1,10")
     args = parser.parse_args()
     wanted = {m for m in args.methods.split(",") if m}
     methods = {k: v for k, v in METHODS.items() if not wanted or v[0] in wanted}
     _emit(args.out, f"# MST and AIM against the built-ins ({args.trials} trials, seeded)", "")
     tasks = args.tasks.split(",")
+    epsilons = tuple(float(e) for e in args.epsilons.split(","))
     if "ctg" in tasks:
-        evaluate("CTG (NSP, 3 classes)", *_ctg(), args.trials, methods, args.out)
+        evaluate("CTG (NSP, 3 classes)", *_ctg(), args.trials, methods, args.out, epsilons)
     if "ilpd" in tasks:
         split = ilpd_split(args.datasets)
-        evaluate("ILPD (liver patient or not)", *split, args.trials, methods, args.out)
+        evaluate("ILPD (liver patient or not)", *split, args.trials, methods, args.out, epsilons)
 
 
 if __name__ == "__main__":

@@ -25,6 +25,7 @@ from __future__ import annotations
 
 import itertools
 import math
+from typing import Any
 
 import attrs
 import numpy as np
@@ -97,7 +98,14 @@ class AIM(Mechanism):
         _round_count(params, _attributes(domain))  # one sentence before any charge
         return ZCDPEvent(rho_for(params.epsilon, params.delta), relation=domain.relation)
 
-    def run(self, dataset: Dataset, params: AIMParams, sampler: Sampler) -> Release:
+    def one_way_sigma(self, params: AIMParams, domain: Domain) -> float:
+        """The noise of the first stage's one-way measurements."""
+        rounds = _round_count(params, _attributes(domain))
+        return _initial_sigma(rho_for(params.epsilon, params.delta), rounds, domain.relation)
+
+    def measure(self, dataset: Dataset, params: AIMParams, sampler: Sampler) -> Measured:
+        """The private part: the one-way measurements, then every round's selection and
+        measurement (the refits between rounds are post-processing they depend on)."""
         rho = rho_for(params.epsilon, params.delta)
         relation = dataset.domain.relation
         grid = Discretisation.of(dataset.domain, params.bins, dataset.n_features)
@@ -105,19 +113,17 @@ class AIM(Mechanism):
         sizes = grid.sizes
         k = grid.n_attributes
         rounds = _round_count(params, k)
-        delta2, delta1 = l2_sensitivity(relation), l1_sensitivity(relation)
+        delta2 = l2_sensitivity(relation)
         candidates = _candidates(k, params.degree)
         spent = 0.0
 
         def cost(sigma: float, epsilon: float) -> float:
             return delta2**2 / (2 * sigma**2) + epsilon**2 / 8
 
-        sigma = delta2 * math.sqrt(rounds / (2 * ALPHA * rho))
-        epsilon = math.sqrt(8 * (1 - ALPHA) * rho / rounds)
-        measurements = [
-            ((a,), privacy.measure(counts(codes, (a,), sizes), sigma, sampler), sigma)
-            for a in range(k)
-        ]
+        sigma = _initial_sigma(rho, rounds, relation)
+        epsilon = _initial_epsilon(rho, rounds)
+        one_way = privacy.measure_one_way(codes, sizes, sigma, sampler)
+        measurements = [((a,), noisy, sigma) for a, noisy in enumerate(one_way)]
         spent += k * delta2**2 / (2 * sigma**2)
         total = _total(dataset, measurements)
         fitted = model.fit(grid.names, sizes, measurements, total, params.iters)
@@ -137,52 +143,134 @@ class AIM(Mechanism):
             if not pool:  # nothing fits the size cap yet: take the smallest candidate
                 pool = [min(candidates.items(), key=lambda item: cells(item[0], sizes))]
             estimates = model.marginals(fitted, grid.names, [c for c, _ in pool])
-            scores = np.asarray(
-                [
-                    weight
-                    * (
-                        np.abs(counts(codes, clique, sizes) - estimate).sum()
-                        - math.sqrt(2 / math.pi) * sigma * cells(clique, sizes)
-                    )
-                    for (clique, weight), estimate in zip(pool, estimates, strict=True)
-                ]
-            )
-            sensitivity = delta1 * max(weight for _, weight in pool)
+            scores = _scores(codes, sizes, pool, estimates, sigma)
+            sensitivity = _selection_sensitivity(pool, relation)
             pick = privacy.select(scores, epsilon, sensitivity, sampler)
             clique, before = pool[pick][0], estimates[pick]
             measurements.append(
                 (clique, privacy.measure(counts(codes, clique, sizes), sigma, sampler), sigma)
             )
+            history.append({"clique": list(clique), "sigma": sigma, "epsilon": epsilon})
+            if spent >= rho * (1 - 1e-12):
+                break  # the budget is spent: no round left to refit or anneal for
             fitted = model.fit(
                 grid.names, sizes, measurements, total, params.iters, warm_start=fitted
             )
-            history.append({"clique": list(clique), "sigma": sigma, "epsilon": epsilon})
             after = model.marginal(fitted, grid.names, clique)
             if np.abs(after - before).sum() <= math.sqrt(2 / math.pi) * sigma * cells(
                 clique, sizes
             ):
                 sigma, epsilon = sigma / 2, epsilon * 2
+        return Measured(grid, measurements, history, rho, spent, total, fitted)
+
+    def noisy_stages(
+        self, dataset: Dataset, params: AIMParams, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        """The private part of ``count`` runs (what ``run`` releases before its final fit
+        and sampling): the one-way measurements, each round's measurement padded with
+        zeros to the largest candidate's cells, up to T rounds, and the measured cliques
+        padded with -1 (the padding is a function of the released outputs' lengths)."""
+        stages: dict[str, list[np.ndarray]] = {"one_way": [], "rounds": [], "cliques": []}
+        grid = Discretisation.of(dataset.domain, params.bins, dataset.n_features)
+        rounds = _round_count(params, grid.n_attributes)
+        width = max(cells(c, grid.sizes) for c in _candidates(grid.n_attributes, params.degree))
+        for _ in range(count):
+            measured = self.measure(dataset, params, sampler)
+            k = grid.n_attributes
+            pieces = [noisy for _, noisy, _ in measured.measurements]
+            padded = np.zeros((rounds, width))
+            for i, noisy in enumerate(pieces[k:]):
+                padded[i, : noisy.size] = noisy
+            stages["one_way"].append(np.concatenate(pieces[:k]))
+            stages["rounds"].append(padded.ravel())
+            cliques = np.full((rounds, 3), -1)
+            cliques[: len(pieces) - k] = measured.cliques()[k:]
+            stages["cliques"].append(cliques.ravel().astype(np.float64))
+        return {name: np.stack(values) for name, values in stages.items()}
+
+    def run(self, dataset: Dataset, params: AIMParams, sampler: Sampler) -> Release:
+        measured = self.measure(dataset, params, sampler)
+        grid = measured.grid
         fitted = model.fit(
-            grid.names, sizes, measurements, total, 4 * params.iters, warm_start=fitted
+            grid.names,
+            grid.sizes,
+            measured.measurements,
+            measured.total,
+            4 * params.iters,
+            warm_start=measured.fitted,
         )
         rows = params.n_synthetic or dataset.n_records
         codes = model.sample(fitted, grid.names, rows, sampler)
-        arrays = {
-            **grid.synthetic(codes, sampler, dataset.domain),
-            "cliques": np.asarray(
-                [list(c) + [-1] * (3 - len(c)) for c, _, _ in measurements], dtype=np.int64
-            ),
-        }
         return Release(
-            arrays=arrays,
-            noise_scales={"rounds": history},
+            arrays={
+                **grid.synthetic(codes, sampler, dataset.domain),
+                "cliques": measured.cliques(),
+            },
+            noise_scales={"rounds": measured.history},
             info={
                 "attributes": list(grid.names),
-                "cells": list(sizes),
-                "rho": rho,
-                "rho_spent": spent,
+                "cells": list(grid.sizes),
+                "rho": measured.rho,
+                "rho_spent": measured.spent,
             },
         )
+
+
+@attrs.frozen(eq=False)
+class Measured:
+    """AIM's private outputs (its measurements, in order, with their rounds' (σ, ε)), the
+    budget spent on them, and the model last fitted to them (post-processing)."""
+
+    grid: Discretisation
+    measurements: list[tuple[Clique, np.ndarray, float]]
+    history: list[dict]
+    rho: float
+    spent: float
+    total: float
+    fitted: Any
+
+    def cliques(self) -> np.ndarray:
+        """The measured cliques, one row each, padded with -1 to three attributes."""
+        return np.asarray(
+            [list(c) + [-1] * (3 - len(c)) for c, _, _ in self.measurements], dtype=np.int64
+        )
+
+
+def _scores(
+    codes: np.ndarray,
+    sizes: tuple[int, ...],
+    pool: list[tuple[Clique, float]],
+    estimates: list[np.ndarray],
+    sigma: float,
+) -> np.ndarray:
+    """Each candidate's quality: its weight times the L1 error of the model's estimate,
+    less the error a measurement with noise ``sigma`` would leave."""
+    return np.asarray(
+        [
+            weight
+            * (
+                np.abs(counts(codes, clique, sizes) - estimate).sum()
+                - math.sqrt(2 / math.pi) * sigma * cells(clique, sizes)
+            )
+            for (clique, weight), estimate in zip(pool, estimates, strict=True)
+        ]
+    )
+
+
+def _selection_sensitivity(pool: list[tuple[Clique, float]], relation: Relation) -> float:
+    """The scores' sensitivity: the largest weight times a marginal's L1 sensitivity (the
+    estimates are released values, so each score moves by its weight times that)."""
+    return l1_sensitivity(relation) * max(weight for _, weight in pool)
+
+
+def _initial_epsilon(rho: float, rounds: int) -> float:
+    """ε₀ of a round's selection: ``ε₀²/8 = (1 - α) ρ / T``."""
+    return math.sqrt(8 * (1 - ALPHA) * rho / rounds)
+
+
+def _initial_sigma(rho: float, rounds: int, relation: Relation) -> float:
+    """σ₀ of the k one-way measurements: each costs ``α ρ / T``."""
+    return l2_sensitivity(relation) * math.sqrt(rounds / (2 * ALPHA * rho))
 
 
 def _round_count(params: AIMParams, attributes: int) -> int:

@@ -81,16 +81,26 @@ class MSTBudget:
         """ε of each selection: k - 1 of them cost (k - 1) ε²/8 = ρ/3."""
         return math.sqrt(8 * self.rho / (3 * self.pairs))
 
+    def one_way_event(self) -> PrivacyEvent:
+        """The first stage's event: k one-way measurements."""
+        return one_way_event(self.sigma_one_way, self.attributes, self.relation)
+
     def event(self) -> PrivacyEvent:
         sensitivity = l2_sensitivity(self.relation)
-        one = privacy.measurement_event(self.sigma_one_way, sensitivity, self.relation)
         two = privacy.measurement_event(self.sigma_two_way, sensitivity, self.relation)
         pick = privacy.selection_event(self.selection_epsilon, self.relation)
         return compose(
-            SelfComposedEvent(one, self.attributes),
+            self.one_way_event(),
             SelfComposedEvent(pick, self.pairs),
             SelfComposedEvent(two, self.pairs),
         )
+
+
+def one_way_event(sigma: float, attributes: int, relation: Relation) -> PrivacyEvent:
+    """The event of MST's and AIM's first stage: ``attributes`` one-way measurements with
+    noise ``sigma`` (:func:`dpframe_mbi.privacy.measure_one_way`)."""
+    one = privacy.measurement_event(sigma, l2_sensitivity(relation), relation)
+    return SelfComposedEvent(one, attributes)
 
 
 def _attributes(domain: Domain) -> int:
@@ -132,16 +142,17 @@ class MST(Mechanism):
         self.check_relation(domain)
         return self.budget(params, domain).event()
 
+    def one_way_sigma(self, params: MSTParams, domain: Domain) -> float:
+        """The noise of the first stage's one-way measurements."""
+        return self.budget(params, domain).sigma_one_way
+
     def measure(self, dataset: Dataset, params: MSTParams, sampler: Sampler) -> Measured:
         """Steps 1-3, the private part: the measurements and the selected tree (on the
         compressed cells when ``compress``)."""
         budget = self.budget(params, dataset.domain)
         grid = Discretisation.of(dataset.domain, params.bins, dataset.n_features)
         codes = grid.encode(dataset.features, dataset.labels)
-        one_way = [
-            privacy.measure(counts(codes, (a,), grid.sizes), budget.sigma_one_way, sampler)
-            for a in range(grid.n_attributes)
-        ]
+        one_way = privacy.measure_one_way(codes, grid.sizes, budget.sigma_one_way, sampler)
         compression = Compression.of(one_way, budget.sigma_one_way) if params.compress else None
         if compression is not None:
             codes = compression.encode(codes)
