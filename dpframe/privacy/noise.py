@@ -312,8 +312,8 @@ def grid_release(
     grid = grid_for(family, sensitivity, noise_multiplier, coordinates, float_error)
     sampler.record_grid(grid.to_dict())
     # k = the rounded statistic in grid steps, as a double holding an integer (value/γ is
-    # exact: γ is a power of two); one new array, transformed in place.
-    steps = np.divide(value, grid.granularity)
+    # exact: γ is a power of two); one new array (0-d too), transformed in place.
+    steps = np.divide(value, grid.granularity, out=np.empty(value.shape))
     np.rint(steps, out=steps)
     np.clip(steps, -GRID_LIMIT, GRID_LIMIT, out=steps)
     if family == "laplace":
@@ -326,4 +326,4 @@ def grid_release(
     else:  # Z is exact as a double, so k + Z is rounded once, as float(k + Z) is
         total = np.add(steps, noise, out=steps)
     total *= grid.granularity
-    return total
+    return total if total.ndim else total[()]  # a scalar query gives a scalar, as before
