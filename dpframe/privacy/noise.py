@@ -356,7 +356,9 @@ class GridNoise:
         if self.grid is None:
             return value + self.noise
         gamma = self.grid.granularity
-        steps = np.divide(value, gamma)
+        # k = the statistic in grid steps, a double holding an integer (value/γ is exact:
+        # γ is a power of two); one new array (0-d too), transformed in place.
+        steps = np.divide(value, gamma, out=np.empty(value.shape))
         np.rint(steps, out=steps)
         np.clip(steps, -GRID_LIMIT, GRID_LIMIT, out=steps)
         noise = self.noise
@@ -366,7 +368,7 @@ class GridNoise:
         else:  # Z is exact as a double, so k + Z is rounded once, as float(k + Z) is
             steps += noise
         steps *= gamma  # a power of two: exact
-        return steps
+        return steps if steps.ndim else steps[()]  # a scalar query gives a scalar
 
 
 def grid_noise(

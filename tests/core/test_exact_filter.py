@@ -90,6 +90,13 @@ def test_the_acceptance_tables_bound_the_exact_logarithms():
                 lower_u = mpmath.mpf(k) / 2**bits
                 assert mpmath.mpf(float(exact._ABOVE[k])) >= -mpmath.log(lower_u)
     assert exact._ABOVE[0] == np.inf
+    # The sampler indexes both tables by the word masked in place: bits 1 to 12 hold k
+    # (bit 0 is the sign, the bits above are the geometric's uniform, all set here).
+    k = np.arange(2**bits, dtype=np.uint64)
+    words = (k << np.uint64(1)) | np.uint64(1) | ~np.uint64(2 ** (bits + 1) - 1)
+    pair = (words & exact._PAIR_MASK).view(np.int64)
+    assert np.array_equal(exact._BOUNDS[pair], exact._BELOW)
+    assert np.array_equal(exact._BOUNDS[pair + 1], exact._ABOVE)
 
 
 # -- the exact enclosure -------------------------------------------------------------

@@ -106,6 +106,14 @@ def test_values_beyond_the_grid_range_are_clamped_not_wrapped():
     assert np.all(np.abs(out) <= (GRID_LIMIT + 1e9) * gamma)
 
 
+def test_a_scalar_statistic_gives_a_scalar_on_the_grid():
+    # One number (GMM's parallel stages release 0-d values) in, one number out.
+    sampler = SeededSampler(6)
+    out = grid_release(0.3, "gaussian", 1.0, 20.0, sampler)
+    assert np.ndim(out) == 0 and np.isfinite(out)
+    assert float(out) % sampler.grids[0]["granularity"] == 0
+
+
 def test_the_release_is_k_plus_z_rounded_once_even_for_noise_beyond_2_to_53(monkeypatch):
     # The release adds the noise to the rounded statistic in doubles, which is float(k + Z)
     # only while Z is exact as a double. Z = 2^60 + 2^7 + 1 is not: float(Z) rounds up to
