@@ -46,7 +46,7 @@ NO_NOISE = 1e-6
 """Noise multiplier standing in for the paper's epsilon = infinity column: per-pixel noise on
 a mixture mean of at most 6e-6 in [0, 1] units. Not smaller: the exact release's grid
 shrinks with the noise and holds 2^52 steps (``dpframe.privacy.noise.GRID_LIMIT``); at
-1e-12 a mixture sum's pixels above about 0.22 would saturate."""
+1e-12 a mixture sum's pixels above 1/8 (in [0, 1] units) saturated."""
 ONLY = "DPFRAME_DPCDA_DATASETS"
 """Environment variable: a comma-separated subset of :data:`DATASETS` to run (all if unset),
 for a machine too busy for both."""
