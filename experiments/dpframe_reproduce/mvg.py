@@ -13,8 +13,8 @@
   squares ``sum_i (lambda_i - v_i^T C v_i)^2`` over all principal components of the
   covariance of the released data.
 
-Baselines: iid Gaussian (analytic calibration, Balle and Wang 2018) and iid Laplace on the
-same query (``dpframe_basic`` for the covariance; the same calibration functions for the
+Baselines: iid Gaussian and iid Laplace on the same query, exact discrete noise on a grid
+(``dpframe_basic`` for the covariance; the same noise helpers, :func:`iid_stages`, for the
 identity query), and a public random guess. Run: ``dpframe reproduce mvg``
 (``--trials N``, ``--table`` for the exact-vs-theorem2 noise table only).
 """
@@ -31,8 +31,10 @@ from typing import Any
 import numpy as np
 
 from dpframe import Dataset, Domain, SeededSampler
+from dpframe.data.relation import Relation
 from dpframe.privacy.accountants.zcdp import zcdp_delta
-from dpframe.privacy.calibration import gaussian_sigma, laplace_scale, split_zcdp
+from dpframe.privacy.calibration import gaussian_sigma, split_zcdp
+from dpframe.privacy.noise import NoisyStage, plan_stages
 
 NAME = "mvg"
 DEFAULT_TRIALS = 100
@@ -125,6 +127,40 @@ def _zcdp_split(epsilon: float, delta: float, fraction: float) -> tuple[float, f
     return zcdp_delta(fraction * rho, epsilon), zcdp_delta((1 - fraction) * rho, epsilon)
 
 
+def iid_stages(epsilon: float, delta: float, width: float, features: int) -> dict[str, NoisyStage]:
+    """The iid baselines of the identity query (records in a box of ``features``
+    coordinates of ``width``, replace-one): ``gaussian`` (discrete Gaussian, zCDP-calibrated
+    to ``(epsilon, delta)``, L2 sensitivity ``width * sqrt(features)``) and ``laplace``
+    (discrete Laplace, ``epsilon``-DP, L1 sensitivity ``width * features``), each released
+    on its grid like every built-in (:func:`dpframe.privacy.noise.grid_release`)."""
+    one = Relation.REPLACE_ONE
+    l2, l1 = width * math.sqrt(features), width * features
+    return {
+        "gaussian": plan_stages("gaussian", epsilon, delta, {"x": (1.0, l2)}, one)["x"],
+        "laplace": plan_stages("laplace", epsilon, 0.0, {"x": (1.0, l1)}, one)["x"],
+    }
+
+
+def entry_std(mvg: Any, params: Any, domain: Domain) -> float:
+    """Per-entry noise standard deviation ``sqrt(E||Z||_F^2 / (m n))`` of an MVG design."""
+    design = mvg.design(params, domain)
+    m, k = design.spec.shape
+    return math.sqrt(design.expected_noise_power() / (m * k))
+
+
+def calibration_change(delta: float, features: int) -> str:
+    """``ε: ratio`` for each ε of the sweep: the iid exact discrete Gaussian's standard
+    deviation (zCDP) over the analytic Gaussian's (Balle and Wang 2018, continuous noise
+    only) for the identity query of records in ``[-1, 1]^features``."""
+    l2 = 2.0 * math.sqrt(features)
+    ratios = {
+        eps: iid_stages(eps, delta, 2.0, features)["gaussian"].scale
+        / gaussian_sigma(eps, delta, l2)
+        for eps in SWEEP
+    }
+    return ", ".join(f"ε = {eps:g}: x{ratio:.3f}" for eps, ratio in ratios.items())
+
+
 def _trials(trials: int, seed: int, one: Callable[[SeededSampler], float]) -> dict[str, float]:
     root = SeededSampler(seed)
     return summarise([one(root.spawn()) for _ in range(trials)])
@@ -202,29 +238,29 @@ def experiment_regression(
     results["MVG Theorem 2, binary 90% on ALT+Y"] = _trials(
         trials, 13, lambda s: rmse(mvg.run(data, thm2, s)["data"])
     )
-    widths = np.full(6, 2.0)
-    sigma = gaussian_sigma(epsilon, delta, float(np.linalg.norm(widths)))
-    results["Gaussian (iid, analytic)"] = _trials(
-        trials, 14, lambda s: rmse(train + s.gaussian(sigma, train.shape))
+    iid = iid_stages(epsilon, delta, 2.0, train.shape[1])
+    results["Gaussian (iid, exact discrete)"] = _trials(
+        trials, 14, lambda s: rmse(iid["gaussian"].perturb(train, s))
     )
-    scale = laplace_scale(epsilon, float(widths.sum()))
-    results["Laplace (iid, ε-DP)"] = _trials(
-        trials, 15, lambda s: rmse(train + s.laplace(scale, train.shape))
+    results["Laplace (iid, exact discrete, ε-DP)"] = _trials(
+        trials, 15, lambda s: rmse(iid["laplace"].perturb(train, s))
     )
     return {
         "results": results,
         "to_original": to_drinks,
         "delta": delta,
         "noise_std": {
-            "MVG exact uniform / Gaussian (per entry)": math.sqrt(
+            "MVG exact uniform (per entry)": math.sqrt(
                 mvg.design(uniform, data.domain).variances()[0]
             ),
-            "Laplace (per entry)": math.sqrt(2) * scale,
+            "Gaussian, iid exact discrete (per entry)": iid["gaussian"].scale,
+            "Laplace, iid exact discrete (per entry)": math.sqrt(2) * iid["laplace"].scale,
             "MVG Theorem 2 (focus direction)": math.sqrt(
                 mvg.design(thm2, data.domain).variances()[focus[0]]
             ),
         },
         "rows": (train.shape[0], test.shape[0]),
+        "columns": train.shape[1],
     }
 
 
@@ -267,8 +303,10 @@ def experiment_first_pc(
         "allow_unaudited_theorem3": True,
         **binary,
     }
+    noise_std = {}
     for offset, (label, extra) in enumerate(settings.items()):
         params = mvg.params(epsilon=epsilon, delta=delta, query="covariance", **extra)
+        noise_std[label] = entry_std(mvg, params, data.domain)
         results[label] = _trials(
             trials, 21 + offset, lambda s, p=params: error(mvg.run(data, p, s)["covariance"])
         )
@@ -281,7 +319,13 @@ def experiment_first_pc(
     results["Laplace (dpframe_basic, upper triangle, ε-DP)"] = _trials(
         trials, 41, lambda s: error(laplace.run(data, l_params, s)["covariance"])
     )
-    return {"results": results, "delta": delta, "rows": x.shape[0], "lambda_1": top}
+    return {
+        "results": results,
+        "delta": delta,
+        "rows": x.shape[0],
+        "lambda_1": top,
+        "noise_std": noise_std,
+    }
 
 
 # -- Exp. III ------------------------------------------------------------------------------
@@ -339,16 +383,26 @@ def experiment_covariance(
                 31 + offset,
                 lambda s, p=params, q=psi: rss(second_moment(mvg.run(data, p, s)["data"], q)),
             )
-    widths = np.full(d, 2.0)
-    sigma = gaussian_sigma(epsilon, delta, float(np.linalg.norm(widths)))
-    results["Gaussian (iid, analytic)"] = _trials(
-        trials, 50, lambda s: rss(second_moment(x + s.gaussian(sigma, x.shape)))
+    iid = iid_stages(epsilon, delta, 2.0, d)
+    results["Gaussian (iid, exact discrete)"] = _trials(
+        trials, 50, lambda s: rss(second_moment(iid["gaussian"].perturb(x, s)))
     )
-    scale = laplace_scale(epsilon, float(widths.sum()))
-    results["Laplace (iid, ε-DP)"] = _trials(
-        trials, 51, lambda s: rss(second_moment(x + s.laplace(scale, x.shape)))
+    results["Laplace (iid, exact discrete, ε-DP)"] = _trials(
+        trials, 51, lambda s: rss(second_moment(iid["laplace"].perturb(x, s)))
     )
-    return {"results": results, "delta": delta, "rows": n, "lambda": eigenvalues}
+    uniform = mvg.params(epsilon=epsilon, delta=delta)
+    noise_std = {
+        "MVG exact, uniform": math.sqrt(mvg.design(uniform, data.domain).variances()[0]),
+        "Gaussian": iid["gaussian"].scale,
+    }
+    return {
+        "results": results,
+        "delta": delta,
+        "rows": n,
+        "rows_shape": (n, d),
+        "lambda": eigenvalues,
+        "noise_std": noise_std,
+    }
 
 
 def rss_basis(sampler: SeededSampler, c: np.ndarray, eigenvalues: np.ndarray) -> float:
@@ -389,12 +443,14 @@ def noise_table(epsilon: float = EPSILON) -> str:
             domain = Domain(row_norm_bound=1.0, records=n, feature_names=names)
         else:
             domain = Domain(lower=-1.0, upper=1.0, records=n, feature_names=names)
-        std = {}
-        for calibration in ("exact", "theorem2"):
-            params = mvg.params(epsilon=epsilon, delta=delta, query=query, calibration=calibration)
-            design = mvg.design(params, domain)
-            m, k = design.spec.shape
-            std[calibration] = math.sqrt(design.expected_noise_power() / (m * k))
+        std = {
+            calibration: entry_std(
+                mvg,
+                mvg.params(epsilon=epsilon, delta=delta, query=query, calibration=calibration),
+                domain,
+            )
+            for calibration in ("exact", "theorem2")
+        }
         shape = f"{d} x {d}" if query == "covariance" else f"{n} x {d}"
         lines.append(
             f"| {query} | {shape} | {n} | {kind} | {delta:g} | {std['exact']:.4g} | "
@@ -451,6 +507,15 @@ def render(
     }
     r1 = exp1["results"]
     noise_lines = "\n".join(f"- {k}: {v:.4g}" for k, v in exp1["noise_std"].items())
+    std1 = exp1["noise_std"]["MVG exact uniform (per entry)"]
+    width1 = 2 * math.sqrt(exp1["columns"])  # a record's L2 width in [-1, 1]^d
+    thm2_1 = exp1["noise_std"]["MVG Theorem 2 (focus direction)"] / std1
+    gauss1 = exp1["noise_std"]["Gaussian, iid exact discrete (per entry)"]
+    std2 = exp2["noise_std"]
+    std3 = exp3["noise_std"]["MVG exact, uniform"]
+    thm2_2 = std2["MVG Theorem 2, binary 90%"] / std2["MVG exact, binary 90% on ANC0+ANC3"]
+    baseline2 = exp2["results"]["Gaussian (dpframe_basic, upper triangle)"]["mean"]
+    gap2 = round(math.log10(float(PAPER["II"]["Gaussian"]) / baseline2))
     return f"""# Reproduction: MVG mechanism (Chanyaswad, Dytso, Poor, Mittal, CCS 2018)
 
 Generated by `dpframe reproduce mvg --trials {trials}` ({seconds:.0f} s on the
@@ -496,9 +561,10 @@ Per-entry noise standard deviation on the [-1, 1] scale:
 
 **Reading.** No sound calibration makes the identity query of 248 records accurate at
 ε = 1: each record must be hidden, so each entry gets noise of the order of its
-feature's width divided by μ ≈ 0.4 — standard deviation ≈ 12.6 on data in [-1, 1] for
-MVG `exact` with uniform allocation, which *is* the analytic Gaussian mechanism (the two
-rows differ only by their random draws; a check of the calibration). What KRR can still
+record's L2 width ({width1:.3g}) times the noise multiplier — standard deviation {std1:.3g}
+on data in [-1, 1] for MVG `exact` with uniform allocation, which *is* the iid discrete
+Gaussian baseline (the same zCDP calibration, {gauss1:.4g} per entry; the two rows differ
+by their random draws and their grids; a check of the calibration). What KRR can still
 learn from such a release is mostly its intercept, the release's mean target. So
 allocations that give the target more precision help: binary allocation on ALT and the
 target beats uniform at ε = 1 and 10, more so with a larger share (see also the sweep
@@ -507,7 +573,7 @@ largely by dimension reduction: water-filling puts nearly all the precision on t
 leading eigenvector — the second moment being taken about the public centre, that is
 close to the direction of the data's mean — and drops the weak directions (released at
 the centre). At ε = 100, where keeping every direction pays, it is the worst sound
-method. Theorem 2's noise is 10^4 to 10^5 times larger: its release is pure noise, and
+method. Theorem 2's noise is {thm2_1:.2g} times larger: its release is pure noise, and
 the noisy intercept makes it worse than the constant predictor at every ε we tried. The
 paper reports private RMSEs within 0.004 of non-private at ε = 1; we could not come
 close with any correctly calibrated mechanism, and the paper's own Theorem 2 gives the
@@ -523,18 +589,18 @@ README); 4 anchors in [-1, 1]; covariance `(1/N) X^T X` about the public centre 
 
 {_table(exp2["results"], "| method | error | paper |", paper_ii)}
 
-**Reading.** With N = 13,197 the exact calibration's noise (per-entry standard deviation
-≈ 0.0016) leaves the first principal component essentially exact, and so do the
-Gaussian and Laplace baselines (MVG `exact` with uniform allocation and the Gaussian
-baseline are the same mechanism up to how the symmetric noise is laid out). Binary
-allocation to ANC0 and ANC3 makes the error larger, not smaller: the other two anchors
-carry part of the first component. Theorem 2's noise is ≈ 8000 times larger and its
-error is at the random-direction floor. The unaudited Theorem 3 (shown only because the
-paper reports it; it is not a guarantee until audited) is far from the exact
-calibration's error and not far below the floor. Our
+**Reading.** With N = {exp2["rows"]:,} the exact calibration's noise (per-entry standard
+deviation {std2["MVG exact, uniform"]:.2g}) leaves the first principal component
+essentially exact, and so do the Gaussian and Laplace baselines (MVG `exact` with uniform allocation
+and the Gaussian baseline are the same mechanism up to how the symmetric noise is laid
+out). Binary allocation to ANC0 and ANC3 makes the error larger, not smaller: the other
+two anchors carry part of the first component. Theorem 2's noise is {thm2_2:.2g} times the
+exact calibration's (both binary 90%) and its error is at the random-direction floor. The
+unaudited Theorem 3 (shown only because the paper reports it; it is not a guarantee until
+audited) is far from the exact calibration's error and not far below the floor. Our
 Theorem 3 error is of the same order as the paper's 0.1434, which suggests the units
 agree; if so, the paper's Gaussian and Laplace baselines (0.2290, 0.2432) are about
-10^4 times worse than correctly calibrated ones, which the classical-vs-analytic
+10^{gap2} times worse than correctly calibrated ones, which the classical-vs-analytic
 Gaussian calibration (a factor below 2) cannot explain; our copy does not say how they
 were calibrated. With a sound calibration, MVG gives no advantage here.
 
@@ -549,8 +615,8 @@ matters when the noise is not isotropic.
 {_table(exp3["results"], "| method | RSS | paper |", {})}
 
 **Reading.** Input perturbation of 2126 records at ε = 1 needs per-entry noise
-(standard deviation ≈ 29 on [-1, 1]) far above the signal, so every private method is
-at the random-basis floor; the paper's differences of a few thousandths cannot be
+(standard deviation {std3:.3g} on [-1, 1]) far above the signal, so every private method
+is at the random-basis floor; the paper's differences of a few thousandths cannot be
 resolved at this noise level (see the intervals).
 
 ## ε sweep for the identity-query experiments
@@ -567,6 +633,20 @@ Exp. III, RSS:
 {_sweep(runs3, "method")}
 
 {SWEEP_READING}
+
+**Changes since the float-path report (issue 15).** Every release now rounds its statistic
+to a power-of-two grid and adds exact discrete noise (`docs/samplers.md`); the iid
+baselines of Exp. I and III, formerly continuous noise added in floating point, use the
+same helpers as the built-ins. MVG `exact` and the iid Gaussian are calibrated through the
+discrete Gaussian's zCDP (Canonne, Kamath and Steinke 2020) instead of the analytic
+Gaussian, which holds only for continuous noise, so their noise is larger: standard
+deviation per entry, exact discrete over the former analytic, Exp. I
+({calibration_change(exp1["delta"], exp1["columns"])}), Exp. III
+({calibration_change(exp3["delta"], exp3["rows_shape"][1])}). The Laplace rows keep their
+scale (the discrete Laplace is ε-DP at the same scale; its grid adds about 2^-12).
+Rows whose error is set by that noise can be worse than in the float-path report
+(2026-11-21) by up to about these factors (RMSE) or their squares to fourth powers (the
+second-moment errors of Exp. III, and of Exp. II, whose covariance noise grew alike).
 """
 
 
@@ -578,8 +658,8 @@ weighs all 21 components; subtracting the public noise covariance ("debiased") r
 part of the loss. In Exp. I, more precision on the target and ALT helps up to ε = 10;
 at ε = 100 all sound methods but max-PNR are within a few percent of the non-private
 RMSE. At ε = 100 Laplace beats Gaussian: its scale falls like 1/ε, while the
-Gaussian's μ grows only like sqrt(2ε) (both are exact calibrations of their
-mechanisms)."""
+discrete Gaussian's noise multiplier falls only like 1/sqrt(2ε) (zCDP ρ ≈ ε at large
+ε; both are exact discrete mechanisms at their own exact calibrations)."""
 
 
 def run(trials: int, out_dir: Path, datasets_dir: Path) -> Path:

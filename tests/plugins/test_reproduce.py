@@ -108,3 +108,37 @@ def test_dpcda_reproduction_runs_on_a_tiny_setting(tmp_path, datasets_dir, monke
     text = path.read_text()
     assert path.name == "dpcda.md" and (tmp_path / "dpcda-mnist.png").exists()
     assert "--trials 1" in text and "nan" not in text.lower()
+
+
+def test_dpcda_runs_the_datasets_named_in_the_environment(monkeypatch):
+    from dpframe_reproduce import dpcda
+
+    monkeypatch.delenv(dpcda.ONLY, raising=False)
+    assert dpcda.selected() == dpcda.DATASETS
+    monkeypatch.setenv(dpcda.ONLY, " mnist ")
+    assert dpcda.selected() == {"mnist": "MNIST"}
+    monkeypatch.setenv(dpcda.ONLY, "mnist,cifar")
+    with pytest.raises(DPFrameError, match="unknown datasets \\['cifar'\\]"):
+        dpcda.selected()
+
+
+def test_dpcda_no_noise_setting_keeps_every_mixture_sum_inside_the_grid_range():
+    # The exact release clamps a statistic to +-GRID_LIMIT grid steps and the grid shrinks
+    # with the noise: the no-noise stand-in must leave room for a sum of l pixels of 1.
+    from dpframe_dpcda.mechanism import Geometry
+    from dpframe_reproduce import dpcda
+
+    import dpframe
+    from dpframe.privacy.noise import GRID_LIMIT, grid_for
+
+    mechanism = dpframe.mechanism("dpcda")
+    bound = dpcda.domain(60_000).bind(784)
+    for order in dpcda.ORDERS:
+        params = mechanism.params(
+            noise_multiplier=dpcda.NO_NOISE, order=order, clip=dpcda.CLIP, anchor="lower"
+        )
+        sensitivity = Geometry.build(params, bound).sensitivity(bound.relation)
+        grid = grid_for("gaussian", sensitivity, dpcda.NO_NOISE, 784)
+        assert grid.granularity * GRID_LIMIT >= order
+    tiny = grid_for("gaussian", sensitivity, 1e-12, 784)  # the former setting saturated
+    assert tiny.granularity * GRID_LIMIT < max(dpcda.ORDERS)
