@@ -104,6 +104,7 @@ each built-in's statistics and bounds.
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 from typing import Literal
@@ -168,6 +169,12 @@ class Region:
     @classmethod
     def of_domain(cls, domain: Domain) -> Region:
         """Records of ``domain`` centred at its public centre: ``v = x - domain.centre()``."""
+        if cls is Region:
+            return _region_of_domain(domain)
+        return cls._of_domain(domain)
+
+    @classmethod
+    def _of_domain(cls, domain: Domain) -> Region:
         if domain.n_features is None:
             raise DomainError("the domain's feature count is not known yet (bind it to data).")
         radius = domain.radius()
@@ -214,6 +221,13 @@ class Region:
         if np.any(over):
             rows[over] *= (self.radius / norms[over])[:, None]
         return rows
+
+
+@functools.lru_cache(maxsize=256)
+def _region_of_domain(domain: Domain) -> Region:
+    """:meth:`Region.of_domain`, once per distinct domain: both are immutable, and
+    mechanisms ask for it several times per release."""
+    return Region._of_domain(domain)
 
 
 def public_count(domain: Domain) -> int:
@@ -333,6 +347,7 @@ UNIT_ROUNDOFF = Fraction(1, 2**53)
 """``u``: the relative error of one rounding to nearest in double precision."""
 
 
+@functools.lru_cache(maxsize=1024)
 def gamma(m: int) -> float:
     """``gamma_m = m u / (1 - m u)`` (Higham, Lemma 3.1), rounded up to a double."""
     if not 0 <= m * UNIT_ROUNDOFF < Fraction(1, 2):
