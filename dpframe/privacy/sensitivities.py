@@ -195,6 +195,11 @@ class Region:
             raise ParameterError(
                 f"the projection must have {self.dim} rows (one per feature), got shape {w.shape}."
             )
+        if w.size > _MEMO_ENTRIES:  # a large projection costs more to key than to project
+            return self._project(w)
+        return _projected(self, w.shape, w.tobytes())
+
+    def _project(self, w: np.ndarray) -> Region:
         radius = float(np.linalg.norm(w, 2)) * self.radius
         widths = np.linalg.norm(w, axis=0) * self.radius
         if self.half_widths is not None:
@@ -221,6 +226,16 @@ class Region:
         if np.any(over):
             rows[over] *= (self.radius / norms[over])[:, None]
         return rows
+
+
+_MEMO_ENTRIES = 4096
+
+
+@functools.lru_cache(maxsize=256)
+def _projected(region: Region, shape: tuple[int, ...], values: bytes) -> Region:
+    """:meth:`Region.project` once per distinct region and projection (its exact values):
+    a supervised mechanism projects its region several times per release."""
+    return region._project(np.frombuffer(values, dtype=np.float64).reshape(shape))
 
 
 @functools.lru_cache(maxsize=256)
