@@ -40,6 +40,15 @@ def _triu_indices(dim: int) -> tuple[np.ndarray, np.ndarray]:
     return rows, cols
 
 
+@functools.lru_cache(maxsize=64)
+def _svec_weights(dim: int) -> np.ndarray:
+    """``svec``'s weights: 1 on the diagonal, sqrt(2) off it (read-only, once per size)."""
+    rows, cols = _triu_indices(dim)
+    weights = np.where(rows == cols, 1.0, np.sqrt(2.0))
+    weights.flags.writeable = False
+    return weights
+
+
 def psd_project(matrix: np.ndarray, floor: float = 0.0) -> np.ndarray:
     """The nearest (Frobenius) symmetric matrix with eigenvalues >= ``floor``.
 
@@ -82,12 +91,10 @@ def svec(matrix: np.ndarray) -> np.ndarray:
     ``svec`` is exactly the Frobenius sensitivity, and iid ``N(0, s^2)`` noise on ``svec``
     puts variance ``s^2`` on the diagonal and ``s^2/2`` off it.
     """
-    dim = matrix.shape[0]
-    rows, cols = np.triu_indices(dim)
-    return matrix[rows, cols] * np.where(rows == cols, 1.0, np.sqrt(2.0))
+    rows, cols = _triu_indices(matrix.shape[0])
+    return matrix[rows, cols] * _svec_weights(matrix.shape[0])
 
 
 def from_svec(values: np.ndarray, dim: int) -> np.ndarray:
     """The symmetric matrix ``A`` with ``svec(A) = values`` (inverse of :func:`svec`)."""
-    rows, cols = np.triu_indices(dim)
-    return from_upper_triangle(values / np.where(rows == cols, 1.0, np.sqrt(2.0)), dim)
+    return from_upper_triangle(values / _svec_weights(dim), dim)
