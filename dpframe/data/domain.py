@@ -39,6 +39,7 @@ TOML form::
 
 from __future__ import annotations
 
+import functools
 import itertools
 import math
 import sys
@@ -301,10 +302,13 @@ class Domain:
     # -- shape ---------------------------------------------------------------------
 
     def _declared_width(self) -> int | None:
-        widths = {len(b) for b in (self.lower, self.upper) if b is not None and len(b) > 1}
-        if len(widths) > 1:
+        # Called on every box() and feature lookup, so no set: the widths above 1.
+        lower = len(self.lower) if self.lower is not None else 1
+        upper = len(self.upper) if self.upper is not None else 1
+        if lower > 1 and upper > 1 and lower != upper:
             raise DomainError("lower and upper bounds have different lengths.")
-        return widths.pop() if widths else None
+        width = max(lower, upper)
+        return width if width > 1 else None
 
     @property
     def n_features(self) -> int | None:
@@ -461,18 +465,17 @@ class Domain:
         return self.lower is not None
 
     def box(self) -> tuple[np.ndarray, np.ndarray]:
-        """The per-feature bounds as arrays; one clear sentence if none were declared."""
+        """The per-feature bounds as read-only arrays (shared between calls: copy before
+        writing); one clear sentence if none were declared."""
         if self.lower is None or self.upper is None:
             raise DomainError(
                 "this needs per-feature bounds; declare [features] lower/upper in the domain "
                 "file or pass --bounds."
             )
-        if self.n_features is None:
+        n_features = self.n_features
+        if n_features is None:
             raise DomainError("the domain's feature count is not known yet (bind it to data).")
-        return (
-            np.broadcast_to(np.array(self.lower), (self.n_features,)).astype(np.float64),
-            np.broadcast_to(np.array(self.upper), (self.n_features,)).astype(np.float64),
-        )
+        return _box(self.lower, self.upper, n_features)
 
     def centre(self) -> np.ndarray:
         """A public centre of the data space: the box centre, or the origin."""
@@ -801,6 +804,29 @@ def _uniform(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray | float, np.nda
     if lo.size and all(same):
         return float(lo[0]), float(hi[0])
     return lo, hi
+
+
+def _box(
+    lower: tuple[float, ...], upper: tuple[float, ...], n_features: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """The bounds broadcast to ``n_features``, read-only: mechanisms ask for them many
+    times per release (the kit's audits make thousands of releases), and a Domain is
+    immutable, so one pair serves every call with the same bounds. Keyed by the bounds'
+    bits too: ``0.0 == -0.0``, but a box's zeros keep the sign they were declared with."""
+    bits = tuple(math.copysign(1.0, b) for b in (*lower, *upper))
+    return _box_of(lower, upper, n_features, bits)
+
+
+@functools.lru_cache(maxsize=256)
+def _box_of(
+    lower: tuple[float, ...], upper: tuple[float, ...], n_features: int, bits: tuple
+) -> tuple[np.ndarray, np.ndarray]:
+    arrays = []
+    for bounds in (lower, upper):
+        array = np.broadcast_to(np.array(bounds, dtype=np.float64), (n_features,)).copy()
+        array.flags.writeable = False
+        arrays.append(array)
+    return arrays[0], arrays[1]
 
 
 def _row_norms(features: np.ndarray) -> np.ndarray:

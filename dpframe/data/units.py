@@ -83,12 +83,19 @@ class UnitMap:
     @classmethod
     def of(cls, domain: Domain) -> UnitMap | None:
         """The map of ``domain``'s box (and target); ``None`` when it has no box or the
-        map is the identity (the domain is in rescaled units already)."""
+        map is the identity (the domain is in rescaled units already). Its arrays are
+        read-only: one map serves every release on the same domain."""
+        return _unit_map_of(domain) if cls is UnitMap else cls._of(domain)
+
+    @classmethod
+    def _of(cls, domain: Domain) -> UnitMap | None:
         if not domain.has_box or domain.n_features is None:
             return None
         lo, hi = domain.box()
         half = (hi - lo) / 2
-        unit = cls((lo + hi) / 2, np.where(half > 0, half, 1.0))
+        centre, scale = (lo + hi) / 2, np.where(half > 0, half, 1.0)
+        centre.flags.writeable = scale.flags.writeable = False
+        unit = cls(centre, scale)
         if isinstance(domain.labels, Target):
             target = domain.labels
             unit = attrs.evolve(
@@ -109,21 +116,7 @@ class UnitMap:
         bounds are equal), no row-norm bound (the ball is not a ball after per-axis
         scaling; the box bounds every record), a target on ``[-1, 1]``, and no categories
         or bins (rescaled values are not codes; the declared domain maps outputs back)."""
-        lo, hi = domain.box()
-        flat = hi == lo
-        labels = domain.labels
-        if isinstance(labels, Target):
-            radius = 0.0 if labels.radius == 0 else 1.0
-            labels = Target(-radius, radius, labels.column)
-        return attrs.evolve(
-            domain,
-            lower=tuple(np.where(flat, 0.0, -1.0).tolist()),
-            upper=tuple(np.where(flat, 0.0, 1.0).tolist()),
-            row_norm_bound=None,
-            labels=labels,
-            categories=(),
-            bins=None,
-        )
+        return _rescaled_domain(domain)
 
     def features(self, x: np.ndarray) -> np.ndarray:
         """Rescaled copy of records of the declared box."""
@@ -153,6 +146,33 @@ class UnitMap:
         rescales each chunk as a pass reads it (no rescaled copy of an in-memory Dataset;
         its passes are still passes over the Dataset, which the fingerprint observes)."""
         return RescaledSource(dataset, self, domain)
+
+
+@functools.lru_cache(maxsize=256)
+def _unit_map_of(domain: Domain) -> UnitMap | None:
+    """:meth:`UnitMap.of`, once per distinct (immutable) domain: a looped audit makes
+    thousands of releases on one domain."""
+    return UnitMap._of(domain)
+
+
+@functools.lru_cache(maxsize=256)
+def _rescaled_domain(domain: Domain) -> Domain:
+    """:meth:`UnitMap.domain`, once per distinct (immutable) domain."""
+    lo, hi = domain.box()
+    flat = hi == lo
+    labels = domain.labels
+    if isinstance(labels, Target):
+        radius = 0.0 if labels.radius == 0 else 1.0
+        labels = Target(-radius, radius, labels.column)
+    return attrs.evolve(
+        domain,
+        lower=tuple(np.where(flat, 0.0, -1.0).tolist()),
+        upper=tuple(np.where(flat, 0.0, 1.0).tolist()),
+        row_norm_bound=None,
+        labels=labels,
+        categories=(),
+        bins=None,
+    )
 
 
 class RescaledSource:

@@ -33,6 +33,7 @@ the Frobenius norm) for Gaussian; :func:`symmetric_matrix` maps the noisy entrie
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Mapping
 from fractions import Fraction
@@ -248,6 +249,7 @@ class Grid:
         return attrs.asdict(self)
 
 
+@functools.lru_cache(maxsize=1024)
 def grid_for(
     family: str,
     sensitivity: float,
@@ -263,7 +265,7 @@ def grid_for(
     (L2), with ``Δ' = Δ + 2e·d`` (L1) or ``Δ + 2e·⌈√d⌉`` (L2) for the statistic's
     floating-point error ``e`` per coordinate; the integer noise ``t = ceil(z·that)`` or
     ``σ = ceil(z·that)`` keeps the noise multiplier at least ``z`` (and is at least one grid
-    step).
+    step). Computed once per distinct inputs (a Grid is immutable).
     """
     if not (math.isfinite(sensitivity) and sensitivity > 0):
         raise ParameterError(f"the sensitivity must be positive and finite, got {sensitivity!r}.")

@@ -104,6 +104,7 @@ each built-in's statistics and bounds.
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 from typing import Literal
@@ -168,6 +169,12 @@ class Region:
     @classmethod
     def of_domain(cls, domain: Domain) -> Region:
         """Records of ``domain`` centred at its public centre: ``v = x - domain.centre()``."""
+        if cls is Region:
+            return _region_of_domain(domain)
+        return cls._of_domain(domain)
+
+    @classmethod
+    def _of_domain(cls, domain: Domain) -> Region:
         if domain.n_features is None:
             raise DomainError("the domain's feature count is not known yet (bind it to data).")
         radius = domain.radius()
@@ -188,6 +195,11 @@ class Region:
             raise ParameterError(
                 f"the projection must have {self.dim} rows (one per feature), got shape {w.shape}."
             )
+        if w.size > _MEMO_ENTRIES:  # a large projection costs more to key than to project
+            return self._project(w)
+        return _projected(self, w.shape, w.tobytes())
+
+    def _project(self, w: np.ndarray) -> Region:
         radius = float(np.linalg.norm(w, 2)) * self.radius
         widths = np.linalg.norm(w, axis=0) * self.radius
         if self.half_widths is not None:
@@ -214,6 +226,23 @@ class Region:
         if np.any(over):
             rows[over] *= (self.radius / norms[over])[:, None]
         return rows
+
+
+_MEMO_ENTRIES = 4096
+
+
+@functools.lru_cache(maxsize=256)
+def _projected(region: Region, shape: tuple[int, ...], values: bytes) -> Region:
+    """:meth:`Region.project` once per distinct region and projection (its exact values):
+    a supervised mechanism projects its region several times per release."""
+    return region._project(np.frombuffer(values, dtype=np.float64).reshape(shape))
+
+
+@functools.lru_cache(maxsize=256)
+def _region_of_domain(domain: Domain) -> Region:
+    """:meth:`Region.of_domain`, once per distinct domain: both are immutable, and
+    mechanisms ask for it several times per release."""
+    return Region._of_domain(domain)
 
 
 def public_count(domain: Domain) -> int:
@@ -333,6 +362,7 @@ UNIT_ROUNDOFF = Fraction(1, 2**53)
 """``u``: the relative error of one rounding to nearest in double precision."""
 
 
+@functools.lru_cache(maxsize=1024)
 def gamma(m: int) -> float:
     """``gamma_m = m u / (1 - m u)`` (Higham, Lemma 3.1), rounded up to a double."""
     if not 0 <= m * UNIT_ROUNDOFF < Fraction(1, 2):

@@ -6,6 +6,8 @@ and each plugin's calibration module for those.
 
 from __future__ import annotations
 
+import functools
+
 import numpy as np
 
 
@@ -16,17 +18,35 @@ def upper_triangle(matrix: np.ndarray) -> np.ndarray:
     is released (PRIVACY-NOTES rule 3), so sensitivities of symmetric outputs are norms of
     this vector.
     """
-    rows, cols = np.triu_indices(matrix.shape[0])
+    rows, cols = _triu_indices(matrix.shape[0])
     return matrix[rows, cols]
 
 
 def from_upper_triangle(values: np.ndarray, dim: int) -> np.ndarray:
     """The symmetric matrix whose upper triangle (row by row, with diagonal) is ``values``."""
     out = np.zeros((dim, dim))
-    rows, cols = np.triu_indices(dim)
+    rows, cols = _triu_indices(dim)
     out[rows, cols] = values
     out[cols, rows] = values
     return out
+
+
+@functools.lru_cache(maxsize=64)
+def _triu_indices(dim: int) -> tuple[np.ndarray, np.ndarray]:
+    """``np.triu_indices(dim)``, read-only and computed once per size (the kit's audits
+    lay out thousands of releases)."""
+    rows, cols = np.triu_indices(dim)
+    rows.flags.writeable = cols.flags.writeable = False
+    return rows, cols
+
+
+@functools.lru_cache(maxsize=64)
+def _svec_weights(dim: int) -> np.ndarray:
+    """``svec``'s weights: 1 on the diagonal, sqrt(2) off it (read-only, once per size)."""
+    rows, cols = _triu_indices(dim)
+    weights = np.where(rows == cols, 1.0, np.sqrt(2.0))
+    weights.flags.writeable = False
+    return weights
 
 
 def psd_project(matrix: np.ndarray, floor: float = 0.0) -> np.ndarray:
@@ -71,12 +91,10 @@ def svec(matrix: np.ndarray) -> np.ndarray:
     ``svec`` is exactly the Frobenius sensitivity, and iid ``N(0, s^2)`` noise on ``svec``
     puts variance ``s^2`` on the diagonal and ``s^2/2`` off it.
     """
-    dim = matrix.shape[0]
-    rows, cols = np.triu_indices(dim)
-    return matrix[rows, cols] * np.where(rows == cols, 1.0, np.sqrt(2.0))
+    rows, cols = _triu_indices(matrix.shape[0])
+    return matrix[rows, cols] * _svec_weights(matrix.shape[0])
 
 
 def from_svec(values: np.ndarray, dim: int) -> np.ndarray:
     """The symmetric matrix ``A`` with ``svec(A) = values`` (inverse of :func:`svec`)."""
-    rows, cols = np.triu_indices(dim)
-    return from_upper_triangle(values / np.where(rows == cols, 1.0, np.sqrt(2.0)), dim)
+    return from_upper_triangle(values / _svec_weights(dim), dim)

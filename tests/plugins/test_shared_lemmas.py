@@ -10,7 +10,9 @@ import pytest
 from scipy.optimize import minimize
 
 from dpframe import SeededSampler
+from dpframe.data.domain import Domain
 from dpframe.data.relation import Relation
+from dpframe.data.units import UnitMap
 from dpframe.errors import ParameterError
 from dpframe.privacy.accountants.zcdp import zcdp_epsilon
 from dpframe.privacy.noise import plan_stages, symmetric_entries, symmetric_matrix
@@ -113,6 +115,33 @@ def test_projected_region_contains_projected_records():
     assert np.abs(u).sum(axis=1).max() <= projected.l1
     before = u.copy()
     assert np.array_equal(projected.clip(u), before)  # inside: clipping is a no-op
+
+
+def test_memoised_regions_follow_their_inputs():
+    """Regions and unit maps are computed once per distinct domain or projection: a second
+    domain or a projection changed in one entry must get its own, and the first's come back
+    unchanged (a memo keyed too coarsely would hand one release another's bounds)."""
+    box = Domain(lower=[0, -1, 2], upper=[1, 1, 5])
+    wider = Domain(lower=[0, -1, 2], upper=[1, 1, 7])
+    assert Region.of_domain(box).half_widths == (0.5, 1.0, 1.5)
+    assert Region.of_domain(wider).half_widths == (0.5, 1.0, 2.5)
+    assert Region.of_domain(Domain(lower=[0, -1, 2], upper=[1, 1, 5])) == Region.of_domain(box)
+    w = np.array([[1.0, 0.0], [0.0, 0.6], [0.0, 0.8]])
+    first = Region.of_domain(box).project(w)
+    moved = w.copy()
+    moved[2, 1] = 0.9
+    second = Region.of_domain(box).project(moved)
+    assert first.half_widths == pytest.approx((0.5, 0.6 + 1.2), rel=1e-9)
+    assert second.half_widths == pytest.approx((0.5, 0.6 + 1.35), rel=1e-9)
+    assert Region.of_domain(box).project(w) == first
+    units = UnitMap.of(box)
+    assert units.centre.tolist() == [0.5, 0.0, 3.5] and units.scale.tolist() == [0.5, 1.0, 1.5]
+    assert UnitMap.of(wider).scale.tolist() == [0.5, 1.0, 2.5]
+    assert units.domain(wider).upper == (1.0, 1.0, 1.0)
+    for shared in (*box.box(), units.centre, units.scale):  # shared between calls: read-only
+        with pytest.raises(ValueError, match="read-only"):
+            shared[0] = 9.0
+    assert box.box()[1].tolist() == [1, 1, 5]
 
 
 def test_plan_stages_compose_exactly():
