@@ -130,11 +130,16 @@ TestAIMAudit = pytest.mark.slow(
 # The power self-check, on the first stage alone (dpframe_mbi/stages.py): the k one-way
 # measurements, before any selection, are mu-GDP with mu = sqrt(k) Δ₂/σ, a claim the audit
 # can refute with vectorised samples (the whole release's (ε, δ) needs millions). At ε = 1
-# (mu = 0.14 for MST's third of ρ, 0.23 for AIM's 0.9 ρ at T = k), a halved noise doubles
-# mu; 50,000 samples per dataset resolve mu to a few hundredths at the audit's error rate.
+# (mu = 0.23 for AIM's 0.9 ρ at T = k; 0.14 for MST's third of ρ, see below), a halved noise
+# doubles mu; 50,000 samples per dataset resolve mu to a few hundredths at the audit's
+# error rate.
 STAGE_TIER = attrs.evolve(FAST, audit_samples=50_000, release_samples=500)
+# MST's stage at ε = 3 (mu = 0.43): at ε = 1 (mu = 0.14) the black-box pilot's best pair
+# (MSTOneWay has no query() hook, so the pilot picks the pair) showed the halved noise on
+# only 2 of the kit seeds 0-3; at ε = 3 on all of 0-7 (lead, 2026-11-25). The claim is
+# exactly mu-GDP at every ε, so the larger ε attacks the same calibration.
 TestMSTOneWay = conformance(
-    MSTOneWay, {"epsilon": 1.0, "delta": 1e-5, "bins": 2}, SMALL, fast=STAGE_TIER
+    MSTOneWay, {"epsilon": 3.0, "delta": 1e-5, "bins": 2}, SMALL, fast=STAGE_TIER
 )
 TestAIMOneWay = conformance(AIMOneWay, AIM_PARAMS, CATEGORICAL, fast=STAGE_TIER)
 
