@@ -100,6 +100,12 @@ class NoisyStage:
         """Laplace ``b`` or Gaussian standard deviation."""
         return self.noise_multiplier * self.sensitivity
 
+    @property
+    def sd(self) -> float:
+        """The noise's standard deviation per coordinate (of the continuous law the grid's
+        noise is calibrated to): ``sqrt(2) b`` for Laplace, ``σ`` for Gaussian."""
+        return math.sqrt(2.0) * self.scale if self.family == "laplace" else self.scale
+
     def event(self) -> PrivacyEvent:
         kind = DiscreteLaplaceEvent if self.family == "laplace" else DiscreteGaussianEvent
         return kind(self.noise_multiplier, relation=self.relation)

@@ -51,11 +51,6 @@ def matrix_floor(entry_sd: float, k: int) -> float:
     return entry_sd * math.sqrt(k)
 
 
-def laplace_sd(scale: float) -> float:
-    """The standard deviation ``sqrt(2) b`` of Laplace noise with scale ``b``."""
-    return math.sqrt(2.0) * scale
-
-
 def projection_dimension(m: int, total: float, floor: Callable[[int], float]) -> int:
     """The largest ``k`` in ``[1, m]`` whose prior variance ``lambda_k`` clears
     ``floor(k)`` (1 when none does).

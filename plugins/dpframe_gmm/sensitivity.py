@@ -71,7 +71,6 @@ from dpframe.privacy.sensitivities import (
 )
 from dpframe.releases.defaults import (
     balanced_shares,
-    laplace_sd,
     matrix_floor,
     projection_dimension,
     relative_cost,
@@ -303,8 +302,7 @@ def resolve(params: object, domain: Domain) -> object:
     def floor(p: int) -> float:
         planned = stages(at(p), domain, feature_region(domain, "ron", p, None))
         stage = planned.get("second_moments") or planned["second_moments/0"]
-        sd = laplace_sd(stage.scale) if params.noise == "laplace" else stage.scale
-        return matrix_floor(sd / per_moment, p)
+        return matrix_floor(stage.sd / per_moment, p)
 
     m = domain.n_features
     return at(projection_dimension(m, radius(m) ** 2, floor))

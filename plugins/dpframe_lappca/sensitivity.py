@@ -27,7 +27,7 @@ from dpframe.privacy.sensitivities import (
     second_moment,
     second_moment_error,
 )
-from dpframe.releases.defaults import laplace_sd, matrix_floor, projection_dimension
+from dpframe.releases.defaults import matrix_floor, projection_dimension
 
 
 def covariance_sensitivity(domain: Domain, family: str) -> float:
@@ -58,8 +58,7 @@ def resolve(params: object, domain: Domain) -> object:
     deviation). The noise does not depend on ``P`` (the components are post-processing)."""
     if params.dimension is not None:
         return params
-    scale = stages(params, domain)["covariance"].scale
-    sd = laplace_sd(scale) if params.noise == "laplace" else scale
+    sd = stages(params, domain)["covariance"].sd
     m = domain.n_features
     total = Region.of_domain(domain).radius ** 2
     return attrs.evolve(

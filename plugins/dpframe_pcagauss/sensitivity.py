@@ -51,7 +51,7 @@ from dpframe.privacy.sensitivities import (
     vector_sum,
     vector_sum_error,
 )
-from dpframe.releases.defaults import laplace_sd, projection_dimension
+from dpframe.releases.defaults import projection_dimension
 
 
 def supervised_regions(domain: Domain, projection: object) -> tuple[Region, float, float]:
@@ -117,8 +117,7 @@ def resolve(params: object, domain: Domain) -> object:
         return params
 
     def floor(k: int) -> float:
-        scale = stages(attrs.evolve(params, dimension=k), domain)["eigenvalues"].scale
-        return laplace_sd(scale) if params.noise == "laplace" else scale
+        return stages(attrs.evolve(params, dimension=k), domain)["eigenvalues"].sd
 
     total = Region.of_domain(domain).radius ** 2
     return attrs.evolve(params, dimension=projection_dimension(domain.n_features, total, floor))

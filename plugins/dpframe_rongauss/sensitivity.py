@@ -42,7 +42,6 @@ from dpframe.privacy.sensitivities import (
 )
 from dpframe.releases.defaults import (
     balanced_shares,
-    laplace_sd,
     matrix_floor,
     projection_dimension,
     relative_cost,
@@ -139,8 +138,7 @@ def resolve(params: object, domain: Domain) -> object:
         return attrs.evolve(params, dimension=k, mean_share=share)
 
     def floor(k: int) -> float:
-        scale = stages(at(k), domain)["covariance"].scale
-        sd = laplace_sd(scale) if params.noise == "laplace" else scale
+        sd = stages(at(k), domain)["covariance"].sd
         return matrix_floor(sd, k + int(params.supervised))
 
     dimension = params.dimension
