@@ -21,9 +21,8 @@ migrated (``dpframe ledger migrate``) before they are charged again.
 from __future__ import annotations
 
 import hashlib
-import hmac
 import json
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from json.encoder import encode_basestring_ascii  # type: ignore[attr-defined]
 from typing import Any, NamedTuple
 
@@ -110,8 +109,30 @@ def row_hash(row: Row) -> str:
 def entry_mac(key: bytes, seq: int, entry_hash: str) -> str:
     """The MAC of the entry at ``seq`` with hash ``entry_hash`` under the ledger's MAC key
     (the hash covers the entry and, through ``prev_hash``, every entry before it)."""
-    message = f"dpframe-ledger-entry-mac-v1\n{seq}\n{entry_hash}".encode("ascii")
-    return hmac.digest(key, message, "sha256").hex()
+    return entry_macs(key)(seq, entry_hash)
+
+
+_IPAD = bytes(x ^ 0x36 for x in range(256))
+_OPAD = bytes(x ^ 0x5C for x in range(256))
+
+
+def entry_macs(key: bytes) -> Callable[[int, str], str]:
+    """:func:`entry_mac` under ``key`` for many rows: HMAC-SHA256 (RFC 2104) with the
+    hashes of its two padded keys computed once and copied per row (verification MACs
+    every row: a third of ``hmac.digest``'s cost)."""
+    if len(key) > hashlib.sha256().block_size:
+        key = hashlib.sha256(key).digest()
+    key = key.ljust(hashlib.sha256().block_size, b"\0")
+    inner, outer = hashlib.sha256(key.translate(_IPAD)), hashlib.sha256(key.translate(_OPAD))
+
+    def mac(seq: int, entry_hash: str) -> str:
+        digest = inner.copy()
+        digest.update(f"dpframe-ledger-entry-mac-v1\n{seq}\n{entry_hash}".encode("ascii"))
+        result = outer.copy()
+        result.update(digest.digest())
+        return result.hexdigest()
+
+    return mac
 
 
 @attrs.frozen

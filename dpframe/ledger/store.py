@@ -628,22 +628,21 @@ class Ledger:
         expect_head: str | None = None,
         *,
         check_anchor: bool = True,
-        visit: Callable[[Row], None] | None = None,
+        visit: Callable[[Row, dict[str, Any] | None], None] | None = None,
         fold: Fold | None = None,
     ) -> VerifyReport:
         """Check the whole chain from row 1: every MAC, link and number, the structure,
         every checkpoint (its MAC, its link to the one before, and its state against the
         state re-derived from the rows), and the head anchor. With ``expect_head`` (a head
         hash kept elsewhere), also check that this entry is still in the chain. ``visit``
-        is called with every row read and ``fold`` (a new Fold) is the state folded: the
-        audit reads the records in the same pass."""
+        is called with every row read and its decoded body (``None`` if unreadable), and
+        ``fold`` (a new Fold) is the state folded: the audit reads the records in the same
+        pass."""
         problems: list[Problem] = []
         seen = {"count": 0, "last": None, "expected": False}
 
         def rows() -> Iterator[Row]:
             for row in self._iter_rows():
-                if visit is not None:
-                    visit(row)
                 seen["count"] += 1
                 seen["last"] = row
                 if row.hash == expect_head:
@@ -665,6 +664,7 @@ class Ledger:
                     accountants=self._accountant,
                     checkpoints=states,
                     fold=fold,
+                    visit=visit,
                 )
             finally:
                 self._db.commit()
@@ -735,7 +735,7 @@ class Ledger:
         with self._lock, self._db.errors():
             self._db.begin_read()
             try:
-                return _records(self._iter_rows())
+                return _records(map(_decoded, self._iter_rows()))
             finally:
                 self._db.commit()
 
@@ -743,9 +743,9 @@ class Ledger:
         self, expect_head: str | None = None
     ) -> tuple[VerifyReport, list[DatasetBudget], list[Charge]]:
         """:meth:`verify` and :meth:`recorded` in one pass over the rows (the audit)."""
-        rows: list[Row] = []
+        rows: list[tuple[Row, dict[str, Any] | None]] = []
         fold = Fold()
-        report = self.verify(expect_head, visit=rows.append, fold=fold)
+        report = self.verify(expect_head, visit=lambda *read: rows.append(read), fold=fold)
         return (report, *_records(rows, fold))
 
     # -- internals: keys -------------------------------------------------------------
@@ -1202,17 +1202,16 @@ def charged_total(
 
 
 def _records(
-    rows: Iterable[Row], folded: Fold | None = None
+    rows: Iterable[tuple[Row, dict[str, Any] | None]], folded: Fold | None = None
 ) -> tuple[list[DatasetBudget], list[Charge]]:
-    """The budgets and charges as recorded in ``rows`` (see :meth:`Ledger.recorded`);
-    ``folded``: the rows were folded already (by :meth:`Ledger.verify`)."""
+    """The budgets and charges as recorded in ``rows`` (each with its decoded body,
+    ``None`` if unreadable; see :meth:`Ledger.recorded`); ``folded``: the rows were folded
+    already (by :meth:`Ledger.verify`)."""
     fold = folded or Fold()
     entries = []
     events: dict[int, PrivacyEvent] = {}
-    for row in rows:
-        try:
-            body = decode_body(row)
-        except (ValueError, TypeError):
+    for row, body in rows:
+        if body is None:
             continue
         if row.kind == "reserve":
             with contextlib.suppress(ValueError, TypeError, DPFrameError):
@@ -1230,6 +1229,13 @@ def _records(
         except (KeyError, TypeError, ValueError, AttributeError, DPFrameError):
             continue
     return list(budgets.values()), charges
+
+
+def _decoded(row: Row) -> tuple[Row, dict[str, Any] | None]:
+    try:
+        return row, decode_body(row)
+    except (ValueError, TypeError):
+        return row, None
 
 
 def _json(text: str) -> dict[str, Any]:

@@ -135,14 +135,25 @@ def times_up(count: int, value: float) -> float:
 
 
 def _encode(value: Sum) -> str:
+    """``value`` as the reduced fraction ``"numerator/denominator"`` (``"inf"``); with
+    integers only: the denominator of ``value / 2**1074`` is a power of two, so reducing
+    is a shift by the trailing zero bits (no gcd, no Fraction)."""
     if isinstance(value, float):
         return "inf"
-    exact = Fraction(value, 1 << _SCALE)
-    return f"{exact.numerator}/{exact.denominator}"
+    if value == 0:
+        return "0/1"
+    shift = min((value & -value).bit_length() - 1, _SCALE)
+    return f"{value >> shift}/{1 << (_SCALE - shift)}"
 
 
 def _decode(text: str) -> Sum:
+    """Read back :func:`_encode`'s form (any fraction whose denominator is a power of two
+    up to ``2**1074``; anything else raises ``ValueError``)."""
     if text == "inf":
         return math.inf
-    exact = Fraction(text)
-    return exact.numerator << (_SCALE - exact.denominator.bit_length() + 1)
+    numerator, slash, denominator = text.partition("/")
+    top, bottom = int(numerator), int(denominator) if slash else 1
+    power = bottom.bit_length() - 1
+    if top < 0 or bottom <= 0 or bottom != 1 << power or power > _SCALE:
+        raise ValueError(f"{text!r} is not a running sum.")
+    return top << (_SCALE - power)
