@@ -21,7 +21,6 @@ from __future__ import annotations
 
 import datetime
 import functools
-import gc
 import json
 import math
 import os
@@ -386,17 +385,13 @@ def audit(
     """Audit ``ledger`` (an open Ledger or a path); ``accountants`` limits the totals to
     these registry names (default: every registered accountant)."""
     from dpframe.ledger import Ledger
+    from dpframe.ledger.state import gc_paused
 
     if not isinstance(ledger, Ledger):
         with Ledger.open(ledger) as opened:
             return audit(opened, accountants=accountants)
-    enabled = gc.isenabled()
-    gc.disable()  # 100,000s of long-lived objects: each collection would rescan them all
-    try:
+    with gc_paused():
         return _audit(ledger, accountants)
-    finally:
-        if enabled:
-            gc.enable()
 
 
 def _audit(ledger: Ledger, accountants: list[str] | None) -> AuditReport:
@@ -460,10 +455,8 @@ def _audit_budget(
         entry_flags = []
         if charge.seq in tampered_seqs or charge.entry_id in tampered_ids:
             entry_flags.append("tampered")
-        entry = _audit_entry(charge, budget, by_id, entry_flags)
-        if filter_ok is False and unit != first_unit:
-            entry = attrs.evolve(entry, flags=(*entry.flags, "adaptive_without_filter"))
-        entries.append(entry)
+        adaptive = filter_ok is False and unit != first_unit
+        entries.append(_audit_entry(charge, budget, by_id, entry_flags, adaptive))
     chains = _chains(entries, accountant, delta)
     return BudgetAudit(
         budget=budget,
@@ -478,8 +471,14 @@ def _audit_budget(
 
 
 def _audit_entry(
-    charge: Charge, budget: DatasetBudget, by_id: dict[str, Charge], flags: list[str]
+    charge: Charge,
+    budget: DatasetBudget,
+    by_id: dict[str, Charge],
+    flags: list[str],
+    adaptive: bool = False,
 ) -> EntryAudit:
+    """The audit of one charge; ``adaptive``: it was planned after an earlier charge of a
+    budget whose accountant is not a filter (flagged last)."""
     from dpframe.releases.plugins import registry
 
     for recorded in charge.flags:
@@ -515,6 +514,8 @@ def _audit_entry(
             flag = "foreign_link" if link["foreign"] else "broken_link"
             if flag not in flags:
                 flags.append(flag)
+    if adaptive:
+        flags.append("adaptive_without_filter")
     return EntryAudit(charge, installed, rederived, links, tuple(flags))
 
 

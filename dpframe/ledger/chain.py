@@ -95,13 +95,20 @@ def row_hash(row: Row) -> str:
     non-canonical form no longer matches).
     """
     seq, entry_id, kind, ref, budget_id, created, body, prev_hash = row[:8]
-    fields = [
-        "null" if value is None else encode_basestring_ascii(value)
-        for value in (budget_id, created, entry_id, kind, prev_hash, ref)
-    ]  # inline, not a helper per field: verification hashes every row
+    q = encode_basestring_ascii  # inline, not a helper per field: verification hashes every row
     text = (
         '{{"body":{},"budget_id":{},"created":{},"entry_id":{},"kind":{},"prev_hash":{},'
-        '"ref":{},"seq":{},"v":{}}}'.format(body, *fields, int(seq), HASH_VERSION)
+        '"ref":{},"seq":{},"v":{}}}'.format(
+            body,
+            "null" if budget_id is None else q(budget_id),
+            "null" if created is None else q(created),
+            "null" if entry_id is None else q(entry_id),
+            "null" if kind is None else q(kind),
+            "null" if prev_hash is None else q(prev_hash),
+            "null" if ref is None else q(ref),
+            int(seq),
+            HASH_VERSION,
+        )
     )
     return hashlib.sha256(_DOMAIN_TAG + text.encode("ascii", "replace")).hexdigest()
 

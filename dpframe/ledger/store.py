@@ -81,6 +81,7 @@ from dpframe.ledger.state import (
     Fold,
     StaleTotal,
     decode_body,
+    gc_paused,
     reserve_event,
     verify_rows,
 )
@@ -649,7 +650,7 @@ class Ledger:
                     seen["expected"] = True
                 yield row
 
-        with self._lock, self._db.errors():
+        with self._lock, self._db.errors(), gc_paused():
             self._db.begin_read()
             try:
                 checkpoints = self._db.execute(

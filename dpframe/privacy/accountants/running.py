@@ -82,7 +82,7 @@ class AdditiveTotal(RunningTotal):
         return self.convert([_round_up(x) for x in self.sums], delta)
 
     def to_dict(self) -> dict[str, Any]:
-        return {"sums": None if self.sums is None else [_encode(x) for x in self.sums]}
+        return {"sums": None if self.sums is None else list(map(_encode, self.sums))}
 
 
 def _exact(value: float) -> Sum:
@@ -142,8 +142,14 @@ def _encode(value: Sum) -> str:
         return "inf"
     if value == 0:
         return "0/1"
-    shift = min((value & -value).bit_length() - 1, _SCALE)
-    return f"{value >> shift}/{1 << (_SCALE - shift)}"
+    power = _SCALE - min((value & -value).bit_length() - 1, _SCALE)
+    denominator = _DENOMINATORS.get(power)
+    if denominator is None:
+        denominator = _DENOMINATORS[power] = str(1 << power)
+    return f"{value >> (_SCALE - power)}/{denominator}"
+
+
+_DENOMINATORS: dict[int, str] = {}  # 2**k in decimal, by k (at most 1075 of them)
 
 
 def _decode(text: str) -> Sum:
