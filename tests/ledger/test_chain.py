@@ -250,3 +250,24 @@ def test_a_checkpoint_total_in_an_older_form_is_not_compared_but_the_rest_is():
     assert not same_state(
         {"total": {"sums": ["1/2"], "pairs": []}}, {"total": {"sums": ["1/3"], "pairs": []}}
     )
+
+
+@pytest.mark.parametrize("size", [0, 1, 32, 64, 65, 200])
+def test_the_per_row_mac_is_hmac_sha256(size):
+    """Verification MACs every row with precomputed HMAC pads: the same MAC as the
+    standard library's HMAC-SHA256 over the documented message, for keys shorter than,
+    equal to and longer than SHA-256's block."""
+    import hmac
+    import random
+
+    from dpframe.ledger.chain import entry_mac, entry_macs
+
+    rng = random.Random(size)
+    key = rng.randbytes(size)
+    mac = entry_macs(key)
+    for seq in [1, 2, 63, 64, 10**6, rng.randrange(1, 1 << 40)]:
+        digest = rng.randbytes(32).hex()
+        message = f"dpframe-ledger-entry-mac-v1\n{seq}\n{digest}".encode("ascii")
+        expected = hmac.new(key, message, hashlib.sha256).hexdigest()
+        assert mac(seq, digest) == entry_mac(key, seq, digest) == expected
+    assert entry_macs(key + b"x")(1, GENESIS) != mac(1, GENESIS)

@@ -8,6 +8,7 @@ charge is refused, naming the row, and nothing is written.
 from __future__ import annotations
 
 import contextlib
+import json
 import os
 import shutil
 import sqlite3
@@ -19,7 +20,7 @@ import pytest
 from ledger_testkit import RESERVATION_EDITS, charge
 
 from dpframe.errors import BudgetExceededError, LedgerError
-from dpframe.ledger import Ledger, export_jsonl
+from dpframe.ledger import Ledger, canonical_json, export_jsonl
 from dpframe.ledger.state import CHECKPOINT_EVERY
 
 
@@ -82,6 +83,38 @@ def test_a_changed_checkpoint_refuses_every_write(ledger, ledger_file):
     with pytest.raises(LedgerError, match=r"checkpoint at row \d+ was changed"):
         charge(ledger, 0.01)
     assert any("checkpoint" in p.message for p in ledger.verify().problems)
+
+
+@pytest.mark.parametrize("accountant", ["pure", "rdp"])
+def test_a_checkpoint_one_step_off_the_rows_is_found_even_re_authenticated(
+    ledger, ledger_file, accountant
+):
+    """verify compares every checkpoint with the state re-derived from the rows exactly:
+    one running sum moved by one step of its denominator, and the checkpoint's MAC
+    recomputed with the key (so that only the re-derivation can catch it), is named."""
+    ledger.create_budget("d", (10.0, 1e-6), accountant=accountant)
+    for _ in range(CHECKPOINT_EVERY // 2 + 2):  # one checkpoint
+        charge(ledger, 0.01)
+    assert ledger.verify().ok
+    conn = sqlite3.connect(ledger_file)
+    ((seq, state, prev_mac),) = conn.execute("SELECT seq, state, prev_mac FROM checkpoints")
+    data = json.loads(state)
+    (budget,) = data["budgets"].values()
+    sums = budget["total"]["sums"]
+    at = next(i for i, s in enumerate(sums) if "/" in s and s != "0/1")
+    numerator, denominator = sums[at].split("/")
+    sums[at] = f"{int(numerator) + 1}/{denominator}"
+    edited = canonical_json(data)
+    conn.execute(
+        "UPDATE checkpoints SET state = ?, mac = ? WHERE seq = ?",
+        (edited, ledger._checkpoint_mac(seq, edited, prev_mac), seq),
+    )
+    conn.commit()
+    conn.close()
+    problems = ledger.verify().problems
+    assert [p.message for p in problems] == [
+        f"the checkpoint at row {seq} does not match the state re-derived from the rows before it."
+    ]
 
 
 def test_a_deleted_checkpoint_is_found_by_verify(ledger, ledger_file):
