@@ -450,13 +450,14 @@ def _audit_budget(
     filter_ok = None if accountant is None else is_filter(accountant, list(grouped))
     units = [planning_unit(c) for c in charges]
     first_unit = units[0] if units else None
+    mechanisms = registry().entries("mechanism")
     entries = []
     for charge, unit in zip(charges, units, strict=True):
         entry_flags = []
         if charge.seq in tampered_seqs or charge.entry_id in tampered_ids:
             entry_flags.append("tampered")
         adaptive = filter_ok is False and unit != first_unit
-        entries.append(_audit_entry(charge, budget, by_id, entry_flags, adaptive))
+        entries.append(_audit_entry(charge, budget, by_id, entry_flags, adaptive, mechanisms))
     chains = _chains(entries, accountant, delta)
     return BudgetAudit(
         budget=budget,
@@ -476,11 +477,11 @@ def _audit_entry(
     by_id: dict[str, Charge],
     flags: list[str],
     adaptive: bool = False,
+    mechanisms: dict[str, Any] | None = None,
 ) -> EntryAudit:
     """The audit of one charge; ``adaptive``: it was planned after an earlier charge of a
-    budget whose accountant is not a filter (flagged last)."""
-    from dpframe.releases.plugins import registry
-
+    budget whose accountant is not a filter (flagged last); ``mechanisms``: the registry's
+    mechanism entries by name (read once per budget)."""
     for recorded in charge.flags:
         if recorded not in flags:
             flags.append(recorded)
@@ -492,7 +493,11 @@ def _audit_entry(
         flags.append(FLAG_INFERRED)
     if charge.status in ("failed", "pending"):
         flags.append(charge.status)
-    entry = registry().entries("mechanism").get(charge.mechanism)
+    if mechanisms is None:
+        from dpframe.releases.plugins import registry
+
+        mechanisms = registry().entries("mechanism")
+    entry = mechanisms.get(charge.mechanism)
     installed = None
     if entry is None:
         flags.append("unknown_plugin")
@@ -508,7 +513,8 @@ def _audit_entry(
             flags.append("event_mismatch")
         elif rederived.status == "error":
             flags.append("rederivation_failed")
-    links = tuple(_check_link(p, charge, budget, by_id) for p in _parents(charge))
+    parents = _parents(charge)
+    links = tuple(_check_link(p, charge, budget, by_id) for p in parents) if parents else ()
     for link in links:
         if link["problem"] is not None:
             flag = "foreign_link" if link["foreign"] else "broken_link"

@@ -1215,8 +1215,10 @@ def _records(
         if body is None:
             continue
         if row.kind == "reserve":
-            with contextlib.suppress(ValueError, TypeError, DPFrameError):
+            try:  # noqa: SIM105 (not contextlib.suppress: this runs for every reservation)
                 events[row.seq] = reserve_event(row.body, body)
+            except (ValueError, TypeError, DPFrameError):
+                pass
         if folded is None:
             fold.apply(row, body)
         if row.kind in ("reserve", "commit", "fail"):
