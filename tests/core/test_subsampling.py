@@ -232,15 +232,23 @@ def test_every_subset_is_equally_likely(population, size):
 
 
 def test_a_tie_at_the_subset_boundary_redraws_the_row():
-    # keys [5, 5, 9]: the smallest key is tied, so which record is kept is undecided; the
-    # row is redrawn from the next keys [7, 3, 9], which keep record 1.
-    generator = StubGenerator([5, 5, 9, 7, 3, 9])
+    # Keys are the words' top 53 bits. Keys [5, 5, 9]: the smallest is tied, so which
+    # record is kept is undecided; the row is redrawn from the next keys [7, 3, 9], which
+    # keep record 1.
+    def words(*keys):
+        return [k << 11 for k in keys]
+
+    generator = StubGenerator(words(5, 5, 9, 7, 3, 9))
     assert subsampling.uniform_subsets(3, 1, 1, generator).tolist() == [[1]]
     assert generator.bit_generator.used == 6
-    # A tie inside the subset does not matter: [1, 1, 9] keeps {0, 1} at once.
-    generator = StubGenerator([1, 1, 9])
-    assert sorted(subsampling.uniform_subsets(3, 2, 1, generator)[0].tolist()) == [0, 1]
+    # A tie above the boundary does not matter: [1, 9, 9] keeps record 0 at once.
+    generator = StubGenerator(words(1, 9, 9))
+    assert subsampling.uniform_subsets(3, 1, 1, generator).tolist() == [[0]]
     assert generator.bit_generator.used == 3
+    # Words differing only in their low 11 bits are the same key: a tie.
+    generator = StubGenerator([5 << 11, (5 << 11) + 1, 9 << 11, *words(7, 3, 9)])
+    assert subsampling.uniform_subsets(3, 1, 1, generator).tolist() == [[1]]
+    assert generator.bit_generator.used == 6
 
 
 # -- no floating-point draw ------------------------------------------------------------
