@@ -239,7 +239,8 @@ class Sampler(abc.ABC):
         """Indices kept when each of ``population`` items is kept independently with
         exactly ``probability`` (rational; a float converts exactly)."""
         p = _probability(probability, "sampling probability")
-        return np.flatnonzero(subsampling.bernoulli(p, int(population), self._generator))
+        count, _ = _count(population)
+        return np.flatnonzero(subsampling.bernoulli(p, count, self._generator))
 
     def binomial(
         self, trials: int, probability: float | Fraction, size: Shape = None

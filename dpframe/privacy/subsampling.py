@@ -30,6 +30,7 @@ ties are resolved one by one in Python integers.
 from __future__ import annotations
 
 import functools
+import itertools
 import math
 from collections.abc import Callable
 from fractions import Fraction
@@ -39,8 +40,7 @@ import numpy as np
 from dpframe.errors import SamplerError
 
 _WORD = 1 << 64
-_WORD_MAX = np.uint64(_WORD - 1)
-_KEYS_PER_BLOCK = 1 << 24  # 128 MiB of 64-bit keys at most per block of subsets
+_KEYS_PER_BLOCK = 1 << 24  # 128 MiB of keys at most per block of subsets
 
 
 def _words(generator: np.random.Generator, size: int) -> np.ndarray:
@@ -65,7 +65,7 @@ class _Tail:
         if x >= 1:
             return True
         num, den = x.numerator, x.denominator
-        for i in range(1 << 62):
+        for i in itertools.count():
             if num == 0:  # x's expansion ended and V matched it so far: V >= x
                 return False
             if i == len(self.words):
@@ -73,7 +73,7 @@ class _Tail:
             digit, num = divmod(num << 64, den)
             if self.words[i] != digit:
                 return self.words[i] < digit
-        raise AssertionError("unreachable")  # pragma: no cover
+        raise AssertionError("unreachable")  # pragma: no cover - count() never ends
 
 
 def bernoulli(p: Fraction, size: int, generator: np.random.Generator) -> np.ndarray:

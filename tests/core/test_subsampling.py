@@ -202,6 +202,8 @@ def test_binomial_and_poisson_edges():
             sampler.binomial(5, bad, 1)
     with pytest.raises(SamplerError, match="trials"):
         sampler.binomial(-1, 0.5, 1)
+    with pytest.raises(SamplerError, match="size"):
+        sampler.poisson_subset(-1, 0.5)
 
 
 # -- categorical ---------------------------------------------------------------------
