@@ -37,7 +37,7 @@ from numpy.typing import ArrayLike
 from randomgen import ChaCha
 
 from dpframe.errors import SamplerError
-from dpframe.privacy import exact
+from dpframe.privacy import exact, subsampling
 
 Shape = int | tuple[int, ...] | None
 
@@ -211,14 +211,15 @@ class Sampler(abc.ABC):
         return q * signs
 
     def subset(self, population: int, size: int) -> np.ndarray:
-        """``size`` distinct indices from ``range(population)``, uniformly without replacement."""
+        """``size`` distinct indices from ``range(population)``, uniformly without replacement
+        (numpy's Floyd or tail-shuffle algorithm on exact bounded integers)."""
         if not (0 <= size <= population):
             raise SamplerError(f"cannot draw {size} items without replacement from {population}.")
         return self._generator.choice(population, size=size, replace=False)
 
     def subsets(self, population: int, size: int, count: int) -> np.ndarray:
-        """``count`` independent subsets (rows of a ``count x size`` array), each uniform
-        without replacement from ``range(population)``; vectorised."""
+        """``count`` independent subsets (rows of a ``count x size`` array), each exactly
+        uniform without replacement from ``range(population)``; vectorised."""
         if not (0 <= size <= population):
             raise SamplerError(f"cannot draw {size} items without replacement from {population}.")
         if size == 0 or count == 0:
@@ -231,31 +232,37 @@ class Sampler(abc.ABC):
                 out[bad] = self.integers(0, population, (bad.size, size))
                 bad = bad[_rows_with_duplicates(out[bad])]
             return out
-        # Otherwise the `size` smallest of iid uniform keys form a uniform subset;
-        # process in blocks to bound memory.
-        block = max(1, 2**24 // population)
-        parts = []
-        for start in range(0, count, block):
-            keys = self.uniform(size=(min(block, count - start), population))
-            parts.append(np.argpartition(keys, size - 1, axis=1)[:, :size])
-        return np.concatenate(parts)
+        # Otherwise the `size` smallest of iid 64-bit keys (boundary ties redrawn).
+        return subsampling.uniform_subsets(population, size, count, self._generator)
 
-    def poisson_subset(self, population: int, probability: float) -> np.ndarray:
+    def poisson_subset(self, population: int, probability: float | Fraction) -> np.ndarray:
         """Indices kept when each of ``population`` items is kept independently with
-        ``probability``."""
-        if not (0 <= probability <= 1):
-            raise SamplerError(f"the sampling probability must lie in [0, 1], got {probability}.")
-        return np.flatnonzero(self.uniform(size=population) < probability)
+        exactly ``probability`` (rational; a float converts exactly)."""
+        p = _probability(probability, "sampling probability")
+        count, _ = _count(population)
+        return np.flatnonzero(subsampling.bernoulli(p, count, self._generator))
+
+    def binomial(
+        self, trials: int, probability: float | Fraction, size: Shape = None
+    ) -> np.ndarray:
+        """Exact ``Binomial(trials, probability)`` draws (int64): the size of a Poisson
+        subset of ``trials`` items."""
+        if isinstance(trials, bool) or not isinstance(trials, (int, np.integer)) or trials < 0:
+            raise SamplerError(f"the number of trials must be an integer >= 0, got {trials!r}.")
+        p = _probability(probability, "binomial probability")
+        count, shape = _count(size)
+        return subsampling.binomial(int(trials), p, count, self._generator).reshape(shape)
 
     def categorical(self, probabilities: ArrayLike, size: int) -> np.ndarray:
-        """``size`` draws of category indices with the given probabilities."""
+        """``size`` draws of category indices with the given probabilities (weights,
+        normalised by their exact sum)."""
         p = np.asarray(probabilities, dtype=np.float64)
         if p.ndim != 1 or p.size == 0 or np.any(p < 0) or not np.all(np.isfinite(p)):
             raise SamplerError("category probabilities must be a non-empty vector of numbers >= 0.")
-        total = p.sum()
-        if total <= 0:
+        if not np.any(p > 0):
             raise SamplerError("category probabilities must not all be zero.")
-        return self._generator.choice(p.size, size=size, p=p / total)
+        weights = [Fraction(float(w)) for w in p]
+        return subsampling.categorical(weights, int(size), self._generator)
 
     def permutation(self, n: int) -> np.ndarray:
         """A uniformly random permutation of ``range(n)``."""
@@ -397,6 +404,13 @@ def _count(size: Shape) -> tuple[int, tuple[int, ...]]:
     if any(n < 0 for n in shape):
         raise SamplerError(f"a sample size must be >= 0, got {size!r}.")
     return math.prod(shape), shape
+
+
+def _probability(value: float | Fraction, what: str) -> Fraction:
+    p = exact.as_rational(value, what, positive=False)
+    if p > 1:
+        raise SamplerError(f"the {what} must lie in [0, 1], got {value!r}.")
+    return p
 
 
 def _nonnegative_scale(scale: float | ArrayLike, family: str) -> float | np.ndarray:

@@ -27,7 +27,6 @@ from typing import Literal
 import attrs
 import numpy as np
 from scipy import sparse
-from scipy.stats import binom
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
 from dpframe.data.relation import Relation
@@ -399,10 +398,10 @@ def _poisson_selection(
     rows: np.ndarray, records: int, rate: float, count: int, sampler: Sampler
 ) -> sparse.csr_matrix:
     """``count`` independent Poisson(rate) subsets of ``rows``, as a 0/1 matrix over all
-    records: each subset's size is Binomial(len(rows), rate) (inverse CDF of a sampler
-    uniform) and, given its size, the subset is uniform."""
-    draws = binom.ppf(sampler.uniform(size=count), rows.size, rate)
-    sizes = np.maximum(draws, 0).astype(np.int64)  # ppf(0) is -1 by scipy's convention
+    records: each subset's size is an exact Binomial(len(rows), rate) draw and, given its
+    size, the subset is exactly uniform, which is the law of keeping each row
+    independently with probability ``rate`` (the float's exact value)."""
+    sizes = sampler.binomial(rows.size, rate, count)
     indptr = np.concatenate([[0], np.cumsum(sizes)])
     picks = np.empty(int(indptr[-1]), dtype=np.int64)
     for size in np.unique(sizes[sizes > 0]):
