@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from fractions import Fraction
 
 import numpy as np
@@ -294,6 +295,26 @@ _QUICK_SLACK = 2.0**-36  # its bound on |y - (-s ln U)|, relative to s (docs/sam
 _filter = True  # the tests switch the float filter off to force the exact path
 
 
+def _load_kernel():
+    """The compiled filter (``dpframe.privacy._exactc``), or ``None`` when it was not built
+    or ``DPFRAME_EXACT_KERNEL=0`` switches it off (docs/samplers.md, "The C kernel")."""
+    if os.environ.get("DPFRAME_EXACT_KERNEL", "1").strip().lower() in ("0", "off", "no", "false"):
+        return None
+    try:
+        from dpframe.privacy import _exactc
+    except ImportError:
+        return None
+    return _exactc
+
+
+_kernel = _load_kernel()  # the tests set it to None to force the pure-numpy filter
+
+
+def filter_path() -> str:
+    """Which filter the exact samplers use: ``"c"`` (the compiled kernel) or ``"numpy"``."""
+    return "c" if _kernel is not None else "numpy"
+
+
 def _exp_neg_bounds(p: int, q: int, bits: int) -> tuple[int, int]:
     """Integers ``lo <= 2^bits exp(-p/q) <= hi`` for integers ``p >= 0, q >= 1``, in exact
     integer arithmetic: ``exp(-y)`` for ``y = x / 2^s < 2^-8`` by its alternating Taylor
@@ -544,6 +565,8 @@ def discrete_laplace(scale: Fraction, size: int, generator: np.random.Generator)
         x = geometric.draw(words, generator)
         return _signed(x, words, None)
 
+    if _kernel is not None and _filter and not geometric.j:
+        propose = _Fused(geometric, None, generator).propose
     return _batches(propose, size, 1 - geometric.negative_zero)
 
 
@@ -594,6 +617,25 @@ class _Gaussian:
         self.b, self.den = b, 2 * a
         self.coefficient = float(Fraction(b, 2 * a))
 
+    def refine(
+        self, prefix: np.ndarray, magnitude: np.ndarray, generator: np.random.Generator
+    ) -> np.ndarray:
+        """The acceptances the table left undecided: each 12-bit ``prefix`` of the
+        acceptance uniform gets 52 more bits (one word each, in order) for the float
+        comparison, and the exact path where that does not decide either."""
+        gamma = magnitude - self.m  # exact: integers below 2^53
+        gamma *= gamma
+        gamma *= self.coefficient
+        rest_bits = 64 - _TABLE_BITS
+        more = _u_prefixes(generator.bit_generator.random_raw(prefix.size), 0, rest_bits)
+        longer = (prefix.astype(np.uint64) << np.uint64(rest_bits)) | more.view(np.uint64)
+
+        def exponent(i: int) -> int:
+            c_exact = int(magnitude[i]) - self.m
+            return c_exact * c_exact * self.b
+
+        return _below_exp(longer, 64, gamma, exponent, self.den, generator)
+
 
 @functools.lru_cache(maxsize=256)
 def _gaussian(sigma_squared: Fraction) -> _Gaussian | None:
@@ -622,7 +664,7 @@ def discrete_gaussian(
     gaussian = _gaussian(sigma_squared)
     if gaussian is None:
         return _discrete_gaussian_scalar(sigma_squared, size, generator)
-    geometric, m, b, den = gaussian.geometric, gaussian.m, gaussian.b, gaussian.den
+    geometric, m = gaussian.geometric, gaussian.m
 
     def propose(n: int) -> np.ndarray:
         words = generator.bit_generator.random_raw(n)
@@ -638,19 +680,63 @@ def discrete_gaussian(
         else:
             unsure = np.arange(n)
         if unsure.size:
-            rest_bits = 64 - _TABLE_BITS
-            more = _u_prefixes(generator.bit_generator.random_raw(unsure.size), 0, rest_bits)
-            prefix = (pair[unsure] >> 1).astype(np.uint64)
-            longer = (prefix << np.uint64(rest_bits)) | more.view(np.uint64)
-
-            def exponent(i: int) -> int:
-                c_exact = int(x[unsure[i]]) - m
-                return c_exact * c_exact * b
-
-            accept[unsure] = _below_exp(longer, 64, gamma[unsure], exponent, den, generator)
+            magnitude = x[unsure].astype(np.float64)
+            accept[unsure] = gaussian.refine(pair[unsure] >> 1, magnitude, generator)
         return _signed(x, words, accept)
 
+    if _kernel is not None and _filter and not geometric.j:
+        propose = _Fused(geometric, gaussian, generator).propose
     return _batches(propose, size, 0.7)
+
+
+class _Fused:
+    """The proposals of :func:`discrete_laplace` (``gaussian=None``) or
+    :func:`discrete_gaussian` through the C kernel (``_exactc.filter``): one pass gives
+    every proposal the filter decides (sign, quick inversion, the Gaussian's table) and
+    marks the rest, which go to the same Python code as on the numpy path, in the same
+    order (:meth:`_Geometric.invert`, then :meth:`_Gaussian.refine`), so the words drawn
+    and the values returned are the numpy path's. Only for ``j = 0`` (scales up to 2^25).
+    """
+
+    def __init__(
+        self, geometric: _Geometric, gaussian: _Gaussian | None, generator: np.random.Generator
+    ) -> None:
+        self.geometric, self.gaussian, self.generator = geometric, gaussian, generator
+        self.x = np.empty(_CHUNK)
+        self.status = np.empty(_CHUNK, dtype=np.uint8)
+        self.values = np.empty(_CHUNK, dtype=np.int64)
+        m, coefficient = (gaussian.m, gaussian.coefficient) if gaussian else (0, -1.0)
+        self.arguments = (
+            geometric.scale,
+            geometric.quick_slack,
+            1 << (_QUICK_BITS + 64 - _INVERSION_BITS),
+            float(m),
+            coefficient,
+            _BOUNDS,
+        )
+
+    def _filter(self, words: np.ndarray, x: np.ndarray, status: np.ndarray, stage: int) -> int:
+        return _kernel.filter(words, x, status, *self.arguments, stage)
+
+    def propose(self, n: int) -> np.ndarray:
+        words = self.generator.bit_generator.random_raw(n)
+        x, status = self.x[:n], self.status[:n]
+        if self._filter(words, x, status, 0):
+            todo = np.flatnonzero(status == 2)  # the inversion's second filter, then exact
+            if todo.size:
+                some = words[todo]
+                prefix = _u_prefixes(some, 64 - _INVERSION_BITS, _INVERSION_BITS)
+                magnitude = self.geometric.invert(prefix, self.generator).astype(np.float64)
+                settled = np.empty(todo.size, dtype=np.uint8)
+                self._filter(some, magnitude, settled, 1)
+                x[todo], status[todo] = magnitude, settled
+            unsure = np.flatnonzero(status == 3)  # the Gaussian's table: refined
+            if unsure.size:
+                prefix = (words[unsure] & _PAIR_MASK) >> np.uint64(1)
+                accept = self.gaussian.refine(prefix, np.abs(x[unsure]), self.generator)
+                status[unsure] = accept
+        got = _kernel.compact(x, status, self.values)
+        return self.values[:got]
 
 
 def _discrete_gaussian_scalar(
