@@ -60,6 +60,28 @@ release(Py_buffer *a, Py_buffer *b, Py_buffer *c, Py_buffer *d)
     PyBuffer_Release(d);
 }
 
+/* The inversion's second filter (exact.py, _Geometric.invert) with its bound doubled:
+   from the 51-bit prefix k, y = -s ln((k + 1/2)/2^51) and err = s/k + 2^-40 y + 2^-48 s;
+   decided when no integer lies within 2 err of y. Doubling makes this filter decide only
+   where numpy's would too (the two logs differ by far less than err), so the elements
+   left to numpy's, and its exact fallback's draws, are the numpy path's. */
+static int
+second_filter(uint64_t k, double scale, double minus_scale, double *v)
+{
+    if (k == 0)
+        return 0;
+    double kd = (double)k;
+    double y = log((kd + 0.5) * 0x1p-51) * minus_scale;
+    double err = scale / kd;
+    err += y * 0x1p-40 + scale * 0x1p-48;
+    err *= 2;
+    double lo = floor(y - err);
+    if (!(y + err < lo + 1))
+        return 0;
+    *v = lo;
+    return 1;
+}
+
 static PyObject *
 exactc_filter(PyObject *self, PyObject *args)
 {
@@ -103,12 +125,13 @@ exactc_filter(PyObject *self, PyObject *args)
             /* y - slack >= 0 and y + slack < 2^31 (U >= 2^-52, s <= 2^25): the
                conversion to an integer is floor */
             double a = y - slack, b = y + slack;
-            if (w < quick_min || a < 0 || (int64_t)a != (int64_t)b) {
+            if (w >= quick_min && a >= 0 && (int64_t)a == (int64_t)b)
+                v = (double)(int64_t)a;
+            else if (!second_filter(w >> 13, scale, minus_scale, &v)) {
                 status[i] = 2;
                 undecided++;
                 continue;
             }
-            v = (double)(int64_t)a;
         } else {
             v = x[i];
         }
@@ -136,6 +159,51 @@ exactc_filter(PyObject *self, PyObject *args)
 
     release(&wv, &xv, &sv, &bv);
     return PyLong_FromSsize_t(undecided);
+}
+
+/* refine(words, more, x, status, m, coefficient): the Gaussian's acceptances its table
+   left undecided (status 3), each with 52 more bits (low bits of ``more``): U's 64-bit
+   prefix is the word's 12 table bits then those, u = prefix/2^64, e = exp(-gamma);
+   accept when u + 2^-62 <= e (1 - 2^-29), reject when u > e (1 + 2^-29): the bounds of
+   exact.py's _below_exp doubled, so that this decides only where it would too. Returns
+   how many stay undecided. */
+static PyObject *
+exactc_refine(PyObject *self, PyObject *args)
+{
+    Py_buffer wv, mv, xv, sv;
+    double m, coefficient;
+    if (!PyArg_ParseTuple(args, "y*y*y*w*dd", &wv, &mv, &xv, &sv, &m, &coefficient))
+        return NULL;
+    Py_ssize_t n = wv.len / 8;
+    if (check(&wv, 8, "words") || check(&mv, 8, "more") || check(&xv, 8, "x") ||
+        check(&sv, 1, "status") || mv.len / 8 != n || xv.len / 8 != n || sv.len != n) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "refine: inconsistent buffer sizes");
+        release(&wv, &mv, &xv, &sv);
+        return NULL;
+    }
+    const uint64_t *words = (const uint64_t *)wv.buf, *more = (const uint64_t *)mv.buf;
+    const double *x = (const double *)xv.buf;
+    uint8_t *status = (uint8_t *)sv.buf;
+    Py_ssize_t left = 0;
+    for (Py_ssize_t i = 0; i < n; i++) {
+        if (status[i] != 3)
+            continue;
+        uint64_t prefix = ((words[i] & TABLE_MASK) >> 1) << 52 | (more[i] & ((UINT64_C(1) << 52) - 1));
+        double u = (double)prefix * 0x1p-64;
+        double g = fabs(x[i]) - m;
+        g *= g;
+        g *= coefficient;
+        double e = exp(-g);
+        if (u + 0x1p-62 <= e * (1 - 0x1p-29))
+            status[i] = 1;
+        else if (u > e * (1 + 0x1p-29))
+            status[i] = 0;
+        else
+            left++;
+    }
+    release(&wv, &mv, &xv, &sv);
+    return PyLong_FromSsize_t(left);
 }
 
 static PyObject *
@@ -170,6 +238,46 @@ exactc_compact(PyObject *self, PyObject *args)
     return PyLong_FromSsize_t(got);
 }
 
+/* place(value, noise, out, gamma, limit): a release on a grid in one pass,
+   out = (clip(rint(value/gamma), -limit, limit) + noise) * gamma, each step rounded as
+   noise.py's GridNoise.place rounds it (k + Z added in int64 when |Z| >= 2^53). */
+static PyObject *
+exactc_place(PyObject *self, PyObject *args)
+{
+    Py_buffer vv, nv, ov;
+    double gamma, limit;
+    if (!PyArg_ParseTuple(args, "y*y*w*dd", &vv, &nv, &ov, &gamma, &limit))
+        return NULL;
+    Py_ssize_t n = vv.len / 8;
+    if (check(&vv, 8, "value") || check(&nv, 8, "noise") || check(&ov, 8, "out") ||
+        nv.len != vv.len || ov.len != vv.len) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "place: inconsistent buffer sizes");
+        PyBuffer_Release(&vv);
+        PyBuffer_Release(&nv);
+        PyBuffer_Release(&ov);
+        return NULL;
+    }
+    const double *value = (const double *)vv.buf;
+    const int64_t *noise = (const int64_t *)nv.buf;
+    double *out = (double *)ov.buf;
+    const int64_t exact_limit = INT64_C(1) << 53;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++) {
+        double k = rint(value[i] / gamma);
+        k = k < -limit ? -limit : (k > limit ? limit : k);
+        int64_t z = noise[i];
+        double sum = (z < exact_limit && z > -exact_limit) ? k + (double)z
+                                                            : (double)((int64_t)k + z);
+        out[i] = sum * gamma;
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&vv);
+    PyBuffer_Release(&nv);
+    PyBuffer_Release(&ov);
+    Py_RETURN_NONE;
+}
+
 static PyObject *
 exactc_log(PyObject *self, PyObject *args)
 {
@@ -194,7 +302,9 @@ exactc_log(PyObject *self, PyObject *args)
 
 static PyMethodDef methods[] = {
     {"filter", exactc_filter, METH_VARARGS, "The fused per-proposal filter."},
+    {"refine", exactc_refine, METH_VARARGS, "The Gaussian's refined acceptances."},
     {"compact", exactc_compact, METH_VARARGS, "The accepted values, in order."},
+    {"place", exactc_place, METH_VARARGS, "A release on a grid, in one pass."},
     {"log", exactc_log, METH_VARARGS, "The C library's log, elementwise (for tests)."},
     {NULL, NULL, 0, NULL},
 };

@@ -511,18 +511,23 @@ def _geometric(scale: Fraction) -> _Geometric | None:
 
 
 def _batches(propose, size: int, rate: float) -> np.ndarray:
-    """The first ``size`` accepted values of ``propose(n)`` (which returns the values
-    accepted among ``n`` independent proposals, in order), asked for about ``size/rate``
-    proposals at a time and at most :data:`_CHUNK`: which proposals are kept does not
-    depend on their values, so the kept ones are independent draws of the target."""
+    """The first ``size`` accepted values of ``propose(n, out)`` (which writes the values
+    accepted among ``n`` independent proposals, in order, into ``out`` as far as it
+    reaches and returns how many), asked for about ``size/rate`` proposals at a time and
+    at most :data:`_CHUNK`: which proposals are kept does not depend on their values, so
+    the kept ones are independent draws of the target."""
     out = np.empty(size, dtype=np.int64)
     got = 0
     while got < size:
-        values = propose(min(int((size - got) / rate) + 8, _CHUNK))
-        take = min(values.size, size - got)
-        out[got : got + take] = values[:take]
-        got += take
+        got += propose(min(int((size - got) / rate) + 8, _CHUNK), out[got:])
     return out
+
+
+def _into(values: np.ndarray, out: np.ndarray) -> int:
+    """``values`` written into ``out`` as far as it reaches; how many."""
+    take = min(values.size, out.size)
+    out[:take] = values[:take]
+    return take
 
 
 def _signed(x: np.ndarray, words: np.ndarray, keep: np.ndarray | None) -> np.ndarray:
@@ -560,10 +565,10 @@ def discrete_laplace(scale: Fraction, size: int, generator: np.random.Generator)
         t, s = scale.numerator, scale.denominator
         return np.array([_discrete_laplace_scalar(t, s, generator) for _ in range(size)])
 
-    def propose(n: int) -> np.ndarray:
+    def propose(n: int, out: np.ndarray) -> int:
         words = generator.bit_generator.random_raw(n)
         x = geometric.draw(words, generator)
-        return _signed(x, words, None)
+        return _into(_signed(x, words, None), out)
 
     if _kernel is not None and _filter and not geometric.j:
         propose = _Fused(geometric, None, generator).propose
@@ -618,16 +623,21 @@ class _Gaussian:
         self.coefficient = float(Fraction(b, 2 * a))
 
     def refine(
-        self, prefix: np.ndarray, magnitude: np.ndarray, generator: np.random.Generator
+        self,
+        prefix: np.ndarray,
+        magnitude: np.ndarray,
+        more: np.ndarray,
+        generator: np.random.Generator,
     ) -> np.ndarray:
         """The acceptances the table left undecided: each 12-bit ``prefix`` of the
-        acceptance uniform gets 52 more bits (one word each, in order) for the float
-        comparison, and the exact path where that does not decide either."""
+        acceptance uniform gets 52 more bits (the low bits of its word of ``more``, drawn
+        by the caller, one a proposal, in order) for the float comparison, and the exact
+        path where that does not decide either."""
         gamma = magnitude - self.m  # exact: integers below 2^53
         gamma *= gamma
         gamma *= self.coefficient
         rest_bits = 64 - _TABLE_BITS
-        more = _u_prefixes(generator.bit_generator.random_raw(prefix.size), 0, rest_bits)
+        more = _u_prefixes(more, 0, rest_bits)
         longer = (prefix.astype(np.uint64) << np.uint64(rest_bits)) | more.view(np.uint64)
 
         def exponent(i: int) -> int:
@@ -666,7 +676,7 @@ def discrete_gaussian(
         return _discrete_gaussian_scalar(sigma_squared, size, generator)
     geometric, m = gaussian.geometric, gaussian.m
 
-    def propose(n: int) -> np.ndarray:
+    def propose(n: int, out: np.ndarray) -> int:
         words = generator.bit_generator.random_raw(n)
         x = geometric.draw(words, generator)
         pair = (words & _PAIR_MASK).view(np.int64)  # 2k for the table prefix k
@@ -681,8 +691,9 @@ def discrete_gaussian(
             unsure = np.arange(n)
         if unsure.size:
             magnitude = x[unsure].astype(np.float64)
-            accept[unsure] = gaussian.refine(pair[unsure] >> 1, magnitude, generator)
-        return _signed(x, words, accept)
+            more = generator.bit_generator.random_raw(unsure.size)
+            accept[unsure] = gaussian.refine(pair[unsure] >> 1, magnitude, more, generator)
+        return _into(_signed(x, words, accept), out)
 
     if _kernel is not None and _filter and not geometric.j:
         propose = _Fused(geometric, gaussian, generator).propose
@@ -704,7 +715,6 @@ class _Fused:
         self.geometric, self.gaussian, self.generator = geometric, gaussian, generator
         self.x = np.empty(_CHUNK)
         self.status = np.empty(_CHUNK, dtype=np.uint8)
-        self.values = np.empty(_CHUNK, dtype=np.int64)
         m, coefficient = (gaussian.m, gaussian.coefficient) if gaussian else (0, -1.0)
         self.arguments = (
             geometric.scale,
@@ -718,7 +728,7 @@ class _Fused:
     def _filter(self, words: np.ndarray, x: np.ndarray, status: np.ndarray, stage: int) -> int:
         return _kernel.filter(words, x, status, *self.arguments, stage)
 
-    def propose(self, n: int) -> np.ndarray:
+    def propose(self, n: int, out: np.ndarray) -> int:
         words = self.generator.bit_generator.random_raw(n)
         x, status = self.x[:n], self.status[:n]
         if self._filter(words, x, status, 0):
@@ -732,11 +742,16 @@ class _Fused:
                 x[todo], status[todo] = magnitude, settled
             unsure = np.flatnonzero(status == 3)  # the Gaussian's table: refined
             if unsure.size:
-                prefix = (words[unsure] & _PAIR_MASK) >> np.uint64(1)
-                accept = self.gaussian.refine(prefix, np.abs(x[unsure]), self.generator)
-                status[unsure] = accept
-        got = _kernel.compact(x, status, self.values)
-        return self.values[:got]
+                some, more = words[unsure], self.generator.bit_generator.random_raw(unsure.size)
+                magnitude, settled = np.abs(x[unsure]), status[unsure]
+                if _kernel.refine(some, more, magnitude, settled, *self.arguments[3:5]):
+                    left = np.flatnonzero(settled == 3)
+                    prefix = (some[left] & _PAIR_MASK) >> np.uint64(1)
+                    settled[left] = self.gaussian.refine(
+                        prefix, magnitude[left], more[left], self.generator
+                    )
+                status[unsure] = settled
+        return _kernel.compact(x, status, out)
 
 
 def _discrete_gaussian_scalar(

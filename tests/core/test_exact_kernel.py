@@ -149,3 +149,26 @@ def test_the_kernel_is_built_where_a_compiler_exists():
     if os.environ.get("DPFRAME_EXACT_KERNEL", "1") in ("0", "off", "no", "false"):
         pytest.skip("DPFRAME_EXACT_KERNEL switches the kernel off")
     assert exact.filter_path() == "c"
+
+
+@needs_kernel
+def test_the_kernel_places_a_release_on_its_grid_as_numpy_does(monkeypatch):
+    # Rounding to even, the clamp at ±2^52 steps, noise at and beyond 2^53 (the int64
+    # sum), -0.0 and a 0-d value: the one-pass placement equals numpy's steps bit for bit.
+    from dpframe.privacy.noise import GRID_LIMIT, Grid, GridNoise
+
+    gamma = 2.0**-7
+    steps = np.array([0.5, 1.5, -0.5, -2.5, 2.0**60, -(2.0**60), -0.001, 3.25, 1e-300, 7.0])
+    value = steps * gamma
+    noise = np.array([0, 1, -1, 2**53, -(2**53), 2**60, 0, 2**53 - 1, 5, -(2**61)])
+    grid = Grid("gaussian", gamma, value.size, 1.0, 1.0, 1)
+    results = []
+    for kernel in (exact._kernel, None):
+        monkeypatch.setattr(exact, "_kernel", kernel)
+        results.append(GridNoise(grid, noise).place(value))
+        results.append(GridNoise(grid, noise[:1].reshape(())).place(value[0].reshape(())))
+        results.append(GridNoise(grid, noise[:3]).place(value[:3]))  # all below 2^53
+    for c, numpy in zip(results[:3], results[3:], strict=True):
+        assert c.dtype == numpy.dtype and np.shape(c) == np.shape(numpy)
+        assert np.array_equal(np.signbit(c), np.signbit(numpy)) and np.array_equal(c, numpy)
+    assert results[0][4] == (GRID_LIMIT - 2**53) * gamma  # clamped, then the noise
