@@ -18,6 +18,7 @@ Run: ``python benchmarks/dpcda_generation.py [--datasets-dir DIR] [--repeats N]`
 from __future__ import annotations
 
 import argparse
+import os
 import statistics
 import time
 from pathlib import Path
@@ -27,6 +28,7 @@ from dpframe_reproduce.dpcda import domain, load_idx
 
 import dpframe
 from dpframe import Dataset, SeededSampler
+from dpframe.privacy.exact import filter_path
 
 ORDER = 4
 CLIP = 4.0
@@ -66,6 +68,7 @@ def main() -> None:
     parser.add_argument("--repeats", type=int, default=3)
     args = parser.parse_args()
 
+    load = "/".join(f"{v:.1f}" for v in os.getloadavg())
     images, labels = load_idx(args.datasets_dir, "mnist", "train")
     start = time.perf_counter()
     replace_one = Dataset.from_arrays(images, labels, domain())
@@ -102,6 +105,7 @@ def main() -> None:
         (f"baseline: per-record Python loop (scaled from {LOOP_RECORDS:,})", t_loop_full),
     ]
     print(f"MNIST train, {len(labels):,} records; l = {ORDER}; median of {args.repeats} runs")
+    print(f"exact samplers' filter: {filter_path()}; load average {load}")
     print(f"(Dataset construction, validation and clipping, not included: {build:.2f} s)")
     for name, seconds in rows:
         print(
