@@ -702,19 +702,21 @@ def discrete_gaussian(
 
 class _Fused:
     """The proposals of :func:`discrete_laplace` (``gaussian=None``) or
-    :func:`discrete_gaussian` through the C kernel (``_exactc.filter``): one pass gives
-    every proposal the filter decides (sign, quick inversion, the Gaussian's table) and
-    marks the rest, which go to the same Python code as on the numpy path, in the same
-    order (:meth:`_Geometric.invert`, then :meth:`_Gaussian.refine`), so the words drawn
-    and the values returned are the numpy path's. Only for ``j = 0`` (scales up to 2^25).
-    """
+    :func:`discrete_gaussian` through the C kernel (``_exactc``): one pass gives every
+    proposal the filter decides (sign, quick inversion, the inversion's second filter, the
+    Gaussian's table; ``refine`` then the table's undecided, on the words numpy's path
+    draws for them) and marks the rest, which go to the same Python code as on the numpy
+    path, in the same order (:meth:`_Geometric.invert`, :meth:`_Gaussian.refine`). The
+    kernel's second filter and refinement use numpy's bounds doubled, so they decide only
+    where numpy's would: the proposals reaching the exact fallback, the words drawn and
+    the values returned are the numpy path's. Only for ``j = 0`` (scales up to 2^25)."""
 
     def __init__(
         self, geometric: _Geometric, gaussian: _Gaussian | None, generator: np.random.Generator
     ) -> None:
         self.geometric, self.gaussian, self.generator = geometric, gaussian, generator
-        self.x = np.empty(_CHUNK)
-        self.status = np.empty(_CHUNK, dtype=np.uint8)
+        self.x = np.empty(0)  # scratch, as large as the largest pass so far
+        self.status = np.empty(0, dtype=np.uint8)
         m, coefficient = (gaussian.m, gaussian.coefficient) if gaussian else (0, -1.0)
         self.arguments = (
             geometric.scale,
@@ -730,6 +732,8 @@ class _Fused:
 
     def propose(self, n: int, out: np.ndarray) -> int:
         words = self.generator.bit_generator.random_raw(n)
+        if self.x.size < n:
+            self.x, self.status = np.empty(n), np.empty(n, dtype=np.uint8)
         x, status = self.x[:n], self.status[:n]
         if self._filter(words, x, status, 0):
             todo = np.flatnonzero(status == 2)  # the inversion's second filter, then exact
