@@ -148,7 +148,10 @@ def test_the_kernel_is_built_where_a_compiler_exists():
         pytest.skip("no C compiler: the numpy filter is the intended path")
     if os.environ.get("DPFRAME_EXACT_KERNEL", "1") in ("0", "off", "no", "false"):
         pytest.skip("DPFRAME_EXACT_KERNEL switches the kernel off")
-    assert exact.filter_path() == "c"
+    assert exact.filter_path() == "c", (
+        "dpframe.privacy._exactc is not built: reinstall (pip install -e .) or run "
+        "`python setup.py build_ext --inplace`"
+    )
 
 
 @needs_kernel
