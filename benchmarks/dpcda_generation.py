@@ -93,12 +93,12 @@ def main() -> None:
         ("replace-one", replace_one, params_r1),
         ("add/remove", add_remove, params_ar),
     ):
-        cpu[name] = ([], [])
+        cpu[name] = ([], [])  # exact, float path
         exact_vs_float[name] = ([], [])
         for _ in range(args.repeats):  # interleaved: a busy machine slows both alike
-            for unsafe in (False, True):
+            for index, unsafe in enumerate((False, True)):
                 action = lambda d=data, p=params, u=unsafe: generate(d, p, u)  # noqa: E731
-                exact_vs_float[name][unsafe] += _times(action, 1, cpu[name][unsafe])
+                exact_vs_float[name][index].extend(_times(action, 1, cpu[name][index]))
     t_r1 = statistics.median(exact_vs_float["replace-one"][0])
     t_ar = statistics.median(exact_vs_float["add/remove"][0])
     t_noise = _timed(lambda: SeededSampler(0).gaussian(1.0, (60000, 784)), args.repeats)
