@@ -10,8 +10,10 @@ minimum and the median over the rounds of the wall time and of the process's CPU
 (user + system, all threads), and the ratio of the minima; the load average before and
 after the run is printed with the results.
 
-1. ``draws`` discrete Gaussian draws (``Sampler.discrete_gaussian``, sigma = 2^24, the
-   size the grid layer uses) against as many ChaCha20 continuous normals
+1. With the C kernel built, ``draws`` discrete Gaussians through it against the same
+   draws through the pure-numpy filter (2 rounds). Then ``draws`` discrete Gaussian
+   draws (``Sampler.discrete_gaussian``, sigma = 2^24, the size the grid layer uses)
+   against as many ChaCha20 continuous normals
    (``Sampler.gaussian``). Target: within 3x. Also as many discrete Laplace draws
    (scale 2^24) against the same baseline, and the cost of a call of 5 draws (1000
    calls, the testing kit's pattern) against a call of 5 normals.
@@ -38,6 +40,7 @@ from threadpoolctl import threadpool_limits
 
 import dpframe
 from dpframe import Classes, Dataset, Domain, SeededSampler
+from dpframe.privacy import exact
 from dpframe.privacy.noise import grid_release
 from dpframe.releases.linalg import svec, upper_triangle
 
@@ -96,7 +99,21 @@ def draws_benchmark(draws: int, repeats: int) -> list[str]:
         lambda: [sampler.gaussian(float(sigma), 5) for _ in range(1000)],
         repeats,
     )
+    rows = []
+    if exact._kernel is not None:  # the same draws through the pure-numpy filter
+        kernel = exact._kernel
+
+        def numpy_filter() -> None:
+            exact._kernel = None
+            try:
+                sampler.discrete_gaussian(sigma * sigma, draws)
+            finally:
+                exact._kernel = kernel
+
+        pair = rounds(lambda: sampler.discrete_gaussian(sigma * sigma, draws), numpy_filter, 2)
+        rows.append(row(f"{draws:.0e} discrete Gaussians: C kernel vs numpy filter (s)", pair, 1))
     return [
+        *rows,
         row(f"{draws:.0e} discrete Gaussians (σ = 2^24) vs ChaCha20 normals (s)", times, 1.0),
         row(f"{draws:.0e} discrete Laplaces (scale 2^24) vs ChaCha20 normals (s)", laplace, 1.0),
         row("one call of 5 discrete Gaussians vs of 5 normals (µs)", small, 1e3),
@@ -174,7 +191,8 @@ def main(argv: list[str] | None = None) -> int:
         f"{args.repeats} interleaved rounds ({args.repeats * 10} for the covariance), "
         f"BLAS threads: {args.blas_threads or 'default'}; "
         f"baselines: ChaCha20 normals, `value + float noise`, the same release with "
-        f"`unsafe_float_noise=True`. Machine: {machine()}. Load average (1/5/15 min) "
+        f"`unsafe_float_noise=True`. Exact samplers' filter: {exact.filter_path()} "
+        f"(`dpframe.privacy.exact.filter_path()`). Machine: {machine()}. Load average (1/5/15 min) "
         f"{'/'.join(f'{v:.1f}' for v in load_before)} before, "
         f"{'/'.join(f'{v:.1f}' for v in load_after)} after."
     )

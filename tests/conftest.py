@@ -36,3 +36,16 @@ def seeded():
     from dpframe.privacy.samplers import SeededSampler
 
     return SeededSampler
+
+
+@pytest.fixture(params=["c", "numpy"])
+def filter_path(request, monkeypatch):
+    """Run a test with the exact samplers' C kernel and again with the pure-numpy filter
+    (``dpframe.privacy.exact._kernel``; skipped for ``c`` when the kernel is not built)."""
+    from dpframe.privacy import exact
+
+    if request.param == "numpy":
+        monkeypatch.setattr(exact, "_kernel", None)
+    elif exact._kernel is None:
+        pytest.skip("the C kernel (dpframe.privacy._exactc) is not built")
+    return request.param

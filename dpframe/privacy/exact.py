@@ -34,6 +34,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 from fractions import Fraction
 
 import numpy as np
@@ -294,6 +295,26 @@ _QUICK_SLACK = 2.0**-36  # its bound on |y - (-s ln U)|, relative to s (docs/sam
 _filter = True  # the tests switch the float filter off to force the exact path
 
 
+def _load_kernel():
+    """The compiled filter (``dpframe.privacy._exactc``), or ``None`` when it was not built
+    or ``DPFRAME_EXACT_KERNEL=0`` switches it off (docs/samplers.md, "The C kernel")."""
+    if os.environ.get("DPFRAME_EXACT_KERNEL", "1").strip().lower() in ("0", "off", "no", "false"):
+        return None
+    try:
+        from dpframe.privacy import _exactc
+    except ImportError:
+        return None
+    return _exactc
+
+
+_kernel = _load_kernel()  # the tests set it to None to force the pure-numpy filter
+
+
+def filter_path() -> str:
+    """Which filter the exact samplers use: ``"c"`` (the compiled kernel) or ``"numpy"``."""
+    return "c" if _kernel is not None else "numpy"
+
+
 def _exp_neg_bounds(p: int, q: int, bits: int) -> tuple[int, int]:
     """Integers ``lo <= 2^bits exp(-p/q) <= hi`` for integers ``p >= 0, q >= 1``, in exact
     integer arithmetic: ``exp(-y)`` for ``y = x / 2^s < 2^-8`` by its alternating Taylor
@@ -490,18 +511,23 @@ def _geometric(scale: Fraction) -> _Geometric | None:
 
 
 def _batches(propose, size: int, rate: float) -> np.ndarray:
-    """The first ``size`` accepted values of ``propose(n)`` (which returns the values
-    accepted among ``n`` independent proposals, in order), asked for about ``size/rate``
-    proposals at a time and at most :data:`_CHUNK`: which proposals are kept does not
-    depend on their values, so the kept ones are independent draws of the target."""
+    """The first ``size`` accepted values of ``propose(n, out)`` (which writes the values
+    accepted among ``n`` independent proposals, in order, into ``out`` as far as it
+    reaches and returns how many), asked for about ``size/rate`` proposals at a time and
+    at most :data:`_CHUNK`: which proposals are kept does not depend on their values, so
+    the kept ones are independent draws of the target."""
     out = np.empty(size, dtype=np.int64)
     got = 0
     while got < size:
-        values = propose(min(int((size - got) / rate) + 8, _CHUNK))
-        take = min(values.size, size - got)
-        out[got : got + take] = values[:take]
-        got += take
+        got += propose(min(int((size - got) / rate) + 8, _CHUNK), out[got:])
     return out
+
+
+def _into(values: np.ndarray, out: np.ndarray) -> int:
+    """``values`` written into ``out`` as far as it reaches; how many."""
+    take = min(values.size, out.size)
+    out[:take] = values[:take]
+    return take
 
 
 def _signed(x: np.ndarray, words: np.ndarray, keep: np.ndarray | None) -> np.ndarray:
@@ -539,11 +565,13 @@ def discrete_laplace(scale: Fraction, size: int, generator: np.random.Generator)
         t, s = scale.numerator, scale.denominator
         return np.array([_discrete_laplace_scalar(t, s, generator) for _ in range(size)])
 
-    def propose(n: int) -> np.ndarray:
+    def propose(n: int, out: np.ndarray) -> int:
         words = generator.bit_generator.random_raw(n)
         x = geometric.draw(words, generator)
-        return _signed(x, words, None)
+        return _into(_signed(x, words, None), out)
 
+    if _kernel is not None and _filter and not geometric.j:
+        propose = _Fused(geometric, None, generator).propose
     return _batches(propose, size, 1 - geometric.negative_zero)
 
 
@@ -594,6 +622,30 @@ class _Gaussian:
         self.b, self.den = b, 2 * a
         self.coefficient = float(Fraction(b, 2 * a))
 
+    def refine(
+        self,
+        prefix: np.ndarray,
+        magnitude: np.ndarray,
+        more: np.ndarray,
+        generator: np.random.Generator,
+    ) -> np.ndarray:
+        """The acceptances the table left undecided: each 12-bit ``prefix`` of the
+        acceptance uniform gets 52 more bits (the low bits of its word of ``more``, drawn
+        by the caller, one a proposal, in order) for the float comparison, and the exact
+        path where that does not decide either."""
+        gamma = magnitude - self.m  # exact: integers below 2^53
+        gamma *= gamma
+        gamma *= self.coefficient
+        rest_bits = 64 - _TABLE_BITS
+        more = _u_prefixes(more, 0, rest_bits)
+        longer = (prefix.astype(np.uint64) << np.uint64(rest_bits)) | more.view(np.uint64)
+
+        def exponent(i: int) -> int:
+            c_exact = int(magnitude[i]) - self.m
+            return c_exact * c_exact * self.b
+
+        return _below_exp(longer, 64, gamma, exponent, self.den, generator)
+
 
 @functools.lru_cache(maxsize=256)
 def _gaussian(sigma_squared: Fraction) -> _Gaussian | None:
@@ -622,9 +674,9 @@ def discrete_gaussian(
     gaussian = _gaussian(sigma_squared)
     if gaussian is None:
         return _discrete_gaussian_scalar(sigma_squared, size, generator)
-    geometric, m, b, den = gaussian.geometric, gaussian.m, gaussian.b, gaussian.den
+    geometric, m = gaussian.geometric, gaussian.m
 
-    def propose(n: int) -> np.ndarray:
+    def propose(n: int, out: np.ndarray) -> int:
         words = generator.bit_generator.random_raw(n)
         x = geometric.draw(words, generator)
         pair = (words & _PAIR_MASK).view(np.int64)  # 2k for the table prefix k
@@ -638,19 +690,72 @@ def discrete_gaussian(
         else:
             unsure = np.arange(n)
         if unsure.size:
-            rest_bits = 64 - _TABLE_BITS
-            more = _u_prefixes(generator.bit_generator.random_raw(unsure.size), 0, rest_bits)
-            prefix = (pair[unsure] >> 1).astype(np.uint64)
-            longer = (prefix << np.uint64(rest_bits)) | more.view(np.uint64)
+            magnitude = x[unsure].astype(np.float64)
+            more = generator.bit_generator.random_raw(unsure.size)
+            accept[unsure] = gaussian.refine(pair[unsure] >> 1, magnitude, more, generator)
+        return _into(_signed(x, words, accept), out)
 
-            def exponent(i: int) -> int:
-                c_exact = int(x[unsure[i]]) - m
-                return c_exact * c_exact * b
-
-            accept[unsure] = _below_exp(longer, 64, gamma[unsure], exponent, den, generator)
-        return _signed(x, words, accept)
-
+    if _kernel is not None and _filter and not geometric.j:
+        propose = _Fused(geometric, gaussian, generator).propose
     return _batches(propose, size, 0.7)
+
+
+class _Fused:
+    """The proposals of :func:`discrete_laplace` (``gaussian=None``) or
+    :func:`discrete_gaussian` through the C kernel (``_exactc``): one pass gives every
+    proposal the filter decides (sign, quick inversion, the inversion's second filter, the
+    Gaussian's table; ``refine`` then the table's undecided, on the words numpy's path
+    draws for them) and marks the rest, which go to the same Python code as on the numpy
+    path, in the same order (:meth:`_Geometric.invert`, :meth:`_Gaussian.refine`). The
+    kernel's second filter and refinement use numpy's bounds doubled, so they decide only
+    where numpy's would: the proposals reaching the exact fallback, the words drawn and
+    the values returned are the numpy path's. Only for ``j = 0`` (scales up to 2^25)."""
+
+    def __init__(
+        self, geometric: _Geometric, gaussian: _Gaussian | None, generator: np.random.Generator
+    ) -> None:
+        self.geometric, self.gaussian, self.generator = geometric, gaussian, generator
+        self.x = np.empty(0)  # scratch, as large as the largest pass so far
+        self.status = np.empty(0, dtype=np.uint8)
+        m, coefficient = (gaussian.m, gaussian.coefficient) if gaussian else (0, -1.0)
+        self.arguments = (
+            geometric.scale,
+            geometric.quick_slack,
+            1 << (_QUICK_BITS + 64 - _INVERSION_BITS),
+            float(m),
+            coefficient,
+            _BOUNDS,
+        )
+
+    def _filter(self, words: np.ndarray, x: np.ndarray, status: np.ndarray, stage: int) -> int:
+        return _kernel.filter(words, x, status, *self.arguments, stage)
+
+    def propose(self, n: int, out: np.ndarray) -> int:
+        words = self.generator.bit_generator.random_raw(n)
+        if self.x.size < n:
+            self.x, self.status = np.empty(n), np.empty(n, dtype=np.uint8)
+        x, status = self.x[:n], self.status[:n]
+        if self._filter(words, x, status, 0):
+            todo = np.flatnonzero(status == 2)  # the inversion's second filter, then exact
+            if todo.size:
+                some = words[todo]
+                prefix = _u_prefixes(some, 64 - _INVERSION_BITS, _INVERSION_BITS)
+                magnitude = self.geometric.invert(prefix, self.generator).astype(np.float64)
+                settled = np.empty(todo.size, dtype=np.uint8)
+                self._filter(some, magnitude, settled, 1)
+                x[todo], status[todo] = magnitude, settled
+            unsure = np.flatnonzero(status == 3)  # the Gaussian's table: refined
+            if unsure.size:
+                some, more = words[unsure], self.generator.bit_generator.random_raw(unsure.size)
+                magnitude, settled = np.abs(x[unsure]), status[unsure]
+                if _kernel.refine(some, more, magnitude, settled, *self.arguments[3:5]):
+                    left = np.flatnonzero(settled == 3)
+                    prefix = (some[left] & _PAIR_MASK) >> np.uint64(1)
+                    settled[left] = self.gaussian.refine(
+                        prefix, magnitude[left], more[left], self.generator
+                    )
+                status[unsure] = settled
+        return _kernel.compact(x, status, out)
 
 
 def _discrete_gaussian_scalar(

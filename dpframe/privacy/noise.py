@@ -44,6 +44,7 @@ import numpy as np
 
 from dpframe.data.relation import Relation
 from dpframe.errors import ParameterError
+from dpframe.privacy import exact
 from dpframe.privacy.calibration import split_laplace, split_zcdp
 from dpframe.privacy.events import DiscreteGaussianEvent, DiscreteLaplaceEvent, PrivacyEvent
 from dpframe.privacy.samplers import Sampler
@@ -364,6 +365,11 @@ class GridNoise:
         if self.grid is None:
             return value + self.noise
         gamma = self.grid.granularity
+        kernel = exact._kernel
+        if kernel is not None and value.flags.c_contiguous and self.noise.flags.c_contiguous:
+            out = np.empty(value.shape)  # the same steps in one pass (exact._kernel)
+            kernel.place(value, self.noise, out, gamma, float(GRID_LIMIT))
+            return out if out.ndim else out[()]
         # k = the statistic in grid steps, a double holding an integer (value/γ is exact:
         # γ is a power of two); one new array (0-d too), transformed in place.
         steps = np.divide(value, gamma, out=np.empty(value.shape))

@@ -18,6 +18,8 @@ from scipy import stats
 from dpframe.errors import SamplerError
 from dpframe.privacy.samplers import SeededSampler
 
+pytestmark = pytest.mark.usefixtures("filter_path")  # C kernel and pure numpy
+
 ALPHA = 1e-4
 
 

@@ -29,6 +29,8 @@ from scipy import stats
 from dpframe.privacy import exact
 from dpframe.privacy.samplers import SeededSampler
 
+pytestmark = pytest.mark.usefixtures("filter_path")  # C kernel and pure numpy
+
 ALPHA = 1e-4
 
 
@@ -45,9 +47,17 @@ def exp_neg(x: Fraction) -> mpmath.mpf:
 # -- the assumption on numpy's exp and log ---------------------------------------------
 
 
-def test_numpy_log_and_exp_are_far_more_accurate_than_the_filter_assumes():
+def c_libm(x: np.ndarray, negate: bool) -> np.ndarray:
+    """The C library's ``log(x)``, or ``exp(-x)`` with ``negate``, as the kernel calls them."""
+    out = np.empty_like(x)
+    exact._kernel.libm(np.ascontiguousarray(x), out, negate)
+    return out
+
+
+def test_numpy_log_and_exp_are_far_more_accurate_than_the_filter_assumes(filter_path):
     # The filter assumes relative errors below 2^-42 for log and 2^-32 for exp (with its
     # argument's rounding); documented libm/SIMD errors are at most a few ulp (2^-50).
+    # With the C kernel, its log and exp (the C library's) are measured instead.
     # Adversarial points: near 1 (log's cancellation), tiny, powers of two, the full
     # 50-bit prefix range, exp's arguments up to 700 and near integers.
     rng = np.random.default_rng(0)
@@ -61,7 +71,7 @@ def test_numpy_log_and_exp_are_far_more_accurate_than_the_filter_assumes():
     )
     log_error = [
         abs(mpmath.mpf(float(v)) / mpmath.log(mpmath.mpf(float(u0))) - 1)
-        for v, u0 in zip(np.log(u), u, strict=True)
+        for v, u0 in zip(c_libm(u, False) if filter_path == "c" else np.log(u), u, strict=True)
     ]
     assert max(log_error) < 2.0**-48
     x = np.concatenate(
@@ -75,7 +85,7 @@ def test_numpy_log_and_exp_are_far_more_accurate_than_the_filter_assumes():
     )
     exp_error = [
         abs(mpmath.mpf(float(v)) / mpmath.exp(-mpmath.mpf(float(x0))) - 1)
-        for v, x0 in zip(np.exp(-x), x, strict=True)
+        for v, x0 in zip(c_libm(x, True) if filter_path == "c" else np.exp(-x), x, strict=True)
     ]
     assert max(exp_error) < 2.0**-48
 
@@ -187,6 +197,20 @@ def test_the_inversion_filter_never_decides_against_the_exact_geometric(scale, m
     quick_drawn = geometric.draw(words, generator)
     assert quick_drawn.dtype == np.float64
     assert len(deferred) < len(prefixes)  # the quick filter decides some of them
+    kernel = None
+    if exact._kernel is not None:  # the C kernel's quick filter (Laplace mode, stage 0)
+        x, status = np.empty(words.size), np.empty(words.size, dtype=np.uint8)
+        quick_min = 1 << (exact._QUICK_BITS + 64 - bits)
+        args = (geometric.scale, geometric.quick_slack, quick_min, 0.0, -1.0, exact._BOUNDS)
+        exact._kernel.filter(words, x, status, *args, 0)
+        assert set(np.unique(status)) <= {1, 2} and (status == 1).any()
+        assert np.signbit(x[status == 1]).all()  # the words' bit 0 (1) is the sign
+        kernel = (-x, status == 1)
+    for prefix, value, decided in zip(prefixes, *(kernel or ([], [])), strict=kernel is not None):
+        if decided:  # only where U's whole interval has one floor, and that one
+            high = int(mpmath.floor(-s * mpmath.log(mpmath.mpf(prefix) / 2**bits)))
+            low = int(mpmath.floor(-s * mpmath.log(mpmath.mpf(prefix + 1) / 2**bits)))
+            assert low == high == value
     for drawn in (precise(k, generator), quick_drawn):
         for prefix, value in zip(prefixes, drawn, strict=True):
             high = int(mpmath.floor(-s * mpmath.log(mpmath.mpf(prefix) / 2**bits)))

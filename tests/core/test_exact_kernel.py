@@ -1,0 +1,177 @@
+"""The exact samplers' C kernel (``dpframe.privacy._exactc``) against the pure-numpy filter.
+
+The exact sample is a deterministic function of the ChaCha20 words, and the kernel only
+replaces *how* the float filter is computed (docs/samplers.md, "The C kernel"): for the
+same seed both paths must return bit-identical arrays and leave the stream at the same
+position. Checked on ordinary streams at many scales, and on streams whose first words
+are chosen so that every kind of undecided proposal occurs (the inversion's second
+filter, its exact fallback, the Gaussian's refined and exact acceptance).
+"""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sysconfig
+from fractions import Fraction
+
+import mpmath
+import numpy as np
+import pytest
+
+from dpframe.errors import SamplerError
+from dpframe.privacy import exact
+from dpframe.privacy.samplers import SeededSampler
+
+needs_kernel = pytest.mark.skipif(exact._kernel is None, reason="the C kernel is not built")
+
+LAWS = [
+    ("gaussian", 185_383**2),  # DP-CDA's MNIST release
+    ("gaussian", 2**48),  # sigma = 2^24, the grid's size
+    ("gaussian", Fraction(7, 3)),
+    ("gaussian", Fraction(10**12 + 1, 9)),
+    ("gaussian", 1),
+    ("gaussian", (2**25 - 1) ** 2),  # scale just below 2^25: the kernel's largest
+    ("laplace", 2**24),
+    ("laplace", 2**25),
+    ("laplace", Fraction(1, 3)),
+    ("laplace", Fraction(10**7 + 1, 3)),
+    ("laplace", 2**40),  # X = R + 2^j V: the numpy path on both sides
+]
+
+
+def draws(kernel, family: str, parameter, sizes: list[int], seed: int = 7) -> list[np.ndarray]:
+    """Successive draws from one seeded stream, then the stream's next word."""
+    saved, exact._kernel = exact._kernel, kernel
+    try:
+        sampler = SeededSampler(seed)
+        draw = getattr(sampler, f"discrete_{family}")
+        out = [draw(parameter, size) for size in sizes]
+        return [*out, sampler._generator.bit_generator.random_raw(1)]
+    finally:
+        exact._kernel = saved
+
+
+@needs_kernel
+@pytest.mark.parametrize(("family", "parameter"), LAWS)
+def test_the_kernel_and_numpy_return_the_same_draws_for_the_same_seed(family, parameter):
+    sizes = [150_000, 1, 17, 0, 3_000]  # several 2^16 passes, then tiny calls
+    c = draws(exact._kernel, family, parameter, sizes)
+    numpy = draws(None, family, parameter, sizes)
+    for a, b in zip(c, numpy, strict=True):
+        assert a.dtype == b.dtype and np.array_equal(a, b)
+
+
+class Words:
+    """A bit generator whose first words are given, then a seeded ChaCha20 stream."""
+
+    def __init__(self, first: np.ndarray) -> None:
+        self.first = list(first)
+        self.rest = SeededSampler(3)._generator.bit_generator
+
+    def random_raw(self, size=None):
+        count = 1 if size is None else size
+        head, self.first = self.first[:count], self.first[count:]
+        tail = self.rest.random_raw(count - len(head)) if count > len(head) else []
+        out = np.concatenate([np.array(head, dtype=np.uint64), np.asarray(tail, np.uint64)])
+        return int(out[0]) if size is None else out
+
+
+class Stub:
+    def __init__(self, first: np.ndarray) -> None:
+        self.bit_generator = Words(first)
+
+
+def adversarial_words(sigma_squared: int) -> np.ndarray:
+    """Words forcing each undecided case of the discrete Gaussian of ``sigma_squared``:
+    inversion prefixes below 2^39 (second filter) and on the exact boundaries
+    ``exp(-g/s)`` (exact fallback), and table prefixes whose interval holds the
+    acceptance boundary (refinement), mixed with ordinary words."""
+    gaussian = exact._gaussian(Fraction(sigma_squared))
+    s = mpmath.mpf(gaussian.geometric.q) / gaussian.geometric.p
+    bits = exact._INVERSION_BITS
+    shift = np.uint64(64 - bits)
+    words = []
+    with mpmath.workprec(200):
+        for g in (0, 1, gaussian.m - 3, gaussian.m, gaussian.m + 7, 3 * gaussian.m):
+            boundary = int(mpmath.floor(mpmath.exp(-g / s) * 2**bits))  # exact fallback
+            prefix = np.uint64(max(boundary, 1))
+            words += [(prefix << shift) | np.uint64(b) for b in (0, 1, 0x1FFF)]
+            # the acceptance's 12-bit prefix k with exp(-gamma) in [k, k+1)/2^12
+            middle = int(mpmath.exp(-(g + 0.5) / s) * 2**bits)
+            gamma = Fraction((g - gaussian.m) ** 2 * gaussian.b, gaussian.den)
+            k = int(mpmath.floor(mpmath.exp(-mpmath.mpf(gamma)) * 2**exact._TABLE_BITS))
+            k = min(k, 2**exact._TABLE_BITS - 1)
+            words += [(np.uint64(middle) << shift) | np.uint64(2 * k + sign) for sign in (0, 1)]
+    words += [np.uint64(v) << shift for v in (1, 2, 2**20, 2**39 - 1)]  # U < 2^-12
+    ordinary = SeededSampler(9)._generator.bit_generator.random_raw(200)
+    return np.concatenate([np.array(words, dtype=np.uint64), ordinary])
+
+
+@needs_kernel
+@pytest.mark.parametrize("sigma_squared", [185_383**2, 2**48, 40_000**2 + 1])
+def test_forced_undecided_proposals_take_the_same_path_on_both(sigma_squared):
+    words = adversarial_words(sigma_squared)
+    gaussian = exact._gaussian(Fraction(sigma_squared))
+    fused = exact._Fused(gaussian.geometric, gaussian, Stub(np.empty(0, np.uint64)))
+    x, status = np.empty(words.size), np.empty(words.size, dtype=np.uint8)
+    exact._kernel.filter(words, x, status, *fused.arguments, 0)
+    assert (status == 2).sum() >= 4 and (status == 3).sum() >= 2  # both kinds forced
+    outs = []
+    for kernel in (exact._kernel, None):
+        exact_kernel, exact._kernel = exact._kernel, kernel
+        try:
+            stub = Stub(words)
+            value = exact.discrete_gaussian(Fraction(sigma_squared), 150, stub)
+            outs.append((value, stub.bit_generator.random_raw(1)))
+        finally:
+            exact._kernel = exact_kernel
+    assert np.array_equal(outs[0][0], outs[1][0]) and np.array_equal(outs[0][1], outs[1][1])
+
+
+@pytest.mark.usefixtures("filter_path")
+def test_a_fallback_magnitude_beyond_2_to_the_52_raises_on_both_paths(monkeypatch):
+    # Unreachable at these scales (U would be below exp(-2^27)); the guard must still be
+    # on the kernel's path: an inversion prefix of 5 (U < 2^-48) defers to the exact
+    # fallback, here made to return 2^52.
+    monkeypatch.setattr(exact._LazyUniform, "geometric", lambda self, p, q: 2**52)
+    stub = Stub(np.array([np.uint64(5) << np.uint64(13)], dtype=np.uint64))
+    with pytest.raises(SamplerError, match="53 bits"):
+        exact.discrete_laplace(Fraction(2**20), 1, stub)
+
+
+def test_the_kernel_is_built_where_a_compiler_exists():
+    # pip install (editable or not) builds it when a C compiler is present; a silent
+    # build failure would leave every release on the slower numpy path.
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None:
+        pytest.skip("no C compiler: the numpy filter is the intended path")
+    if os.environ.get("DPFRAME_EXACT_KERNEL", "1") in ("0", "off", "no", "false"):
+        pytest.skip("DPFRAME_EXACT_KERNEL switches the kernel off")
+    assert exact.filter_path() == "c", (
+        "dpframe.privacy._exactc is not built: reinstall (pip install -e .) or run "
+        "`python setup.py build_ext --inplace`"
+    )
+
+
+@needs_kernel
+def test_the_kernel_places_a_release_on_its_grid_as_numpy_does(monkeypatch):
+    # Rounding to even, the clamp at ±2^52 steps, noise at and beyond 2^53 (the int64
+    # sum), -0.0 and a 0-d value: the one-pass placement equals numpy's steps bit for bit.
+    from dpframe.privacy.noise import GRID_LIMIT, Grid, GridNoise
+
+    gamma = 2.0**-7
+    steps = np.array([0.5, 1.5, -0.5, -2.5, 2.0**60, -(2.0**60), -0.001, 3.25, 1e-300, 7.0])
+    value = steps * gamma
+    noise = np.array([0, 1, -1, 2**53, -(2**53), 2**60, 0, 2**53 - 1, 5, -(2**61)])
+    grid = Grid("gaussian", gamma, value.size, 1.0, 1.0, 1)
+    results = []
+    for kernel in (exact._kernel, None):
+        monkeypatch.setattr(exact, "_kernel", kernel)
+        results.append(GridNoise(grid, noise).place(value))
+        results.append(GridNoise(grid, noise[:1].reshape(())).place(value[0].reshape(())))
+        results.append(GridNoise(grid, noise[:3]).place(value[:3]))  # all below 2^53
+    for c, numpy in zip(results[:3], results[3:], strict=True):
+        assert c.dtype == numpy.dtype and np.shape(c) == np.shape(numpy)
+        assert np.array_equal(np.signbit(c), np.signbit(numpy)) and np.array_equal(c, numpy)
+    assert results[0][4] == (GRID_LIMIT - 2**53) * gamma  # clamped, then the noise
