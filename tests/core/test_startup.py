@@ -87,10 +87,12 @@ def _release(tmp_path, mechanism: str, *options: str) -> set[str]:
 
 
 def test_a_release_on_a_pure_budget_imports_no_optimiser_and_no_dp_accounting(tmp_path):
-    modules = _release(tmp_path, "laplace", "--accountant", "pure")
+    modules = _release(tmp_path, "laplace", "--accountant", "pure", "--chunk-rows", "20")
     assert "dpframe_basic.mechanisms" in modules and "dpframe.ledger.store" in modules
     assert _heavy(modules) == []  # scipy.optimize and scipy.special among them
     assert "dp_accounting" not in modules
+    # streamed through pyarrow (whose to_numpy would import pandas)
+    assert "pyarrow.csv" in modules and "pandas" not in modules
 
 
 def test_a_gaussian_release_on_a_best_budget_does_not_import_dp_accounting(tmp_path):
