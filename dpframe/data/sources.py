@@ -21,6 +21,7 @@ what a Dataset reports as ``n_records``; under add/remove it is as private as it
 
 from __future__ import annotations
 
+import contextlib
 import csv
 import functools
 import hashlib
@@ -846,8 +847,7 @@ class SourceDataset:
         number = self._begin_pass()
         bar = self._progress(number, self.n) if self._progress else None
         report = ClipReport(0)
-        # The reader decodes in its own threads: BLAS gets the other cores.
-        with blas_threads(others=1 if self.source_obj.fresh_batches else 0):
+        with self.blas_threads():
             for features, labels, first in self._raw(rows):
                 x, y, part = prepare_chunk(
                     self.domain,
@@ -866,6 +866,15 @@ class SourceDataset:
         if bar is not None:
             bar.finish()
         self.clip_report = report
+
+    def blas_threads(self) -> contextlib.AbstractContextManager[int]:
+        """Limit BLAS to the cores a pass over this source leaves free: a file's reader
+        decodes in its own threads, so BLAS gets the other cores (at least one). The
+        command line holds this limit for a whole streamed release, so that the small
+        ``d x d`` products and decompositions after the passes do not spin more threads
+        than there are free cores either (measured on a busy two-core machine: a 100 x 100
+        ``eigh`` took 0.35 s with two threads, 1 ms with one)."""
+        return blas_threads(others=1 if self.source_obj.fresh_batches else 0)
 
     def reduce(self, chunk_map: ChunkMap, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Any:
         """``sum chunk_map(chunk)``: on this process, or as tasks on the Dask workers."""
