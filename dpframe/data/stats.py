@@ -125,9 +125,10 @@ def centred_second_moment(dataset: Dataset | Any) -> np.ndarray:
     rank-k update (the flops of one ``X.T @ X``; no sum, no temporary of the chunk)."""
     centre = dataset.domain.centre()
     buffer = Scratch(dataset.n_features)
+    origin = not centre.any()  # x - 0 is x, bit for bit: no subtraction
 
     def outer_sum(rows: np.ndarray, _: np.ndarray | None) -> np.ndarray:
-        centred = np.subtract(rows, centre, out=buffer(rows.shape[0]))
+        centred = rows if origin else np.subtract(rows, centre, out=buffer(rows.shape[0]))
         return centred.T @ centred
 
     return reduce(dataset, outer_sum, chunk_rows=CACHE_ROWS) / dataset.n_records

@@ -24,6 +24,8 @@ from typing import TYPE_CHECKING
 
 from dpframe.errors import ParameterError
 from dpframe.privacy.accountants.renyi import exp_up
+from dpframe.privacy.optimize import brentq
+from dpframe.privacy.special import log_ndtr
 
 if TYPE_CHECKING:
     from dpframe.privacy.accountants.base import Accountant
@@ -57,22 +59,6 @@ def laplace_scale(epsilon: float, l1_sensitivity: float) -> float:
     check_epsilon_delta(epsilon)
     _check_sensitivity(l1_sensitivity)
     return l1_sensitivity / epsilon
-
-
-# scipy is imported on first use: importing scipy.special and scipy.optimize costs more
-# CPU than everything else the command line's start-up does (tests/core/test_startup.py).
-def log_ndtr(x: float) -> float:
-    """``log Phi(x)`` (:func:`scipy.special.log_ndtr`), accurate far into the tails."""
-    from scipy.special import log_ndtr as log_phi
-
-    return float(log_phi(x))
-
-
-def brentq(f: Callable[[float], float], a: float, b: float, **options: float) -> float:
-    """A root of ``f`` in ``[a, b]`` (:func:`scipy.optimize.brentq`)."""
-    from scipy.optimize import brentq as root
-
-    return float(root(f, a, b, **options))
 
 
 def _log_sub_exp(log_a: float, log_b: float) -> float:

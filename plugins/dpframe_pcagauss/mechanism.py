@@ -170,6 +170,8 @@ class _Centred:
         nothing else."""
         if not self.params.supervised:
             if not self.recentred:
+                if not self.centre.any():  # x - 0 is x, bit for bit
+                    return features
                 return np.subtract(features, self.centre, out=self.buffer(features.shape[0]))
             v = np.subtract(features, self.centre + self.offset, out=self.buffer(len(features)))
             return self.ball.clip(v)

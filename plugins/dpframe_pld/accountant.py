@@ -46,7 +46,9 @@ are relative to the add/remove sensitivity).
 from __future__ import annotations
 
 import functools
+import importlib.util
 import math
+import sys
 from typing import Any
 
 from dpframe.data.relation import Relation
@@ -91,7 +93,23 @@ _GAUSSIAN_TAIL_SDS = 10.0
 """Half-width, in noise standard deviations, of the Gaussian outputs a PLD covers."""
 
 
+def _installed() -> bool:
+    """Whether dp-accounting is installed, without importing it (about a second of CPU, for
+    scipy.stats and scipy.signal): a charge whose events the PLD accountant does not take,
+    or a ledger that only reads a budget's state, never needs it."""
+    if "dp_accounting" in sys.modules:  # imported, or marked missing (None)
+        return sys.modules["dp_accounting"] is not None
+    return _found()
+
+
+@functools.cache
+def _found() -> bool:
+    return importlib.util.find_spec("dp_accounting") is not None
+
+
 def _pld_module() -> Any | None:
+    if not _installed():
+        return None
     try:
         from dp_accounting.pld import privacy_loss_distribution
     except ImportError:
@@ -127,10 +145,10 @@ class PLDAccountant(Accountant):
         self._cache: EventCache = _shared_cache(self.interval)
 
     def unavailable(self) -> str:
-        return INSTALL_HINT if _pld_module() is None else ""
+        return "" if _installed() else INSTALL_HINT
 
     def supports(self, event: PrivacyEvent) -> Support:
-        if _pld_module() is None:
+        if not _installed():
             return unsupported(event, INSTALL_HINT)
         conflict = self.relation_conflict(event)
         if not conflict:

@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import builtins
 import importlib
+import sys
 
 import pytest
 
@@ -29,6 +30,7 @@ def test_missing_dp_accounting_gives_one_clear_sentence(monkeypatch):
         return real_import(name, *args, **kwargs)
 
     monkeypatch.setattr(builtins, "__import__", no_dp_accounting)
+    monkeypatch.setitem(sys.modules, "dp_accounting", None)  # not installed: no spec either
     import dpframe_pld.plugin
 
     importlib.reload(dpframe_pld.plugin)  # the plugin still loads

@@ -247,6 +247,10 @@ def test_domain_contains_is_exact_for_per_feature_bounds_and_non_finite_values()
     assert not domain.contains(np.array([[0.5, 1.5], [2.0, 0.0]]))  # 2 > 1 in feature 0
     assert not domain.contains(np.array([[0.5, np.nan]]))
     assert not Domain().bind(1).contains(np.array([[np.inf]]))
+    box = Domain(lower=-1.0, upper=1.0).bind(2)  # one pair of bounds: the extremes decide
+    assert box.contains(np.array([[-1.0, 1.0], [0.0, 0.5]]))
+    assert not box.contains(np.array([[-1.0, np.nextafter(1.0, 2.0)]]))
+    assert not box.contains(np.array([[np.nextafter(-1.0, -2.0), 0.0]]))
     ball = Domain(row_norm_bound=5.0).bind(2)
     assert ball.contains(np.array([[3.0, 4.0]]))
     assert not ball.contains(np.array([[3.0, 4.0001]]))

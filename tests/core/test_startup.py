@@ -74,6 +74,35 @@ def test_a_release_command_still_imports_what_it_uses():
     assert "dpframe_mvg.mechanism" in modules
 
 
+def _release(tmp_path, mechanism: str, *options: str) -> set[str]:
+    """The modules a command-line release of ``mechanism``'s mean on a small CSV imports,
+    charged to a new budget."""
+    rows = ["a,b", *(f"{i % 7 / 7:.3f},{i % 3 / 3:.3f}" for i in range(50))]
+    data = tmp_path / "small.csv"
+    data.write_text("\n".join(rows) + "\n")
+    args = ["release", mechanism, "--data", str(data), "--bounds", "0:1", "--epsilon", "1"]
+    args += ["--param", "query=mean", "--out", str(tmp_path / "out"), "--no-progress"]
+    args += ["--ledger", str(tmp_path / "ledger.db"), "--budget-epsilon", "10", *options]
+    return _modules_after(_cli(*args))
+
+
+def test_a_release_on_a_pure_budget_imports_no_optimiser_and_no_dp_accounting(tmp_path):
+    modules = _release(tmp_path, "laplace", "--accountant", "pure", "--chunk-rows", "20")
+    assert "dpframe_basic.mechanisms" in modules and "dpframe.ledger.store" in modules
+    assert _heavy(modules) == []  # scipy.optimize and scipy.special among them
+    assert "dp_accounting" not in modules
+    # streamed through pyarrow (whose to_numpy would import pandas)
+    assert "pyarrow.csv" in modules and "pandas" not in modules
+
+
+def test_a_gaussian_release_on_a_best_budget_does_not_import_dp_accounting(tmp_path):
+    # best's pld member is registered (its spec is recorded) but takes no discrete
+    # Gaussian, so nothing needs dp-accounting's PLDs
+    modules = _release(tmp_path, "gaussian", "--delta", "1e-6", "--budget-delta", "1e-3")
+    assert "dpframe_pld.accountant" in modules
+    assert "dp_accounting" not in modules
+
+
 def test_every_exported_name_resolves():
     for name in dpframe.__all__:
         assert getattr(dpframe, name) is not None, name

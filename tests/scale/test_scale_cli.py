@@ -104,3 +104,34 @@ def test_dprp_chain_plan_for_a_cluster_says_it_would_be_refused(tmp_path):
     assert dask.exit_code == 0, dask.output
     assert "A run would stop before step 1 'proj'" in dask.output
     assert "reads the records on this process" in dask.output
+
+
+def test_a_streamed_release_decomposes_with_the_blas_threads_its_passes_use(
+    files, tmp_path, monkeypatch
+):
+    """After the passes, the d x d eigendecomposition runs with the cores the reader
+    leaves, as the passes do; an in-memory release keeps the caller's setting."""
+    import os
+
+    from threadpoolctl import threadpool_info, threadpool_limits
+
+    cores = len(os.sched_getaffinity(0))
+    if cores < 2:
+        pytest.skip("one core: the limit is the setting")
+    np.ones((2, 2)) @ np.ones((2, 2))  # loads numpy's BLAS
+    seen: list[set[int]] = []
+    eigh = np.linalg.eigh
+
+    def spy(matrix):
+        seen.append({i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"})
+        return eigh(matrix)
+
+    monkeypatch.setattr(np.linalg, "eigh", spy)
+    with threadpool_limits(cores, user_api="blas"):
+        code, output, _ = _release(tmp_path, files["parquet"], "lap_pca")
+        assert code == 0, output
+        assert seen and all(threads == {cores - 1} for threads in seen), seen
+        seen.clear()
+        code, output, _ = _release(tmp_path, files["csv"], "lap_pca")  # in memory
+        assert code == 0, output
+        assert seen and all(threads == {cores} for threads in seen), seen

@@ -337,3 +337,24 @@ def test_the_line_count_is_used_only_when_it_is_exact(tmp_path, text, records):
     source = open_source(path, domain)
     assert source.n_rows == records
     assert len(SourceDataset(source, domain)) == 2  # counted by parsing otherwise
+
+
+def test_arrow_columns_convert_as_pyarrow_converts_them():
+    """The buffer and dictionary paths give what pyarrow's to_numpy gives, for every
+    numeric width, at an offset (a slice, as a CSV batch's chunks are), and for text."""
+    pa = pytest.importorskip("pyarrow")
+    from dpframe.data.sources import _arrow_values
+
+    rng = np.random.default_rng(3)
+    numbers = rng.uniform(-300, 300, 40)
+    columns = [pa.array(numbers.astype(t)) for t in ("f2", "f4", "f8", "i1", "i2", "i8", "u1")]
+    columns.append(pa.array(rng.choice(["a", "bb", "", "1.5"], 40)))
+    columns.append(pa.array(rng.choice(["a", "bb"], 40), type=pa.large_string()))
+    columns.append(pa.array([1.5, None, -2.0] * 10))  # nulls: pyarrow's path, NaN
+    for column in columns:
+        for part in (column, column.slice(7, 20)):
+            expected = part.to_numpy(zero_copy_only=False)
+            actual = _arrow_values(part)
+            assert actual.dtype == expected.dtype, part.type
+            np.testing.assert_array_equal(actual, expected)
+            assert list(map(type, actual.tolist())) == list(map(type, expected.tolist()))

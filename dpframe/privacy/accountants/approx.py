@@ -45,7 +45,6 @@ from typing import Any
 
 import attrs
 import numpy as np
-from scipy.optimize import minimize, minimize_scalar
 
 from dpframe.errors import UnsupportedEventError
 from dpframe.privacy.accountants.base import (
@@ -98,6 +97,7 @@ from dpframe.privacy.events import (
     ZCDPEvent,
     event_from_dict,
 )
+from dpframe.privacy.optimize import minimize, minimize_scalar
 
 
 @attrs.frozen(eq=False)

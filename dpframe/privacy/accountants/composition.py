@@ -36,10 +36,10 @@ from collections.abc import Sequence
 from fractions import Fraction
 
 import numpy as np
-from scipy.optimize import brentq
-from scipy.special import bdtr, bdtrc, gammaln
 
 from dpframe.privacy.accountants.running import sum_up, times_up
+from dpframe.privacy.optimize import brentq
+from dpframe.privacy.special import bdtr, bdtrc, gammaln
 
 _WINDOW_SD = 40.0
 MAX_JOINT_POINTS = 2**16

@@ -70,7 +70,8 @@ import math
 from collections.abc import Callable
 
 import numpy as np
-from scipy.special import gammaln, gammasgn, log_ndtr
+
+from dpframe.privacy.special import gammaln, gammasgn, log_ndtr
 
 _ROUNDING = 2.0**-53
 _FRACTIONAL_TERMS = (64, 256, 1024, 4096)

@@ -26,7 +26,6 @@ from typing import Any
 
 import attrs
 import numpy as np
-from scipy.optimize import minimize_scalar
 
 from dpframe.errors import UnsupportedEventError
 from dpframe.privacy.accountants.base import (
@@ -63,6 +62,7 @@ from dpframe.privacy.events import (
     SelfComposedEvent,
     ZCDPEvent,
 )
+from dpframe.privacy.optimize import minimize_scalar
 
 _GRID_STEP = 0.1
 """Spacing of the scan over ``log(α - 1)`` before a bounded refinement."""
