@@ -32,6 +32,13 @@ from dpframe.privacy.noise import (
 )
 from dpframe.privacy.samplers import Sampler
 from dpframe.privacy.sensitivities import check_dimension
+from dpframe.releases.batch import (
+    flat,
+    in_declared_units,
+    psd_project_stack,
+    symmetric_stack,
+    top_eigen_stack,
+)
 from dpframe.releases.defaults import chosen_by_rule
 from dpframe.releases.linalg import psd_project, top_eigen
 from dpframe.releases.params import optional, positive_int
@@ -130,4 +137,29 @@ class LapPCA(Mechanism):
                 "dimension": params.dimension,
                 "by_rule": chosen_by_rule(given, params, ("dimension",)),
             },
+        )
+
+    def run_batch(
+        self, dataset: Dataset, params: LapPCAParams, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        """``count`` releases of :meth:`run` at once (the testing kit's release audit):
+        one draw of ``count`` noise rows, stacked eigen-decompositions."""
+        if not in_declared_units(self, params, dataset.domain):
+            return Mechanism.run_batch(self, dataset, params, sampler, count)
+        if params.dimension is not None:
+            check_dimension(params.dimension, dataset.domain)
+        params = resolve(params, dataset.domain)
+        stage = self._noisy(params, dataset.domain)["covariance"]
+        entries = symmetric_entries(centred_second_moment(dataset), params.noise)
+        rows = stage.perturb(np.broadcast_to(entries, (count, entries.size)), sampler, copies=True)
+        noisy = symmetric_stack(rows, dataset.n_features, params.noise)
+        values, vectors = top_eigen_stack(noisy, params.dimension)
+        centre = dataset.domain.centre()
+        return flat(
+            {
+                "components": vectors,
+                "eigenvalues": np.maximum(values, 0.0),
+                "covariance": psd_project_stack(noisy),
+                "centre": np.broadcast_to(centre, (count, *np.shape(centre))),
+            }
         )
