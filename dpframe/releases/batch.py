@@ -6,20 +6,41 @@ row, what its single-matrix counterpart returns (the kit checks every batch hook
 
 from __future__ import annotations
 
+from collections.abc import Callable
+from types import SimpleNamespace
 from typing import Any
 
 import numpy as np
 
-from dpframe.data.domain import Domain
-from dpframe.data.units import unit_map
+from dpframe.data.units import to_data_terms, unit_map
 from dpframe.releases.linalg import _svec_weights, _triu_indices
 
 
-def in_declared_units(mechanism: Any, params: Any, domain: Domain) -> bool:
-    """Whether ``run()`` releases its arrays as computed: no rescaled working coordinates
-    and no clipping into the domain (``dpframe.data.units.data_coordinates``), so a batch
-    hook need not repeat those steps."""
-    return unit_map(mechanism, params, domain) is None and not getattr(params, "in_domain", False)
+def in_data_terms(
+    mechanism: Any,
+    params: Any,
+    dataset: Any,
+    releases: Callable[[Any], dict[str, np.ndarray]],
+) -> dict[str, np.ndarray]:
+    """``releases(working dataset)``, stacked ``(N, ...)`` arrays in the mechanism's working
+    coordinates, mapped back to the declared units and clipped as ``run()``'s are
+    (:func:`dpframe.data.units.data_coordinates`), as ``(N, k)`` rows."""
+    domain = dataset.domain
+    units = unit_map(mechanism, params, domain)
+    inner = dataset if units is None else units.dataset(dataset, units.domain(domain))
+    stacked = SimpleNamespace(arrays=releases(inner), info={})
+    clip = bool(getattr(params, "in_domain", False))
+    to_data_terms(stacked, mechanism.output_kinds(params), domain, units, clip)
+    return {name: a.reshape(a.shape[0], -1) for name, a in stacked.arrays.items()}
+
+
+def symmetric_entries_stack(matrices: np.ndarray, family: str) -> np.ndarray:
+    """``(N, k)`` entries of ``(N, d, d)`` symmetric matrices that receive noise, as
+    ``dpframe.privacy.noise.symmetric_entries``: the upper triangle (Laplace) or svec."""
+    dim = matrices.shape[-1]
+    rows, cols = _triu_indices(dim)
+    upper = matrices[:, rows, cols]
+    return upper if family == "laplace" else upper * _svec_weights(dim)
 
 
 def symmetric_stack(entries: np.ndarray, dim: int, family: str) -> np.ndarray:
@@ -52,6 +73,17 @@ def top_eigen_stack(matrices: np.ndarray, k: int) -> tuple[np.ndarray, np.ndarra
     )
 
 
-def flat(arrays: dict[str, np.ndarray]) -> dict[str, np.ndarray]:
-    """Each ``(N, ...)`` array as ``(N, k)`` rows, the layout ``run_batch`` returns."""
-    return {name: a.reshape(a.shape[0], -1) for name, a in arrays.items()}
+def haar_stack(normals: np.ndarray) -> np.ndarray:
+    """``Sampler.haar_orthonormal`` of each ``(rows, cols)`` block of standard normals."""
+    q, r = np.linalg.qr(normals)
+    signs = np.sign(np.diagonal(r, axis1=1, axis2=2)).copy()
+    signs[signs == 0] = 1.0
+    return q * signs[:, None, :]
+
+
+def normal_stack(mean: np.ndarray, covariances: np.ndarray, normals: np.ndarray) -> np.ndarray:
+    """``Sampler.multivariate_normal`` of each covariance of a stack, from its block of
+    ``(size, d)`` standard normals: ``(N, size, d)``."""
+    values, vectors = np.linalg.eigh((covariances + covariances.transpose(0, 2, 1)) / 2)
+    factor = vectors * np.sqrt(np.clip(values, 0.0, None))[:, None, :]
+    return mean + normals @ factor.transpose(0, 2, 1)

@@ -33,8 +33,7 @@ from dpframe.privacy.noise import (
 from dpframe.privacy.samplers import Sampler
 from dpframe.privacy.sensitivities import check_dimension
 from dpframe.releases.batch import (
-    flat,
-    in_declared_units,
+    in_data_terms,
     psd_project_stack,
     symmetric_stack,
     top_eigen_stack,
@@ -144,22 +143,24 @@ class LapPCA(Mechanism):
     ) -> dict[str, np.ndarray]:
         """``count`` releases of :meth:`run` at once (the testing kit's release audit):
         one draw of ``count`` noise rows, stacked eigen-decompositions."""
-        if not in_declared_units(self, params, dataset.domain):
-            return Mechanism.run_batch(self, dataset, params, sampler, count)
         if params.dimension is not None:
             check_dimension(params.dimension, dataset.domain)
         params = resolve(params, dataset.domain)
-        stage = self._noisy(params, dataset.domain)["covariance"]
-        entries = symmetric_entries(centred_second_moment(dataset), params.noise)
-        rows = stage.perturb(np.broadcast_to(entries, (count, entries.size)), sampler, copies=True)
-        noisy = symmetric_stack(rows, dataset.n_features, params.noise)
-        values, vectors = top_eigen_stack(noisy, params.dimension)
-        centre = dataset.domain.centre()
-        return flat(
-            {
+
+        def releases(data: Dataset) -> dict[str, np.ndarray]:
+            stage = self._noisy(params, data.domain)["covariance"]
+            entries = symmetric_entries(centred_second_moment(data), params.noise)
+            rows = stage.perturb(
+                np.broadcast_to(entries, (count, entries.size)), sampler, copies=True
+            )
+            noisy = symmetric_stack(rows, data.n_features, params.noise)
+            values, vectors = top_eigen_stack(noisy, params.dimension)
+            centre = data.domain.centre()
+            return {
                 "components": vectors,
                 "eigenvalues": np.maximum(values, 0.0),
                 "covariance": psd_project_stack(noisy),
                 "centre": np.broadcast_to(centre, (count, *np.shape(centre))),
             }
-        )
+
+        return in_data_terms(self, params, dataset, releases)
