@@ -416,12 +416,21 @@ def _offsets_and_moments(
         )
     mean = centred.mean(dataset)
     means = planned["mean"].perturb(np.broadcast_to(mean, (count, mean.size)), sampler, copies=True)
-    offsets, moments = [], []
-    for noisy in means:  # the rows are re-clipped around each mean: one pass per run
-        centred.set_offset(noisy)
-        offsets.append(centred.offset)
-        moments.append(centred.second_moment(dataset))
-    return np.stack(offsets), np.stack(moments)
+    offsets = np.array(means, dtype=np.float64)  # each clamped as _Centred.set_offset does
+    features = np.asarray(dataset.features, dtype=np.float64)
+    if centred.params.supervised:  # _Centred.rows about each offset, stacked
+        centred.region.clip(offsets[:, :-1])
+        offsets[:, -1] = np.clip(offsets[:, -1], -centred.label_radius, centred.label_radius)
+        u = ((features - centred.centre) @ centred.w) * centred.scale - offsets[:, None, :-1]
+        centred.region.clip(u.reshape(-1, u.shape[-1]))
+        y = np.asarray(dataset.labels, dtype=np.float64) - centred.label_centre - offsets[:, -1:]
+        y = np.clip(y, -centred.label_radius, centred.label_radius)
+        rows = np.concatenate([u, y[..., None]], axis=2)
+    else:
+        centred.region.clip(offsets)
+        rows = features - (centred.centre + offsets)[:, None, :]
+        centred.ball.clip(rows.reshape(-1, rows.shape[-1]))
+    return offsets, rows.transpose(0, 2, 1) @ rows / dataset.n_records
 
 
 def _top_eigenvalues(matrix: np.ndarray, k: int) -> np.ndarray:
