@@ -172,6 +172,16 @@ class Mechanism(abc.ABC):
                 rows.setdefault(name, []).append(_numeric(array).ravel())
         return {name: np.stack(values) for name, values in rows.items()}
 
+    def run_batch(
+        self, dataset: Dataset, params: Any, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        """The released arrays of ``count`` independent calls to ``run``, flattened and
+        stacked, ``{name: (count, k)}`` (testing hook for the release audit; the default
+        loops over ``run``). An override must draw what the loop draws, in run order per
+        kind of draw: the testing kit replays the loop's draws into it and compares
+        (``dpframe.testing.batch``)."""
+        return Mechanism.noisy_stages(self, dataset, params, sampler, count)
+
     def check_relation(self, domain: Domain) -> None:
         """One clear sentence if this mechanism has no analysis for the domain's relation."""
         if domain.relation not in self.relations:

@@ -47,6 +47,8 @@ _EXPORTS = {
     "audit": "dpframe.testing.audits",
     "claimed_tradeoff": "dpframe.testing.audits",
     "clopper_pearson_upper": "dpframe.testing.audits",
+    "BatchMismatch": "dpframe.testing.batch",
+    "check_run_batch": "dpframe.testing.batch",
     "GlobalRNGUsed": "dpframe.testing.hygiene",
     "forbid_global_rng": "dpframe.testing.hygiene",
     "FAST": "dpframe.testing.kit",

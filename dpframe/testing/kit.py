@@ -46,6 +46,7 @@ from dpframe.testing.audits import (
     audit,
     claimed_tradeoff,
 )
+from dpframe.testing.batch import batched, check_run_batch
 from dpframe.testing.blackbox import blackbox_pairs
 from dpframe.testing.hygiene import (
     check_cli_secure_by_default,
@@ -500,6 +501,15 @@ class Kit:
                     f"the query, but run() reports {float(scale):.6g}."
                 )
 
+    def check_run_batch(self) -> None:
+        """``run_batch``, if overridden, releases what ``count`` calls to ``run()`` release
+        from the same draws, on two base datasets and three seeds
+        (:mod:`dpframe.testing.batch`; the release audit checks its pair too)."""
+        if not batched(self.mechanism):
+            return
+        datasets = [self.dataset(), self.base(SeededSampler(self.seed + 1))]
+        check_run_batch(self.mechanism, self.params(datasets[0].domain), datasets)
+
     def check_floating_point(self, pairs: list[Pair] | None = None) -> None:
         """Releases on two neighbours lie on one data-independent grid (Mironov 2012).
 
@@ -849,6 +859,7 @@ class Kit:
             "noise follows sensitivity": self.check_noise_follows_sensitivity,
             "scales match event": self.check_scales_match_event,
             "noisy_stages match run": self.check_noisy_stages,
+            "run_batch matches run": self.check_run_batch,
             "floating point": self.check_floating_point,
             "plan within params": self.check_plan,
             "audit": lambda: self.check_audit(tier),
@@ -951,6 +962,7 @@ def conformance(
         "test_noise_follows_sensitivity": kit.check_noise_follows_sensitivity,
         "test_noise_scales_match_event": kit.check_scales_match_event,
         "test_noisy_stages_match_run": kit.check_noisy_stages,
+        "test_run_batch_matches_run": kit.check_run_batch,
         "test_floating_point": kit.check_floating_point,
         "test_plan_within_params": kit.check_plan,
         "test_audit": lambda: kit.check_audit("fast"),

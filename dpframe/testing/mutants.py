@@ -50,6 +50,12 @@ def patched(mechanism: Mechanism, label: str, **methods: Callable[..., Any]) -> 
     return copy
 
 
+def _batch(cls: type[Mechanism], run_batch: Callable[..., Any]) -> dict[str, Callable[..., Any]]:
+    """``{"run_batch": run_batch}`` if ``cls`` overrides the hook (else its default loops
+    over the mutated ``run``)."""
+    return {"run_batch": run_batch} if cls.run_batch is not Mechanism.run_batch else {}
+
+
 def with_sensitivity(
     mechanism: Mechanism, replacement: Replacement, label: str = "declared sensitivity replaced"
 ) -> Mechanism:
@@ -95,7 +101,12 @@ def noise_scaled(mechanism: Mechanism, factor: float) -> Mechanism:
     def run(self: Mechanism, dataset: Dataset, params: Any, sampler: Sampler) -> Release:
         return cls.run(self, dataset, params, NoiseScaledSampler(sampler, factor))
 
-    methods: dict[str, Callable[..., Any]] = {"run": run}
+    def run_batch(
+        self: Mechanism, dataset: Dataset, params: Any, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        return cls.run_batch(self, dataset, params, NoiseScaledSampler(sampler, factor), count)
+
+    methods: dict[str, Callable[..., Any]] = {"run": run, **_batch(cls, run_batch)}
     if overrides_stages:
 
         def noisy_stages(
@@ -122,7 +133,14 @@ def float_noise(mechanism: Mechanism) -> Mechanism:
     ) -> dict[str, np.ndarray]:
         return cls.noisy_stages(self, dataset, params, FloatNoiseSampler(sampler), count)
 
-    return patched(mechanism, "float noise", run=run, noisy_stages=noisy_stages)
+    def run_batch(
+        self: Mechanism, dataset: Dataset, params: Any, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        return cls.run_batch(self, dataset, params, FloatNoiseSampler(sampler), count)
+
+    return patched(
+        mechanism, "float noise", run=run, noisy_stages=noisy_stages, **_batch(cls, run_batch)
+    )
 
 
 def epsilon_scaled(mechanism: Mechanism, factor: float) -> Mechanism:
@@ -137,7 +155,12 @@ def epsilon_scaled(mechanism: Mechanism, factor: float) -> Mechanism:
     def run(self: Mechanism, dataset: Dataset, params: Any, sampler: Sampler) -> Release:
         return cls.run(self, dataset, weaker(params), sampler)
 
-    methods: dict[str, Callable[..., Any]] = {"run": run}
+    def run_batch(
+        self: Mechanism, dataset: Dataset, params: Any, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        return cls.run_batch(self, dataset, weaker(params), sampler, count)
+
+    methods: dict[str, Callable[..., Any]] = {"run": run, **_batch(cls, run_batch)}
     if cls.noisy_stages is not Mechanism.noisy_stages:  # else the default loops over run()
 
         def noisy_stages(
@@ -165,7 +188,19 @@ def without_clipping(mechanism: Mechanism) -> Mechanism:
     ) -> dict[str, np.ndarray]:
         return cls.noisy_stages(self, unclipped(dataset), params, sampler, count)
 
-    return patched(mechanism, "clipping removed", query=query, run=run, noisy_stages=noisy_stages)
+    def run_batch(
+        self: Mechanism, dataset: Dataset, params: Any, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        return cls.run_batch(self, unclipped(dataset), params, sampler, count)
+
+    return patched(
+        mechanism,
+        "clipping removed",
+        query=query,
+        run=run,
+        noisy_stages=noisy_stages,
+        **_batch(cls, run_batch),
+    )
 
 
 class WrappedSampler(Sampler):
@@ -193,6 +228,47 @@ class WrappedSampler(Sampler):
 
     def describe(self) -> dict:
         return self.inner.describe()
+
+    def _draw(self, name: str, *args: Any, **kwargs: Any) -> Any:
+        """A primitive draw, made by ``inner`` so that wrappers compose (a wrapper of a
+        wrapper alters or observes what the inner one draws)."""
+        if self.delegates:
+            return getattr(self.inner, name)(*args, **kwargs)
+        return getattr(Sampler, name)(self, *args, **kwargs)
+
+    delegates: bool = True
+    """False: draw from the shared generator without the inner sampler's overrides."""
+
+
+PRIMITIVE_DRAWS = (
+    "laplace",
+    "gaussian",
+    "bernoulli",
+    "bernoulli_exp",
+    "discrete_laplace",
+    "discrete_gaussian",
+    "standard_normal",
+    "uniform",
+    "integers",
+    "subset",
+    "categorical",
+    "permutation",
+    "exponential_mechanism",
+)
+"""The sampler's draws that read its generator; every other draw is made of these."""
+
+
+def _delegating(name: str) -> Callable[..., Any]:
+    def draw(self: WrappedSampler, *args: Any, **kwargs: Any) -> Any:
+        return self._draw(name, *args, **kwargs)
+
+    draw.__name__ = name
+    draw.__doc__ = getattr(Sampler, name).__doc__
+    return draw
+
+
+for _name in PRIMITIVE_DRAWS:
+    setattr(WrappedSampler, _name, _delegating(_name))
 
 
 class FloatNoiseSampler(WrappedSampler):
@@ -247,6 +323,8 @@ class UsageSampler(WrappedSampler):
     """Notes whether anything was drawn from the stream (``used``), in this sampler or in
     any child it spawns: a mechanism whose release does not touch its sampler cannot
     depend on it."""
+
+    delegates = False  # every draw reads the watched generator
 
     def __init__(self, inner: Sampler, flag: list[bool] | None = None) -> None:
         super().__init__(inner)

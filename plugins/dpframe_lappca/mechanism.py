@@ -32,6 +32,12 @@ from dpframe.privacy.noise import (
 )
 from dpframe.privacy.samplers import Sampler
 from dpframe.privacy.sensitivities import check_dimension
+from dpframe.releases.batch import (
+    in_data_terms,
+    psd_project_stack,
+    symmetric_stack,
+    top_eigen_stack,
+)
 from dpframe.releases.defaults import chosen_by_rule
 from dpframe.releases.linalg import psd_project, top_eigen
 from dpframe.releases.params import optional, positive_int
@@ -131,3 +137,30 @@ class LapPCA(Mechanism):
                 "by_rule": chosen_by_rule(given, params, ("dimension",)),
             },
         )
+
+    def run_batch(
+        self, dataset: Dataset, params: LapPCAParams, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        """``count`` releases of :meth:`run` at once (the testing kit's release audit):
+        one draw of ``count`` noise rows, stacked eigen-decompositions."""
+        if params.dimension is not None:
+            check_dimension(params.dimension, dataset.domain)
+        params = resolve(params, dataset.domain)
+
+        def releases(data: Dataset) -> dict[str, np.ndarray]:
+            stage = self._noisy(params, data.domain)["covariance"]
+            entries = symmetric_entries(centred_second_moment(data), params.noise)
+            rows = stage.perturb(
+                np.broadcast_to(entries, (count, entries.size)), sampler, copies=True
+            )
+            noisy = symmetric_stack(rows, data.n_features, params.noise)
+            values, vectors = top_eigen_stack(noisy, params.dimension)
+            centre = data.domain.centre()
+            return {
+                "components": vectors,
+                "eigenvalues": np.maximum(values, 0.0),
+                "covariance": psd_project_stack(noisy),
+                "centre": np.broadcast_to(centre, (count, *np.shape(centre))),
+            }
+
+        return in_data_terms(self, params, dataset, releases)

@@ -30,6 +30,7 @@ from dpframe.privacy.sensitivities import (
     record_depth,
     second_moment_error,
 )
+from dpframe.releases.batch import in_data_terms, psd_project_stack
 from dpframe.releases.linalg import psd_project
 from dpframe.releases.params import one_of, optional, positive
 from dpframe_mvg.allocation import binary_shares, check_powers, check_shares, uniform_shares
@@ -492,6 +493,27 @@ class MVGMechanism(Mechanism):
             info=self._info(params, design, stage),
         )
 
+    def run_batch(
+        self, dataset: Dataset, params: MVGParams, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        """``count`` releases of :meth:`run` at once (the testing kit's release audit): one
+        draw of ``count`` noise blocks, stacked unwhitening and PSD projections."""
+
+        def releases(data: Dataset) -> dict[str, np.ndarray]:
+            design = self.design(params, data.domain)
+            stage = self._stages(params, data.domain)[STAGE]
+            whitened = design.kept_block(design.whiten(self._value(data, params, design.spec)))
+            copies = np.broadcast_to(whitened, (count, *whitened.shape))
+            noisy = design.unwhiten(stage.perturb(copies, sampler, copies=True))
+            arrays = self._outputs(data, params, noisy)
+            shared = {"directions": design.basis}
+            if "centre" in arrays:
+                shared["centre"] = arrays.pop("centre")
+            arrays.update({k: np.broadcast_to(v, (count, *v.shape)) for k, v in shared.items()})
+            return arrays
+
+        return in_data_terms(self, params, dataset, releases)
+
     def _stages(self, params: MVGParams, domain: Domain) -> dict[str, NoisyStage]:
         """The one noisy stage: unit noise in whitened coordinates, i.e. multiplier
         ``1/S(q)`` on the declared sensitivity (so the noise follows the testing hook)."""
@@ -544,9 +566,9 @@ class MVGMechanism(Mechanism):
             return {"data": noisy + centre, "centre": centre}
         symmetric = params.query == "covariance" or params.query_psd
         if symmetric:
-            if params.psd:
-                noisy = psd_project(noisy)
-            noisy = (noisy + noisy.T) / 2  # exactly symmetric (psd_project is up to rounding)
+            if params.psd:  # a stack of releases from run_batch, or one
+                noisy = psd_project_stack(noisy) if noisy.ndim == 3 else psd_project(noisy)
+            noisy = (noisy + np.swapaxes(noisy, -1, -2)) / 2  # exactly symmetric
         if params.query == "covariance":
             return {"covariance": noisy, "centre": centre}
         return {"matrix": noisy}

@@ -45,6 +45,13 @@ from dpframe.privacy.noise import (
 )
 from dpframe.privacy.samplers import Sampler
 from dpframe.privacy.sensitivities import Region, check_dimension, check_projection
+from dpframe.releases.batch import (
+    in_data_terms,
+    normal_stack,
+    psd_project_stack,
+    symmetric_entries_stack,
+    symmetric_stack,
+)
 from dpframe.releases.defaults import chosen_by_rule
 from dpframe.releases.linalg import psd_project
 from dpframe.releases.params import one_of, optional, positive_int, probability_open
@@ -355,6 +362,77 @@ class PCAGauss(Mechanism):
             noise_scales=noise_scales,
             info={**info, "output_space": params.output_space, "feature_scale": centred.scale},
         )
+
+    def run_batch(
+        self, dataset: Dataset, params: PCAGaussParams, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        """``count`` releases of :meth:`run` at once (the testing kit's release audit): the
+        noise of each stage in one draw, stacked eigen-decompositions and samples (the
+        second moment once, or once per DP mean)."""
+        params = self._resolved(params, dataset.domain)
+        if params.supervised:
+            dataset.require_labels("supervised PCA-Gauss")
+
+        def releases(data: Dataset) -> dict[str, np.ndarray]:
+            planned = self._noisy(params, data.domain)
+            centred = _Centred(data, params)
+            offsets, second = _offsets_and_moments(centred, data, planned, sampler, count)
+            size = params.n_synthetic or data.n_records
+            if not params.supervised:
+                top = np.linalg.eigvalsh(second)[:, ::-1][:, : params.components]
+                noisy = planned["eigenvalues"].perturb(top, sampler, copies=True)
+                variances = np.sort(np.maximum(noisy, 0.0), axis=1)[:, ::-1]
+                normals = sampler.standard_normal((count, size, variances.shape[1]))
+                return {
+                    "synthetic": normals * np.sqrt(variances)[:, None, :],
+                    "eigenvalues": variances,
+                    "centre": data.domain.centre() + offsets,
+                }
+            dim = second.shape[-1]
+            entries = symmetric_entries_stack(second, params.noise)
+            noisy = planned["covariance"].perturb(entries, sampler, copies=True)
+            covariance = psd_project_stack(symmetric_stack(noisy, dim, params.noise))
+            normals = sampler.standard_normal((count, size, dim))
+            samples = normal_stack(offsets[:, None, :], covariance, normals)
+            target = data.domain.target()
+            labels = np.clip(samples[..., -1] + centred.label_centre, target.lower, target.upper)
+            coordinates = samples[..., :-1] / centred.scale
+            if params.output_space == "original":
+                synthetic = coordinates @ np.linalg.pinv(centred.w) + centred.centre
+            else:
+                synthetic = coordinates + centred.centre @ centred.w
+            return {"synthetic": synthetic, "labels": labels, "covariance": covariance}
+
+        return in_data_terms(self, params, dataset, releases)
+
+
+def _offsets_and_moments(
+    centred: _Centred, dataset: Dataset, planned: dict, sampler: Sampler, count: int
+) -> tuple[np.ndarray, np.ndarray]:
+    """Each run's offset (its DP mean, or 0) and second moment, stacked."""
+    if "mean" not in planned:
+        second = centred.second_moment(dataset)
+        return (
+            np.broadcast_to(centred.offset, (count, centred.offset.size)),
+            np.broadcast_to(second, (count, *second.shape)),
+        )
+    mean = centred.mean(dataset)
+    means = planned["mean"].perturb(np.broadcast_to(mean, (count, mean.size)), sampler, copies=True)
+    offsets = np.array(means, dtype=np.float64)  # each clamped as _Centred.set_offset does
+    features = np.asarray(dataset.features, dtype=np.float64)
+    if centred.params.supervised:  # _Centred.rows about each offset, stacked
+        centred.region.clip(offsets[:, :-1])
+        offsets[:, -1] = np.clip(offsets[:, -1], -centred.label_radius, centred.label_radius)
+        u = ((features - centred.centre) @ centred.w) * centred.scale - offsets[:, None, :-1]
+        centred.region.clip(u.reshape(-1, u.shape[-1]))
+        y = np.asarray(dataset.labels, dtype=np.float64) - centred.label_centre - offsets[:, -1:]
+        y = np.clip(y, -centred.label_radius, centred.label_radius)
+        rows = np.concatenate([u, y[..., None]], axis=2)
+    else:
+        centred.region.clip(offsets)
+        rows = features - (centred.centre + offsets)[:, None, :]
+        centred.ball.clip(rows.reshape(-1, rows.shape[-1]))
+    return offsets, rows.transpose(0, 2, 1) @ rows / dataset.n_records
 
 
 def _top_eigenvalues(matrix: np.ndarray, k: int) -> np.ndarray:

@@ -36,6 +36,14 @@ from dpframe.privacy.noise import (
 )
 from dpframe.privacy.samplers import Sampler
 from dpframe.privacy.sensitivities import Region, check_dimension
+from dpframe.releases.batch import (
+    haar_stack,
+    in_data_terms,
+    normal_stack,
+    psd_project_stack,
+    symmetric_entries_stack,
+    symmetric_stack,
+)
 from dpframe.releases.defaults import chosen_by_rule
 from dpframe.releases.linalg import psd_project
 from dpframe.releases.params import one_of, optional, positive_int, probability_open
@@ -256,3 +264,63 @@ class RONGauss(Mechanism):
                 "by_rule": chosen_by_rule(given, params, ("dimension", "mean_share")),
             },
         )
+
+    def run_batch(
+        self, dataset: Dataset, params: RONGaussParams, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        """``count`` releases of :meth:`run` at once (the testing kit's release audit): the
+        noise of each stage in one draw, each run's standard normals (projection, then
+        samples) in one block, stacked QR, eigen-decompositions and second moments."""
+        params = self._resolved(params, dataset.domain)
+        if params.supervised:
+            dataset.require_labels("supervised RON-Gauss")
+
+        def releases(data: Dataset) -> dict[str, np.ndarray]:
+            planned = self._noisy(params, data.domain)
+            pre = _Preprocess(data, params.supervised)
+            unit = pre.unit_mean(data)
+            mean = planned["mean"].perturb(
+                np.broadcast_to(unit, (count, unit.size)), sampler, copies=True
+            )
+            d, p = data.n_features, params.dimension
+            dim = p + int(params.supervised)
+            size = params.n_synthetic or data.n_records
+            normals = sampler.standard_normal((count, d * p + size * dim))
+            w = haar_stack(normals[:, : d * p].reshape(count, d, p))
+            second = _second_moments(pre, data, mean, w)
+            entries = symmetric_entries_stack(second, params.noise)
+            noisy = planned["covariance"].perturb(entries, sampler, copies=True)
+            covariance = psd_project_stack(symmetric_stack(noisy, dim, params.noise))
+            samples = normal_stack(
+                np.zeros(dim), covariance, normals[:, d * p :].reshape(count, size, dim)
+            )
+            arrays: dict[str, np.ndarray] = {}
+            if params.supervised:
+                target = data.domain.target()
+                arrays["labels"] = np.clip(
+                    samples[..., -1] + target.centre, target.lower, target.upper
+                )
+                samples = samples[..., :-1]
+            if params.output_space == "original":
+                samples = samples @ np.linalg.pinv(w) + mean[:, None, :]
+            arrays.update(synthetic=samples, projection=w, mean=mean, covariance=covariance)
+            return arrays
+
+        return in_data_terms(self, params, dataset, releases)
+
+
+def _second_moments(
+    pre: _Preprocess, dataset: Dataset, mean: np.ndarray, w: np.ndarray
+) -> np.ndarray:
+    """``_Preprocess.second_moment`` for each noisy mean and projection of a stack."""
+    v, inverse = pre._centred(dataset.features)
+    d = v * inverse[:, None] - mean[:, None, :]  # u - mu~ per release: (N, n, M)
+    norms = np.sqrt(np.einsum("cij,cij->ci", d, d))[..., None]
+    z = d @ w
+    z = np.divide(z, norms, out=np.zeros_like(z), where=norms > 0)
+    Region.ball(w.shape[2]).clip(z.reshape(-1, w.shape[2]))
+    if pre.supervised:
+        labels = np.asarray(dataset.labels, dtype=np.float64)
+        y = np.clip(labels - pre.label_centre, -pre.label_radius, pre.label_radius)
+        z = np.concatenate([z, np.broadcast_to(y[:, None], (*z.shape[:2], 1))], axis=2)
+    return z.transpose(0, 2, 1) @ z / dataset.n_records
