@@ -27,7 +27,7 @@ from collections.abc import Callable
 from pathlib import Path
 
 import numpy as np
-from dpframe_dpcda.mechanism import _poisson_selection, _selection_matrix
+from dpframe_dpcda.mechanism import _poisson_selection, _sized_selection
 from report import machine, publish
 from scipy.stats import binom
 
@@ -40,14 +40,7 @@ MNIST_CLASSES = (5923, 6742, 5958, 6131, 5842, 5421, 5918, 6265, 5851, 5949)
 def _float_poisson_selection(rows, records, rate, count, sampler):
     """DP-CDA's selection before the exact draws (scipy's float inverse CDF for sizes)."""
     sizes = np.maximum(binom.ppf(sampler.uniform(size=count), rows.size, rate), 0)
-    sizes = sizes.astype(np.int64)
-    indptr = np.concatenate([[0], np.cumsum(sizes)])
-    picks = np.empty(int(indptr[-1]), dtype=np.int64)
-    for size in np.unique(sizes[sizes > 0]):
-        chosen = np.flatnonzero(sizes == size)
-        subsets = sampler.subsets(rows.size, int(size), chosen.size)
-        picks[(indptr[chosen][:, None] + np.arange(size)).ravel()] = subsets.ravel()
-    return _selection_matrix(rows[picks], indptr, records)
+    return _sized_selection(rows, records, sizes.astype(np.int64), sampler)
 
 
 def _selections(select: Callable) -> Callable[[int], None]:

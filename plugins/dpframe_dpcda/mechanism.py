@@ -401,7 +401,14 @@ def _poisson_selection(
     records: each subset's size is an exact Binomial(len(rows), rate) draw and, given its
     size, the subset is exactly uniform, which is the law of keeping each row
     independently with probability ``rate`` (the float's exact value)."""
-    sizes = sampler.binomial(rows.size, rate, count)
+    return _sized_selection(rows, records, sampler.binomial(rows.size, rate, count), sampler)
+
+
+def _sized_selection(
+    rows: np.ndarray, records: int, sizes: np.ndarray, sampler: Sampler
+) -> sparse.csr_matrix:
+    """One uniform subset of ``rows`` of each size in ``sizes``, as a 0/1 matrix over all
+    records."""
     indptr = np.concatenate([[0], np.cumsum(sizes)])
     picks = np.empty(int(indptr[-1]), dtype=np.int64)
     for size in np.unique(sizes[sizes > 0]):
