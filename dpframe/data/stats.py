@@ -24,7 +24,8 @@ from dpframe.data.dataset import DEFAULT_CHUNK_ROWS, Dataset
 RowMap = Callable[[np.ndarray], np.ndarray]
 ChunkMap = Callable[[np.ndarray, "np.ndarray | None"], Any]
 """``f(features, labels)`` of one chunk of clipped records: an array, a tuple of arrays or
-:class:`Moments`, added across chunks."""
+:class:`Moments`, added across chunks. It may return a per-thread work buffer
+(:class:`Scratch`): a reduction copies or adds each part before its next call."""
 
 
 def reduce(dataset: Any, chunk_map: ChunkMap, *, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Any:
@@ -46,7 +47,7 @@ def sum_chunks(chunk_map: ChunkMap, chunks: Any) -> Any:
     total = None
     for features, labels in chunks:
         part = chunk_map(features, labels)
-        total = detach(part) if total is None else add(total, part)
+        total = detach(part) if total is None else accumulate(total, part)
     if total is None:
         raise ValueError("no chunks to reduce")
     return total
@@ -57,6 +58,29 @@ def add(a: Any, b: Any) -> Any:
     if type(a) is tuple:
         return tuple(add(x, y) for x, y in zip(a, b, strict=True))
     return a + b
+
+
+def accumulate(total: Any, part: Any) -> Any:
+    """``add(total, part)``, written into ``total``'s arrays where they can hold it (a
+    running total that nothing else references, such as :func:`detach`'s copy): no new
+    array per chunk."""
+    if type(total) is tuple:
+        return tuple(accumulate(x, y) for x, y in zip(total, part, strict=True))
+    if isinstance(total, Moments):
+        outer = None
+        if total.outer is not None and part.outer is not None:
+            outer = accumulate(total.outer, part.outer)
+        return Moments(
+            accumulate(total.count, part.count), accumulate(total.total, part.total), outer
+        )
+    if (
+        isinstance(total, np.ndarray)
+        and total.flags.writeable
+        and total.shape == np.shape(part)
+        and np.result_type(total, part) == total.dtype
+    ):
+        return np.add(total, part, out=total)
+    return add(total, part)
 
 
 def detach(part: Any) -> Any:
@@ -112,6 +136,16 @@ class Moments:
         if self.outer is not None and other.outer is not None:
             outer = self.outer + other.outer
         return Moments(self.count + other.count, self.total + other.total, outer)
+
+
+@attrs.frozen
+class Maximum:
+    """A statistic reduced by ``max`` instead of a sum (e.g. the largest row norm)."""
+
+    value: float
+
+    def __add__(self, other: Maximum) -> Maximum:
+        return Maximum(max(self.value, other.value))
 
 
 CACHE_ROWS = 8192

@@ -563,32 +563,41 @@ def _class_moments(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-class counts, sums and second moments of ``u``, in one chunked pass.
 
-    Each class's rows are gathered next to a column of ones, so one symmetric rank-k
-    update ``[u, 1]^T [u, 1]`` yields the second moment, the sum and the count together.
-    Without a projection ``u = x - c`` lies in the region already (the Dataset clipped
-    ``x``); projected rows are clipped into the (padded) projected region as a guard
-    against rounding.
+    Each chunk's rows are gathered once, grouped by class (a stable sort of the chunk's
+    labels), into a contiguous buffer; per class one symmetric rank-k update gives the
+    second moment and one matrix-vector product the sum: no per-class mask or copy, and
+    no new array per chunk. Without a projection ``u = x - c`` lies in the region
+    already (the Dataset clipped ``x``); projected rows are clipped into the (padded)
+    projected region as a guard against rounding.
     """
     dataset.require_labels("gmm")
     n_classes = len(dataset.domain.classes().values)
     centre = dataset.domain.centre()
     dim = region.dim
     buffer = Scratch(dataset.n_features)
-    augmented = Scratch(dim + 1, fill=1.0)
+    grouped_rows = Scratch(dim)
+    ones = Scratch(1, fill=1.0)
+    per_class = Scratch((dim + 1) * (dim + 1))
 
     def class_sums(features: np.ndarray, labels: np.ndarray | None) -> np.ndarray:
-        moments = np.zeros((n_classes, dim + 1, dim + 1))
         u = features  # x - c, without a copy when the centre is the origin
         if centre.any():
             u = np.subtract(features, centre, out=buffer(features.shape[0]))
         if w is not None:
             u = region.clip(u @ w)
-        for k in np.unique(labels):
-            rows = np.flatnonzero(labels == k)
-            block = augmented(rows.size)
-            np.take(u, rows, axis=0, out=block[:, :dim], mode="clip")  # unbuffered gather
-            moments[k] += block.T @ block
-        return moments
+        counts = np.bincount(labels, minlength=n_classes).tolist()
+        grouped = grouped_rows(len(labels))  # contiguous: take writes it directly
+        np.take(u, np.argsort(labels, kind="stable"), axis=0, out=grouped, mode="clip")
+        moments = per_class(n_classes).reshape(n_classes, dim + 1, dim + 1)
+        start = 0
+        for k, count in enumerate(counts):
+            block = grouped[start : start + count]
+            start += count
+            np.matmul(block.T, block, out=moments[k, :dim, :dim])  # symmetric rank-k
+            np.matmul(ones(count)[:, 0], block, out=moments[k, dim, :dim])
+            moments[k, :dim, dim] = moments[k, dim, :dim]
+            moments[k, dim, dim] = count
+        return moments  # a work buffer: the reduction adds it before the next chunk
 
     moments = reduce(dataset, class_sums, chunk_rows=CHUNK_ROWS)
     return moments[:, dim, dim], moments[:, :dim, dim], moments[:, :dim, :dim]
