@@ -25,13 +25,14 @@ the coordinates ``W^T x`` (``projected``) or as ``c + W^T``-preimages in the fea
 
 from __future__ import annotations
 
+import math
 from typing import Literal
 
 import attrs
 import numpy as np
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
-from dpframe.data.stats import Scratch, reduce
+from dpframe.data.stats import Maximum, Scratch, reduce
 from dpframe.data.units import data_coordinates, in_domain_param, units_param
 from dpframe.errors import ParameterError
 from dpframe.privacy.events import PrivacyEvent, compose
@@ -222,6 +223,36 @@ class _Centred:
             self.region.clip(offset[None, :])
         self.offset, self.recentred = offset, True
 
+    def moments_at_centre(self, dataset: Dataset) -> tuple[np.ndarray, np.ndarray, float]:
+        """Alg. 1, in one pass: ``sum_i v_i``, ``sum_i v_i v_i^T`` and ``max_i ||v_i||`` of
+        ``v = x - c`` (per cache-sized chunk one subtraction, one symmetric rank-k update,
+        one matrix-vector product and the row norms, all while the chunk is in cache)."""
+        ones = Scratch(1, fill=1.0)
+
+        def sums(features: np.ndarray, labels: np.ndarray | None) -> tuple:
+            v = self.rows(features, labels)  # offset 0, not re-clipped: x - c
+            largest = float(np.einsum("ij,ij->i", v, v).max())
+            return ones(v.shape[0])[:, 0] @ v, v.T @ v, Maximum(largest)
+
+        total, outer, largest = reduce(dataset, sums, chunk_rows=CHUNK_ROWS)
+        return total, outer, math.sqrt(largest.value)
+
+    def recentred_moment(
+        self, dataset: Dataset, total: np.ndarray, outer: np.ndarray, largest: float
+    ) -> np.ndarray:
+        """Alg. 1's second moment about the DP mean, ``(1/N) sum_i clip_R(v_i - m)
+        clip_R(v_i - m)^T`` (``m`` the offset), from :meth:`moments_at_centre`'s sums when
+        no row can reach the clip: ``||v_i - m|| <= max_i ||v_i|| + ||m|| < R`` (a margin
+        of 1e-9 R covers rounding), so that every clip is the identity and the moment is
+        ``sum v v^T - m s^T - s m^T + N m m^T``, the same function of the data. Otherwise
+        a second pass clips each row (:meth:`second_moment`)."""
+        m = self.offset
+        if largest + float(np.linalg.norm(m)) > self.ball.radius * (1 - 1e-9):
+            return self.second_moment(dataset)
+        n = dataset.n_records
+        cross = np.outer(m, total)
+        return (outer - cross - cross.T + n * np.outer(m, m)) / n
+
     def second_moment(self, dataset: Dataset) -> np.ndarray:
 
         def outer_sum(features: np.ndarray, labels: np.ndarray | None) -> np.ndarray:
@@ -322,9 +353,14 @@ class PCAGauss(Mechanism):
         if params.supervised:
             dataset.require_labels("supervised PCA-Gauss")
         centred = _Centred(dataset, params)
-        if "mean" in planned:
-            centred.set_offset(planned["mean"].perturb(centred.mean(dataset), sampler))
-        second = centred.second_moment(dataset)
+        if "mean" in planned and not params.supervised:  # one pass unless a row may clip
+            total, outer, largest = centred.moments_at_centre(dataset)
+            centred.set_offset(planned["mean"].perturb(total / dataset.n_records, sampler))
+            second = centred.recentred_moment(dataset, total, outer, largest)
+        else:
+            if "mean" in planned:
+                centred.set_offset(planned["mean"].perturb(centred.mean(dataset), sampler))
+            second = centred.second_moment(dataset)
         size = params.n_synthetic or dataset.n_records
         noise_scales = {name: stage.scale for name, stage in planned.items()}
         info = {"noise": params.noise, "centring": params.centring}
