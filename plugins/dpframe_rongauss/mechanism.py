@@ -110,11 +110,13 @@ class _Preprocess:
         if supervised:
             target = domain.target()
             self.label_centre, self.label_radius = target.centre, target.radius
+        self.origin = not self.centre.any()  # x - 0 is x, bit for bit: no subtraction
         self.buffer = Scratch(dataset.n_features)
 
     def _centred(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``v = x - c`` (in the buffer) and ``1 / ||v||`` (0 for a zero row)."""
-        v = np.subtract(rows, self.centre, out=self.buffer(rows.shape[0]))
+        """``v = x - c`` (in the buffer, or ``x`` itself when ``c = 0``) and ``1 / ||v||``
+        (0 for a zero row)."""
+        v = rows if self.origin else np.subtract(rows, self.centre, out=self.buffer(len(rows)))
         norms = np.sqrt(np.einsum("ij,ij->i", v, v))
         return v, np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
 
@@ -122,9 +124,14 @@ class _Preprocess:
         self, rows: np.ndarray, labels: np.ndarray | None, mean: np.ndarray, w: np.ndarray
     ) -> np.ndarray:
         """``z = W^T (u - mu~) / ||u - mu~||`` (0 when ``u = mu~``), with the centred label
-        appended when supervised."""
+        appended when supervised. Per cache-sized chunk: the row scaling into the buffer
+        (no copy of ``x`` when ``c = 0``), one subtraction, two row-norm reductions and one
+        ``(m x p)`` product; no temporary of the chunk."""
         v, inverse = self._centred(rows)
-        d = np.multiply(v, inverse[:, None], out=v)  # u, in the buffer
+        if v is rows:  # u = x / ||x||, written into the buffer (rows are read-only)
+            d = np.einsum("ij,i->ij", v, inverse, out=self.buffer(len(rows)))
+        else:
+            d = np.multiply(v, inverse[:, None], out=v)  # u, in the buffer
         d = np.subtract(d, mean, out=d)  # u - mu~, elementwise: no cancellation
         norms = np.sqrt(np.einsum("ij,ij->i", d, d))[:, None]
         z = d @ w
