@@ -35,6 +35,10 @@ from dpframe.data.fingerprint import FingerprintKey, as_fingerprint_key
 from dpframe.errors import DataError
 
 DEFAULT_CHUNK_ROWS = 65536
+VALIDATION_ROWS = 8192
+"""Rows per chunk of construction's check: the minimum and the maximum (and per-feature
+bounds) read a chunk that is still in a last-level cache, so the data are read from
+memory once."""
 
 
 @attrs.define(eq=False)
@@ -112,7 +116,11 @@ class Dataset:
     def first_pass(self, key: FingerprintKey | bytes) -> FirstPass:
         """A :class:`FirstPass` that fingerprints these records as a pass reads them."""
         check = self.domain if _wraps_caller_array(self.features) else None
-        return FirstPass(Fingerprinter(key, self.n_records, self.n_features, check=check))
+        # The chunks are views of records held in memory anyway: no bound on the backlog,
+        # so a light first pass never waits for the hash (it goes on during later passes).
+        return FirstPass(
+            Fingerprinter(key, self.n_records, self.n_features, check=check, backlog=0)
+        )
 
     def subset(self, rows: np.ndarray) -> Dataset:
         """The records at ``rows`` (already clipped), with the same domain."""
@@ -332,6 +340,7 @@ class Fingerprinter:
         check: Domain | None = None,
         backlog: int = 4,
     ) -> None:
+        """``backlog = 0``: no bound (for chunks that are views of data held anyway)."""
         self._key = as_fingerprint_key(key)
         self._shape, self._check = (n_records, n_features), check
         self._features = self._key.new()
@@ -487,22 +496,24 @@ def _validate_and_clip(
     names: Sequence[str] | None,
     *,
     owned: bool,
-    rows: int = DEFAULT_CHUNK_ROWS,
+    rows: int = VALIDATION_ROWS,
 ) -> tuple[np.ndarray, ClipReport]:
     """One chunked pass over ``x``: reject NaN/inf and clip every row into ``domain``. An
     array the caller still holds (``owned`` False) is only read; it is copied, once, when
     a first value needs clipping, and otherwise returned as a view."""
     n, d = x.shape
+    inside = 0  # records of the chunks already in the domain
     report = ClipReport(0, values_clipped_per_feature=(0,) * d)
     for start in range(0, n, rows):
         chunk = x[start : start + rows]
         if domain.contains(chunk, extremes=finite_extremes(chunk, domain, names, start)):
-            report += ClipReport(chunk.shape[0], values_clipped_per_feature=(0,) * d)
+            inside += chunk.shape[0]
             continue
         if not owned:
             x, owned = x.copy(), True
             chunk = x[start : start + rows]
         report += domain.clip(chunk)[1]  # in place: chunk is a view of x
+    report += ClipReport(inside, values_clipped_per_feature=(0,) * d)
     return (x if owned else x.view()), report
 
 
