@@ -289,7 +289,7 @@ def execute(
 
     from dpframe.version import __version__
 
-    fingerprint = charge.fingerprint
+    fingerprint = charge.fingerprinted()
     release.mechanism = mechanism.name
     release.plugin = entry["plugin"]
     release.distribution = entry["distribution"]
@@ -333,14 +333,14 @@ class _Charge:
     def reserve(self) -> None:
         """Fingerprint the data (from the first pass when it was complete, else with a
         pass of its own) and reserve the charge, once; a refusal is raised (again on
-        every later call)."""
+        every later call). Without a ledger a first pass's fingerprint is taken when the
+        run ends (:meth:`fingerprinted`), so that its hashing overlaps the later passes."""
         if self.reserved:
             return
         if self.refusal is not None:
             raise self.refusal
-        if self.fingerprint is None:
-            observed = self.first_pass.fingerprint() if self.first_pass else None
-            self.fingerprint = observed or self.dataset.fingerprint(self.key)
+        if self.ledger is not None or self.first_pass is None:
+            self.fingerprinted()
         if self.ledger is not None:
             request = {**self.request, "dataset_fingerprint": self.fingerprint}
             try:
@@ -349,6 +349,14 @@ class _Charge:
                 self.refusal = exc
                 raise
         self.reserved = True
+
+    def fingerprinted(self) -> str:
+        """The fingerprint: from the first pass when it was complete, else from a pass of
+        its own (computed once)."""
+        if self.fingerprint is None:
+            observed = self.first_pass.fingerprint() if self.first_pass else None
+            self.fingerprint = observed or self.dataset.fingerprint(self.key)
+        return self.fingerprint
 
     def failed(self, exc: BaseException) -> None:
         """After the run raised ``exc``: raise instead the sentence refusing the data if

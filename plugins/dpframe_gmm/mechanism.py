@@ -578,6 +578,7 @@ def _class_moments(
     grouped_rows = Scratch(dim)
     ones = Scratch(1, fill=1.0)
     per_class = Scratch((dim + 1) * (dim + 1))
+    code_type = np.uint8 if n_classes <= 256 else np.uint16 if n_classes <= 65536 else np.int64
 
     def class_sums(features: np.ndarray, labels: np.ndarray | None) -> np.ndarray:
         u = features  # x - c, without a copy when the centre is the origin
@@ -587,7 +588,8 @@ def _class_moments(
             u = region.clip(u @ w)
         counts = np.bincount(labels, minlength=n_classes).tolist()
         grouped = grouped_rows(len(labels))  # contiguous: take writes it directly
-        np.take(u, np.argsort(labels, kind="stable"), axis=0, out=grouped, mode="clip")
+        order = np.argsort(labels.astype(code_type), kind="stable")  # a radix sort
+        np.take(u, order, axis=0, out=grouped, mode="clip")
         moments = per_class(n_classes).reshape(n_classes, dim + 1, dim + 1)
         start = 0
         for k, count in enumerate(counts):
