@@ -121,12 +121,18 @@ class _Preprocess:
         return v, np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
 
     def projected(
-        self, rows: np.ndarray, labels: np.ndarray | None, mean: np.ndarray, w: np.ndarray
+        self,
+        rows: np.ndarray,
+        labels: np.ndarray | None,
+        mean: np.ndarray,
+        w: np.ndarray,
+        out: Scratch | None = None,
     ) -> np.ndarray:
         """``z = W^T (u - mu~) / ||u - mu~||`` (0 when ``u = mu~``), with the centred label
         appended when supervised. Per cache-sized chunk: the row scaling into the buffer
         (no copy of ``x`` when ``c = 0``), one subtraction, two row-norm reductions and one
-        ``(m x p)`` product; no temporary of the chunk."""
+        ``(m x p)`` product (into ``out``, a ``p``-column work buffer, when given); no
+        temporary of the chunk."""
         v, inverse = self._centred(rows)
         if v is rows:  # u = x / ||x||, written into the buffer (rows are read-only)
             d = np.einsum("ij,i->ij", v, inverse, out=self.buffer(len(rows)))
@@ -134,8 +140,11 @@ class _Preprocess:
             d = np.multiply(v, inverse[:, None], out=v)  # u, in the buffer
         d = np.subtract(d, mean, out=d)  # u - mu~, elementwise: no cancellation
         norms = np.sqrt(np.einsum("ij,ij->i", d, d))[:, None]
-        z = d @ w
-        z = np.divide(z, norms, out=np.zeros_like(z), where=norms > 0)
+        z = np.matmul(d, w, out=None if out is None else out(len(rows)))
+        positive = norms > 0
+        np.divide(z, norms, out=z, where=positive)
+        if not positive.all():
+            z[~positive[:, 0]] = 0.0
         Region.ball(w.shape[1]).clip(z)
         if not self.supervised:
             return z
@@ -154,8 +163,10 @@ class _Preprocess:
     def second_moment(self, dataset: Dataset, mean: np.ndarray, w: np.ndarray) -> np.ndarray:
         """``(1/n) sum_i z_i z_i^T``."""
 
+        buffer = Scratch(w.shape[1])
+
         def outer_sum(rows: np.ndarray, labels: np.ndarray | None) -> np.ndarray:
-            z = self.projected(rows, labels, mean, w)
+            z = self.projected(rows, labels, mean, w, buffer)
             return z.T @ z
 
         return reduce(dataset, outer_sum, chunk_rows=CHUNK_ROWS) / dataset.n_records
