@@ -33,6 +33,7 @@ import numpy as np
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
 from dpframe.data.stats import Maximum, Scratch, reduce
+from dpframe.data.threads import blas_threads
 from dpframe.data.units import data_coordinates, in_domain_param, units_param
 from dpframe.errors import ParameterError
 from dpframe.privacy.events import PrivacyEvent, compose
@@ -231,8 +232,9 @@ class _Centred:
 
         def sums(features: np.ndarray, labels: np.ndarray | None) -> tuple:
             v = self.rows(features, labels)  # offset 0, not re-clipped: x - c
+            outer = v.T @ v  # first: it streams the chunk in; the rest reads it in cache
             largest = float(np.einsum("ij,ij->i", v, v).max())
-            return ones(v.shape[0])[:, 0] @ v, v.T @ v, Maximum(largest)
+            return ones(v.shape[0])[:, 0] @ v, outer, Maximum(largest)
 
         total, outer, largest = reduce(dataset, sums, chunk_rows=CHUNK_ROWS)
         return total, outer, math.sqrt(largest.value)
@@ -248,7 +250,8 @@ class _Centred:
         a second pass clips each row (:meth:`second_moment`)."""
         m = self.offset
         if largest + float(np.linalg.norm(m)) > self.ball.radius * (1 - 1e-9):
-            return self.second_moment(dataset)
+            with blas_threads(others=1):  # the first pass's hash may still run alongside
+                return self.second_moment(dataset)
         n = dataset.n_records
         cross = np.outer(m, total)
         return (outer - cross - cross.T + n * np.outer(m, m)) / n

@@ -24,6 +24,7 @@ import numpy as np
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
 from dpframe.data.stats import Scratch, reduce
+from dpframe.data.threads import blas_threads
 from dpframe.data.units import data_coordinates, in_domain_param, units_param
 from dpframe.privacy.events import PrivacyEvent, compose
 from dpframe.privacy.noise import (
@@ -169,7 +170,8 @@ class _Preprocess:
             z = self.projected(rows, labels, mean, w, buffer)
             return z.T @ z
 
-        return reduce(dataset, outer_sum, chunk_rows=CHUNK_ROWS) / dataset.n_records
+        with blas_threads(others=1):  # the first pass's hash may still run alongside
+            return reduce(dataset, outer_sum, chunk_rows=CHUNK_ROWS) / dataset.n_records
 
 
 @data_coordinates
