@@ -9,7 +9,8 @@ clipping is timed separately), what a user calls (``Dataset.from_arrays`` plus
 ``dpframe.execute``, without a ledger: plan, fingerprint, run; rows "user path"; the
 fingerprint is computed in the mechanism's first pass), DPRP's DP model and its
 reconstruction apart, and the baseline ``X.T @ X`` are timed in the same process,
-interleaved round by round, so that a busy machine slows both alike. We report the best
+interleaved round by round (the runs' order rotated each round, so that none always
+follows the baseline), so that a busy machine slows both alike. We report the best
 (minimum) wall time of each, the ratio of the minima, the median of the per-round ratios,
 the ratio of CPU times, and the peak memory each release allocates on top of the data
 (numpy allocations traced by ``tracemalloc``), with the libraries' default BLAS threads
@@ -122,9 +123,10 @@ def measure(x: np.ndarray, runs: list, args: argparse.Namespace) -> list[str]:
     baseline = lambda: x.T @ x  # noqa: E731
     base_times: list[tuple[float, float]] = []
     times: dict[str, list[tuple[float, float]]] = {label: [] for label, _ in runs}
-    for _ in range(args.repeats):
+    for round_ in range(args.repeats):
         base_times.append(timed(baseline))
-        for label, call in runs:
+        shift = round_ % len(runs) if runs else 0  # no run always comes right after the baseline
+        for label, call in runs[shift:] + runs[:shift]:
             times[label].append(timed(call))
     base_times.append(timed(baseline))
     base_wall = min(t[0] for t in base_times)
