@@ -311,7 +311,8 @@ class PCAGauss(Mechanism):
         return {k: s.declared() for k, s in self._checked_stages(params, domain).items()}
 
     def data_passes(self, params: PCAGaussParams) -> int | None:
-        """Passes over the data: one more for the DP mean when centring = dp_mean."""
+        """Passes over the data, at most: with centring = dp_mean (Alg. 1) a second one only
+        when a recentred row may reach the clip (Alg. 2: always)."""
         return 2 if params.centring == "dp_mean" else 1
 
     def plan(self, params: PCAGaussParams, domain: Domain) -> PrivacyEvent:
