@@ -48,6 +48,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 import dpframe
 from dpframe import Classes, Dataset, Domain, SeededSampler
 from dpframe.data.fingerprint import HMAC_SHA256, FingerprintKey
+from dpframe.data.threads import blas_threads
 
 # n_synthetic = 1 times the DP model (every pass over the data, the noise, the
 # post-processing); the default n_synthetic = n adds drawing n synthetic records.
@@ -109,13 +110,15 @@ def dprp_parts(data: Dataset) -> list[tuple[str, Callable[[], object]]]:
 def _products(x: np.ndarray, r: np.ndarray, rows: int) -> None:
     """The floor of DPRP's pass in BLAS calls: the syrk ``X_c^T X_c`` and the product
     ``X_c R`` of each chunk ``X_c`` of the records, read in place (what the pass adds to
-    them: the clipping check, the label products, the Python per chunk)."""
+    them: the clipping check, the label products, the Python per chunk), with the pass's
+    BLAS threads (one core left to the noise's thread)."""
     second = np.zeros((x.shape[1], x.shape[1]))
     projected = np.empty((x.shape[0], r.shape[1]))
-    for start in range(0, x.shape[0], rows):
-        chunk = x[start : start + rows]
-        second += chunk.T @ chunk
-        np.matmul(chunk, r, out=projected[start : start + rows])
+    with blas_threads(others=1):
+        for start in range(0, x.shape[0], rows):
+            chunk = x[start : start + rows]
+            second += chunk.T @ chunk
+            np.matmul(chunk, r, out=projected[start : start + rows])
 
 
 def timed(call: Callable[[], object]) -> tuple[float, float]:
