@@ -207,8 +207,9 @@ class Encoding:
     def encode_rows(self, features: np.ndarray, y: np.ndarray | None) -> np.ndarray:
         """Working rows ``[U | L]`` (:meth:`feature_rows`, :meth:`clip`,
         :meth:`label_block`) as one new ``n x width`` array."""
-        u = self.feature_rows(features, np.empty(features.shape))
-        clipped = self.clip(u, np.empty(features.shape))
+        scratch = np.empty(features.shape)
+        u = self.feature_rows(features, scratch)
+        clipped = self.clip(u, scratch)
         u = u if clipped is None else clipped
         block = self.label_block(y, len(features))
         return np.hstack([u, block]) if block is not None else np.array(u)
@@ -542,9 +543,10 @@ def _project(encoding: Encoding, dataset: Dataset, r: np.ndarray) -> tuple[np.nd
             rows = len(features)
             if rows > len(buffer):
                 buffer = np.empty((rows, d))
-            u = encoding.feature_rows(features, buffer[:rows])
+            scratch = buffer[:rows]
+            u = encoding.feature_rows(features, scratch)
             part = u.T @ u
-            clipped = encoding.clip(u, buffer[:rows])
+            clipped = encoding.clip(u, scratch)
             if clipped is not None:
                 u = clipped
                 part = u.T @ u
