@@ -17,7 +17,8 @@ the ratio of CPU times, and the peak memory each release allocates on top of the
 and with one. Targets (issue 18): the user path within 1.5x, DPRP's DP model within 2x.
 DPRP's model is followed by its two big parts alone, its data pass and the exact
 discrete-Gaussian noise on the n x k1 projection (which the model draws on a thread of
-its own during the pass, so a profile of the model would not see it).
+its own during the pass, so a profile of the model would not see it), and by the pass's
+floor in BLAS calls (its two products per chunk, without the clipping and the labels).
 
 The user-path rows only (what issue 18 checks), written to the ``user-path`` section:
 
@@ -48,6 +49,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 import dpframe
 from dpframe import Classes, Dataset, Domain, SeededSampler
 from dpframe.data.fingerprint import HMAC_SHA256, FingerprintKey
+from dpframe.data.threads import blas_threads
 
 # n_synthetic = 1 times the DP model (every pass over the data, the noise, the
 # post-processing); the default n_synthetic = n adds drawing n synthetic records.
@@ -83,7 +85,7 @@ def dprp_parts(data: Dataset) -> list[tuple[str, Callable[[], object]]]:
     eigenvectors) and its n x d reconstruction (post-processing), timed apart; and the
     model's two big parts alone: its data pass (``Z R`` and ``Z^T Z``) and the exact noise
     on the ``n x k1`` projection (at the model's own grid), which the model overlaps."""
-    from dpframe_dprp.mechanism import Encoding, _project
+    from dpframe_dprp.mechanism import CHUNK_ROWS, Encoding, _project
 
     mechanism = dpframe.mechanism("dprp")
     params = mechanism.params(epsilon=1.0, delta=1e-6, k1=10)
@@ -95,11 +97,29 @@ def dprp_parts(data: Dataset) -> list[tuple[str, Callable[[], object]]]:
         ("dprp DP model (k1 10)", lambda: mechanism.model(data, params, SeededSampler(1))),
         ("dprp data pass alone (Z R and Z^T Z)", lambda: _project(encoding, data, model.r)),
         (
+            "dprp pass's two products alone (per chunk X_c^T X_c and X_c R, no clip, no labels)",
+            lambda: _products(data.features, model.r[: data.n_features], CHUNK_ROWS),
+        ),
+        (
             f"dprp exact noise alone ({len(data) * 10:,} discrete Gaussian draws)",
             lambda: SeededSampler(2).discrete_gaussian(sigma * sigma, (len(data), 10)),
         ),
         ("dprp reconstruction alone (n x d, post-processing)", model.reconstruct),
     ]
+
+
+def _products(x: np.ndarray, r: np.ndarray, rows: int) -> None:
+    """The floor of DPRP's pass in BLAS calls: the syrk ``X_c^T X_c`` and the product
+    ``X_c R`` of each chunk ``X_c`` of the records, read in place (what the pass adds to
+    them: the clipping check, the label products, the Python per chunk), with the pass's
+    BLAS threads (one core left to the noise's thread)."""
+    second = np.zeros((x.shape[1], x.shape[1]))
+    projected = np.empty((x.shape[0], r.shape[1]))
+    with blas_threads(others=1):
+        for start in range(0, x.shape[0], rows):
+            chunk = x[start : start + rows]
+            second += chunk.T @ chunk
+            np.matmul(chunk, r, out=projected[start : start + rows])
 
 
 def timed(call: Callable[[], object]) -> tuple[float, float]:

@@ -46,7 +46,7 @@ from dpframe.releases.linalg import from_upper_triangle, psd_project, top_eigen,
 from dpframe.releases.params import one_of, optional, positive, positive_int, probability_open
 from dpframe_dprp.calibration import Calibration, calibrate
 
-CHUNK_ROWS = 8192
+CHUNK_ROWS = 4096
 
 A = TypeVar("A")
 B = TypeVar("B")
@@ -204,36 +204,54 @@ class Encoding:
         y = dataset.require_labels("DPRP with labels='feature'")
         return self.encode_rows(dataset.features, y)
 
-    def encode_rows(
-        self, features: np.ndarray, y: np.ndarray | None, out: np.ndarray | None = None
-    ) -> np.ndarray:
-        """Working rows: centred, scaled features clipped to ``feature_bound``, then the
-        label block (norm exactly ``w`` for classes, at most ``w`` for a target), written
-        into one ``n x width`` array (``out``, or a new one)."""
-        d = self.centre.shape[0]
-        z = np.empty((features.shape[0], self.width)) if out is None else out
-        u = z[:, :d]
-        # x - 0 and x / 1 are exact: skipping them (a box centred at 0, unit scales)
-        # leaves every value as it was and saves two passes over the chunk
+    def encode_rows(self, features: np.ndarray, y: np.ndarray | None) -> np.ndarray:
+        """Working rows ``[U | L]`` (:meth:`feature_rows`, :meth:`clip`,
+        :meth:`label_block`) as one new ``n x width`` array."""
+        scratch = np.empty(features.shape)
+        u = self.feature_rows(features, scratch)
+        clipped = self.clip(u, scratch)
+        u = u if clipped is None else clipped
+        block = self.label_block(y, len(features))
+        return np.hstack([u, block]) if block is not None else np.array(u)
+
+    def feature_rows(self, features: np.ndarray, out: np.ndarray) -> np.ndarray:
+        """The features centred and scaled (before :meth:`clip`): ``features`` itself (no
+        copy; read it only) when the map leaves every value as it is (centre 0, unit
+        scales: ``x - 0`` and ``x / 1`` are exact), else written to ``out`` (contiguous,
+        ``features``'s shape)."""
+        u = features
         if np.any(self.centre):
-            np.subtract(features, self.centre, out=u)
-        else:
-            np.copyto(u, features)
+            u = np.subtract(features, self.centre, out=out)
         if np.any(self.scale != 1.0):
-            u /= self.scale
+            u = np.divide(u, self.scale, out=out)
+        return u
+
+    def clip(self, u: np.ndarray, out: np.ndarray) -> np.ndarray | None:
+        """``u`` with every row clipped to ``feature_bound`` (``U``, the working rows'
+        feature part), in ``out`` (which may be ``u``), or ``None`` if no row is over the
+        bound (then ``U`` is ``u`` as it is)."""
         norms = np.sqrt(np.einsum("ij,ij->i", u, u))
         over = norms > self.feature_bound
-        u[over] *= (self.feature_bound / norms[over])[:, None]
+        if not over.any():
+            return None
+        if out is not u:
+            np.copyto(out, u)
+        out[over] *= (self.feature_bound / norms[over])[:, None]
+        return out
+
+    def label_block(self, y: np.ndarray | None, rows: int) -> np.ndarray | None:
+        """The label columns of ``rows`` working rows (``None`` without labels): ``w``
+        times the one-hot class (norm exactly ``w``), or ``w`` times the target scaled to
+        [-1, 1] (at most ``w``)."""
         if self.labels is None:
-            return z
+            return None
         if isinstance(self.labels, Classes):
-            z[:, d:] = 0.0
-            z[np.arange(z.shape[0]), d + np.asarray(y)] = self.label_weight
-        else:
-            radius = self.labels.radius
-            t = (y - self.labels.centre) / radius if radius > 0 else np.zeros_like(y)
-            z[:, d] = self.label_weight * t
-        return z
+            block = np.zeros((rows, self.label_columns))
+            block[np.arange(rows), np.asarray(y)] = self.label_weight
+            return block
+        radius = self.labels.radius
+        t = (y - self.labels.centre) / radius if radius > 0 else np.zeros_like(y)
+        return (self.label_weight * t)[:, None]
 
     def decode(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """Features in the original units (computed in place: ``rows`` is overwritten, no
@@ -505,22 +523,41 @@ def _project(encoding: Encoding, dataset: Dataset, r: np.ndarray) -> tuple[np.nd
     are never all in memory, but ``Z R`` is (it is released, noised, row by row). Needs a
     source read on this process: on a distributed source the rows of ``Z R`` would have
     to leave the workers. A pass of several chunks leaves one core to the noise's thread
-    (BLAS's threads would spin between the many small products)."""
-    projected = np.empty((len(dataset), r.shape[1]))
+    (BLAS's threads would spin between the many small products).
+
+    ``Z = [U | L]`` is never assembled: ``Z R = U R_U + L R_L`` and ``Z^T Z`` is built
+    from the blocks ``U^T U``, ``L^T U`` and ``L^T L`` (``L``: the few label columns), so
+    that the records are read in place when the map leaves them as they are. The syrk
+    ``U^T U`` reads each chunk first, from memory, at the speed of its arithmetic; the
+    other products then find the chunk in cache. It is computed before the clipping check
+    and again after it if the chunk has a row over the bound (rare: the default bound
+    holds every record of the box), so the sum is the clipped rows' as if checked first."""
+    d, k1 = encoding.centre.shape[0], r.shape[1]
+    projected = np.empty((len(dataset), k1))
     second = np.zeros((encoding.width, encoding.width))
-    buffer = np.empty((CHUNK_ROWS, encoding.width))  # reused: no page faults per chunk
+    buffer = np.empty((CHUNK_ROWS, d))  # reused: no page faults per chunk
     start = 0
     threads = blas_threads(others=1) if len(dataset) > CHUNK_ROWS else contextlib.nullcontext()
     with threads:
         for features, labels in dataset.chunks(CHUNK_ROWS):
-            if len(features) > len(buffer):
-                buffer = np.empty((len(features), encoding.width))
-            z = encoding.encode_rows(
-                features,
-                labels if encoding.labels is not None else None,
-                out=buffer[: len(features)],
-            )
-            np.matmul(z, r, out=projected[start : start + len(z)])
-            second += z.T @ z
-            start += len(z)
+            rows = len(features)
+            if rows > len(buffer):
+                buffer = np.empty((rows, d))
+            scratch = buffer[:rows]
+            u = encoding.feature_rows(features, scratch)
+            part = u.T @ u
+            clipped = encoding.clip(u, scratch)
+            if clipped is not None:
+                u = clipped
+                part = u.T @ u
+            second[:d, :d] += part
+            out = projected[start : start + rows]
+            np.matmul(u, r[:d], out=out)
+            block = encoding.label_block(labels, rows)
+            if block is not None:
+                out += block @ r[d:]
+                second[d:, :d] += block.T @ u
+                second[d:, d:] += block.T @ block
+            start += rows
+    second[:d, d:] = second[d:, :d].T
     return projected, second

@@ -216,6 +216,71 @@ def test_covariance_query_is_the_upper_triangle_of_the_scatter_matrix():
     assert np.allclose(MECH.query(data, params)["covariance"], upper_triangle(z.T @ z))
 
 
+def _working_rows(x, y, centre, scale, bound, labels, weight):
+    """The working rows by the paper's formula, written out: centre, scale, clip each row
+    to ``bound``, append ``weight`` times the one-hot class or the scaled target."""
+    u = (x - centre) / scale
+    norms = np.linalg.norm(u, axis=1)
+    u = u * np.where(norms > bound, bound / np.maximum(norms, 1e-300), 1.0)[:, None]
+    if labels is None:
+        return u
+    if isinstance(labels, Classes):
+        return np.hstack([u, weight * np.eye(len(labels.values))[y]])
+    return np.hstack([u, (weight * (y - labels.centre) / labels.radius)[:, None]])
+
+
+@pytest.mark.parametrize(
+    ("lower", "upper", "labels", "extra"),
+    [
+        (-1.0, 1.0, Classes((0, 1, 2)), {}),  # the map is the identity: records read in place
+        (-1.0, 1.0, Classes((0, 1, 2)), {"row_norm_bound": 1.9}),  # some chunks clip
+        (0.0, 4.0, Target(0.0, 2.0), {"row_norm_bound": 1.5}),  # centred and scaled
+        (0.0, 4.0, None, {"standardise": False, "row_norm_bound": 2.0, "labels": "drop"}),
+    ],
+)
+def test_fused_pass_is_the_plain_formula_across_chunk_boundaries(
+    monkeypatch, lower, upper, labels, extra
+):
+    # _project never assembles Z = [U | L]: it multiplies the blocks chunk by chunk, reads
+    # the records in place when the map is the identity, and clips after the syrk (redoing
+    # a chunk with a row over the bound). Z R and Z^T Z must be the plain formula's.
+    from dpframe_dprp import mechanism
+
+    monkeypatch.setattr(mechanism, "CHUNK_ROWS", 64)
+    rows, d = 3 * 64 + 37, 4  # three full chunks and a short one
+    rng = np.random.default_rng(11)
+    x = rng.uniform(lower, upper, (rows, d))
+    x[rng.random(rows) < 0.5] = (lower + upper) / 2  # chunks with and without long rows
+    x[:64] = (lower + upper) / 2 + 0.1  # a first chunk with no row over any bound here
+    if isinstance(labels, Classes):
+        y = rng.integers(0, 3, rows)
+    else:
+        y = None if labels is None else rng.uniform(labels.centre - 2.0, labels.centre + 2.0, rows)
+    data = Dataset.from_arrays(x, y, Domain(lower=lower, upper=upper, labels=labels))
+    params = MECH.params(epsilon=1.0, delta=1e-5, k1=3, **extra)
+    encoding = mechanism.Encoding.build(params, data.domain)
+    z = _working_rows(
+        data.features,
+        data.labels,
+        encoding.centre,
+        encoding.scale,
+        encoding.feature_bound,
+        encoding.labels,
+        encoding.label_weight,
+    )
+    assert z.shape[1] == encoding.width
+    clipped = np.linalg.norm(z[:, :d], axis=1) < np.linalg.norm(
+        (data.features - encoding.centre) / encoding.scale, axis=1
+    ) * (1 - 1e-9)
+    if "row_norm_bound" in extra:  # the bound bites in some chunks and not in others
+        assert clipped.any() and not clipped[:64].any()
+    r = rng.normal(size=(encoding.width, 3))
+    projected, second = mechanism._project(encoding, data, r)
+    np.testing.assert_allclose(projected, z @ r, rtol=1e-12, atol=1e-12)
+    np.testing.assert_allclose(second, z.T @ z, rtol=1e-12, atol=1e-12)
+    np.testing.assert_array_equal(second, second.T)
+
+
 # -- bad input --------------------------------------------------------------------------------
 
 
