@@ -44,7 +44,7 @@ import itertools
 import math
 import sys
 import warnings
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from pathlib import Path
 from typing import Any
 
@@ -324,7 +324,11 @@ class Domain:
         return str(j)
 
     def bind(self, n_features: int, names: Sequence[str] | None = None) -> Domain:
-        """This domain with scalar bounds broadcast to ``n_features`` and names filled."""
+        """This domain with scalar bounds broadcast to ``n_features`` and names filled
+        (once per distinct domain and arguments: every Dataset built binds its domain)."""
+        return _memo(Domain._bind, self, n_features, None if names is None else tuple(names))
+
+    def _bind(self, n_features: int, names: Sequence[str] | None = None) -> Domain:
         width = self.n_features
         if width is not None and width != n_features:
             raise DomainError(
@@ -369,6 +373,9 @@ class Domain:
 
     def with_records(self, n: int) -> Domain:
         """Under replace-one, the (public) record count; checked against a declared one."""
+        return _memo(Domain._with_records, self, n)
+
+    def _with_records(self, n: int) -> Domain:
         if self.relation is not Relation.REPLACE_ONE:
             return self
         if self.records is not None and self.records != n:
@@ -808,6 +815,22 @@ def _uniform(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray | float, np.nda
     if lo.size and all(same):
         return float(lo[0]), float(hi[0])
     return lo, hi
+
+
+def _memo(method: Callable[..., Domain], domain: Domain, *args: Any) -> Domain:
+    """``method(domain, *args)``, remembered per distinct domain and arguments. A Domain
+    is immutable, so an equal one gives an equal result; its repr is in the key as well,
+    because ``0.0 == -0.0`` but a bound keeps the sign it was declared with. Unhashable
+    domains (array-valued fields) are not remembered."""
+    try:
+        return _remembered(method, domain, repr(domain), *args)
+    except TypeError:  # unhashable: computed afresh
+        return method(domain, *args)
+
+
+@functools.lru_cache(maxsize=256)
+def _remembered(method: Callable[..., Domain], domain: Domain, text: str, *args: Any) -> Domain:
+    return method(domain, *args)
 
 
 def _box(

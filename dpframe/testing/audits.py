@@ -575,10 +575,10 @@ def _choose(
         if not (np.all(np.isfinite(v0)) and np.all(np.isfinite(v1))):
             continue
         label = raw.name if c0 is None else f"{raw.name} about {where} centres"
-        statistic = _rounded(raw, label, v0, v1)
-        v0, v1 = statistic.apply(s0), statistic.apply(s1)
-        thresholds, scores = _threshold_scores(v0, v1, claim, level)
-        picks = _spread_best(thresholds, scores, np.sort(np.concatenate([v0, v1])), count)
+        statistic, grid = _rounded(raw, label, v0, v1)
+        v0, v1 = np.round(v0 / grid), np.round(v1 / grid)  # statistic.apply(s0), (s1)
+        thresholds, scores, pooled = _threshold_scores(v0, v1, claim, level)
+        picks = _spread_best(thresholds, scores, pooled, count)
         top = float(scores.max())
         if best is None or top > best[0]:
             best = (top, statistic, picks)
@@ -603,8 +603,9 @@ def _spread_best(
     return [float(thresholds[i]) for i in picked]
 
 
-def _rounded(raw: Statistic, name: str, v0: np.ndarray, v1: np.ndarray) -> Statistic:
-    """``raw`` on a grid of ``ROUNDING`` times its spread on the selection half.
+def _rounded(raw: Statistic, name: str, v0: np.ndarray, v1: np.ndarray) -> tuple[Statistic, float]:
+    """``raw`` on a grid of ``ROUNDING`` times its spread on the selection half (``v0``,
+    ``v1``: its values there), and the grid: ``np.round(v0 / grid)`` is its ``apply``.
 
     Floating-point outputs carry ULP-level traces of the exact query they were computed
     from (Mironov 2012; dpframe's samplers do not mitigate this, see
@@ -618,14 +619,15 @@ def _rounded(raw: Statistic, name: str, v0: np.ndarray, v1: np.ndarray) -> Stati
     def apply(y: np.ndarray) -> np.ndarray:
         return np.round(raw.apply(y) / grid)
 
-    return Statistic(name, apply)
+    return Statistic(name, apply), grid
 
 
 def _threshold_scores(
     v0: np.ndarray, v1: np.ndarray, claim: TradeOff, level: float
-) -> tuple[np.ndarray, np.ndarray]:
-    """Candidate thresholds (pooled order statistics, dense in both tails) and the
-    parameter each would prove at ``level`` with this many samples."""
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """Candidate thresholds (pooled order statistics, dense in both tails), the
+    parameter each would prove at ``level`` with this many samples, and the pooled
+    values, sorted."""
     a, b = np.sort(v0), np.sort(v1)
     pooled = np.sort(np.concatenate([a, b]))
     n = pooled.size
@@ -640,4 +642,4 @@ def _threshold_scores(
     scores = claim.implied(
         clopper_pearson_upper(fp, a.size, level), clopper_pearson_upper(fn, b.size, level)
     )
-    return thresholds, np.where(np.isfinite(scores), scores, -np.inf)
+    return thresholds, np.where(np.isfinite(scores), scores, -np.inf), pooled

@@ -101,7 +101,7 @@ class Recorder(WrappedSampler):
     def _sized(self, name: str, *args: Any, **kwargs: Any) -> Any:
         params, shape = _split(name, args, kwargs)
         out = getattr(self.inner, name)(*args, **kwargs)
-        values = np.asarray(out).ravel()
+        values = np.array(out).ravel()  # a copy: the caller may scale its draw in place
         if not values.size:
             return out
         key = (name, *(_token(p) for p in params))
@@ -111,7 +111,8 @@ class Recorder(WrappedSampler):
 
     def _whole(self, name: str, *args: Any, **kwargs: Any) -> Any:
         out = getattr(self.inner, name)(*args, **kwargs)
-        self.log.setdefault((name, repr((args, kwargs))), deque()).append(out)
+        kept = out.copy() if isinstance(out, np.ndarray) else out
+        self.log.setdefault((name, repr((args, kwargs))), deque()).append(kept)
         return out
 
 

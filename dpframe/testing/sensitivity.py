@@ -443,7 +443,41 @@ class _LocalClimb:
             self.base = (np.delete(x1, row, 0), None if y1 is None else np.delete(y1, row))
             self.a = (x1[row], None if y1 is None else y1[row])
             self.b = (x2[row], None if y2 is None else y2[row])
+        self._scores: dict[tuple, tuple[float, int]] = {}
         self.value = self._score()
+
+    def _state(self) -> tuple:
+        """The climb's state as exact values: the datasets, and so the score, are a
+        function of it."""
+
+        def record(r: tuple | None) -> tuple | None:
+            return None if r is None else (r[0].tobytes(), repr(r[1]))
+
+        x, y = self.base
+        return (
+            x.shape,
+            x.tobytes(),
+            None if y is None else repr(y.tolist()),
+            record(self.a),
+            record(self.b),
+        )
+
+    def _score(self) -> float:
+        """:meth:`_evaluate`, once per distinct state: a rejected move often rebuilds a
+        state seen before (a feature moved to the bound it is at), and building its
+        datasets costs more than querying them. A repeat of a finite score changes nothing
+        in the report (a finding equal to one observed is not kept again), so only the
+        evaluation count is advanced, as the evaluation would."""
+        key = self._state()
+        if key in self._scores:
+            value, evaluations = self._scores[key]
+            self.search.report.evaluations += evaluations
+            return value
+        before = self.search.report.evaluations
+        value = self._evaluate()
+        if math.isfinite(value):  # a refusal or non-finite change also adds a joint entry
+            self._scores[key] = (value, self.search.report.evaluations - before)
+        return value
 
     def _datasets(self) -> list[Dataset]:
         x, y = self.base
@@ -452,7 +486,7 @@ class _LocalClimb:
             return [make_dataset(domain, x, y), make_dataset(domain, *with_extra(x, y, self.a))]
         return [make_dataset(domain, *with_extra(x, y, r)) for r in (self.a, self.b)]
 
-    def _score(self) -> float:
+    def _evaluate(self) -> float:
         datasets = self._datasets()
         values = [self.search.query(d) for d in datasets]
         if any(isinstance(v, str) for v in values):

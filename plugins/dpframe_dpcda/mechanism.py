@@ -36,6 +36,7 @@ from dpframe.privacy.events import PrivacyEvent
 from dpframe.privacy.noise import grid_release
 from dpframe.privacy.samplers import Sampler
 from dpframe.privacy.sensitivities import accumulation_error, record_depth
+from dpframe.releases.batch import in_data_terms, label_codes
 from dpframe.releases.params import one_of, optional, positive, positive_int
 from dpframe_dpcda.accounting import (
     Pools,
@@ -367,6 +368,48 @@ class DPCDAMechanism(Mechanism):
                 "mixtures_per_class": list(pools.mixtures),
             },
         )
+
+    def run_batch(
+        self, dataset: Dataset, params: DPCDAParams, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        """``count`` releases of :meth:`run` at once (the testing kit's release audit):
+        each run's pools and subsets drawn as :meth:`run` draws them, then the noise of
+        every mixture of every run in one draw, divided and decoded as one array."""
+        domain = dataset.domain
+        geometry = Geometry.build(params, domain)
+        pools = plan_pools(params, domain)
+        noise_multiplier = self._noise_multiplier(params, pools)
+        declared = self.sensitivity(params, domain)["mixture"].value
+        y = dataset.require_labels("DP-CDA")
+        v = geometry.encode(dataset.features)
+        sums = []
+        for _ in range(count):
+            for k, rows in enumerate(_pool_members(y, pools, sampler)):
+                if domain.relation is Relation.ADD_REMOVE:
+                    selection = _poisson_selection(
+                        rows, len(dataset), pools.rates[k], pools.mixtures[k], sampler
+                    )
+                else:
+                    selection = _subset_selection(rows, len(dataset), pools, k, sampler)
+                sums.append(selection @ v)
+        synthetic = grid_release(
+            np.concatenate(sums),
+            "gaussian",
+            declared,
+            noise_multiplier,
+            sampler,
+            copies=True,
+            float_error=geometry.float_error(pools.order, domain.relation),
+        )
+        synthetic /= pools.order
+        geometry.decode(synthetic, out=synthetic)
+        codes = label_codes(domain.classes().values)
+        labels = np.repeat(codes, pools.mixtures)
+        arrays = {
+            "synthetic": synthetic.reshape(count, -1, dataset.n_features),
+            "labels": np.broadcast_to(labels, (count, labels.size)),
+        }
+        return in_data_terms(self, params, dataset, lambda data: arrays)
 
 
 def _pool_members(y: np.ndarray, pools: Pools, sampler: Sampler) -> list[np.ndarray]:

@@ -42,6 +42,14 @@ from dpframe.privacy.sensitivities import (
     record_depth,
     second_moment_error,
 )
+from dpframe.releases.batch import (
+    in_data_terms,
+    label_codes,
+    perturb_runs,
+    psd_project_stack,
+    symmetric_stack,
+    top_eigen_stack,
+)
 from dpframe.releases.linalg import from_upper_triangle, psd_project, top_eigen, upper_triangle
 from dpframe.releases.params import one_of, optional, positive, positive_int, probability_open
 from dpframe_dprp.calibration import Calibration, calibrate
@@ -461,6 +469,50 @@ class DPRPMechanism(Mechanism):
                 "working_space": "standardised" if params.standardise else "centred",
             },
         )
+
+    def run_batch(
+        self, dataset: Dataset, params: DPRPParams, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        """``count`` releases of :meth:`run` at once (the testing kit's release audit): the
+        working rows and ``Z^T Z`` once, every run's ``R`` in one block of standard normals,
+        the noise of all runs drawn together in run order (:func:`perturb_runs`), stacked
+        eigen-decompositions and reconstructions."""
+        domain = dataset.domain
+        encoding = Encoding.build(params, domain)
+        if encoding.labels is not None:
+            dataset.require_labels("DPRP with labels='feature'")
+        width, records, k1 = encoding.width, len(dataset), params.k1
+        normals = sampler.standard_normal((count, width * k1)).reshape(count, width, k1)
+        r = normals * (1.0 / math.sqrt(k1))
+        stages = self._stages(params, domain, encoding, r[0], records)
+        z = encoding.encode(dataset)
+        upper = upper_triangle(z.T @ z)
+        features = encoding.centre.shape[0]
+        releases = []
+        for ri in r:  # the projection's floating-point bound depends on R
+            error = _float_errors(encoding, ri, records, features)["projection"]
+            releases += [
+                (attrs.evolve(stages["projection"], float_error=error), (z @ ri)[None]),
+                (stages["covariance"], upper[None]),
+            ]
+        noisy = perturb_runs(releases, sampler)
+        projection = np.concatenate(noisy[0::2])
+        covariance = symmetric_stack(np.concatenate(noisy[1::2]), width, "laplace")
+        _, v = top_eigen_stack(covariance, default_k2(params, width))
+        vt = v.transpose(0, 2, 1)
+        rows = projection @ (np.linalg.pinv(vt @ r) @ vt)
+        synthetic, labels = encoding.decode(rows.reshape(count * records, width))
+        arrays = {"synthetic": synthetic.reshape(count, records, features)}
+        if labels is not None:
+            arrays["labels"] = label_codes(labels).reshape(count, records)
+        if params.release_model:
+            arrays |= {
+                "covariance": psd_project_stack(covariance),
+                "components": v,
+                "projection": projection,
+                "random_matrix": r,
+            }
+        return in_data_terms(self, params, dataset, lambda data: arrays)
 
 
 @attrs.frozen(eq=False)

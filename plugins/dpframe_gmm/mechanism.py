@@ -35,6 +35,15 @@ from dpframe.privacy.noise import (
 )
 from dpframe.privacy.samplers import Sampler
 from dpframe.privacy.sensitivities import Region, check_dimension, check_projection, public_count
+from dpframe.releases.batch import (
+    class_conditional_stack,
+    haar_stack,
+    in_data_terms,
+    label_codes,
+    perturb_runs,
+    psd_project_stack,
+    symmetric_stack,
+)
 from dpframe.releases.defaults import chosen_by_rule
 from dpframe.releases.linalg import psd_project
 from dpframe.releases.params import fraction, one_of, optional, positive_int, probability_open
@@ -452,6 +461,104 @@ class GMM(Mechanism):
         if params.reduction == "supplied":
             return check_projection(params.projection)
         return None
+
+    def run_batch(
+        self, dataset: Dataset, params: GMMParams, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        """``count`` releases of :meth:`run` at once (the testing kit's release audit): each
+        stage's noise in one draw, each run's standard normals (projection, then samples)
+        in one block, the moments turned into Gaussians and sampled as stacks. About a DP
+        mean, or with a tied covariance, the loop over :meth:`run`."""
+        if params.recentred or params.covariance == "tied":
+            return super().run_batch(dataset, params, sampler, count)
+        given = params
+
+        def releases(data: Dataset) -> dict[str, np.ndarray]:
+            domain = data.domain
+            params = self._resolved(given, domain)
+            region = self._region(params, domain)
+            planned = self._noisy(params, domain)
+            m, dim = data.n_features, region.dim
+            size = params.n_synthetic or data.n_records
+            head = m * dim if params.reduction == "ron" else 0
+            normals = sampler.standard_normal((count, head + size * dim))
+            if params.reduction == "ron":
+                w = haar_stack(normals[:, :head].reshape(count, m, dim))
+                values = _stack_statistics(
+                    [_statistics(_class_moments(data, wr, region), params) for wr in w]
+                )
+            else:
+                w = self._projection(params, m, None)
+                values = _stack_statistics([_statistics(_class_moments(data, w, region), params)])
+                values = {k: np.broadcast_to(v, (count, *v.shape[1:])) for k, v in values.items()}
+            released = _perturb_stack(planned, values, params.accounting, sampler)
+            means, covariances, weights = _gaussians_stack(released, region, dim, params.noise)
+            z, labels = class_conditional_stack(
+                means,
+                covariances,
+                weights,
+                normals[:, head:].reshape(count, size, dim),
+                balanced=params.balanced,
+                floor=params.class_floor,
+            )
+            centre = domain.centre()
+            shift = np.broadcast_to(centre if w is None else centre @ w, (count, dim))
+            if params.output_space == "original" and w is not None:
+                synthetic = z @ np.linalg.pinv(w) + centre
+            else:
+                synthetic = z + shift[:, None, :]
+            arrays = {
+                "synthetic": synthetic,
+                "labels": label_codes(domain.classes().values)[labels],
+                "counts": weights,
+                "means": means + shift[:, None, :],
+                "covariances": covariances,
+            }
+            if w is not None:
+                arrays["projection"] = np.broadcast_to(w, (count, *w.shape[-2:]))
+            return arrays
+
+        return in_data_terms(self, given, dataset, releases)
+
+
+def _stack_statistics(runs: list[dict[str, np.ndarray]]) -> dict[str, np.ndarray]:
+    """:func:`_statistics` of several runs stacked on a first axis."""
+    return {name: np.stack([run[name] for run in runs]) for name in STAGES}
+
+
+def _perturb_stack(
+    planned: dict, values: dict[str, np.ndarray], accounting: str, sampler: Sampler
+) -> dict[str, np.ndarray]:
+    """:meth:`GMM._model`'s releases of ``(N, K, ...)`` stacked statistics, in its order:
+    joint, one release per stage; parallel, one per stage and class."""
+    if accounting == "joint":
+        released = perturb_runs([(planned[name], values[name]) for name in STAGES], sampler)
+        return dict(zip(STAGES, released, strict=True))
+    classes = values["counts"].shape[1]
+    order = [(name, k) for name in STAGES for k in range(classes)]
+    released = perturb_runs([(planned[f"{n}/{k}"], values[n][:, k]) for n, k in order], sampler)
+    return {
+        name: np.stack(released[i * classes : (i + 1) * classes], axis=1)
+        for i, name in enumerate(STAGES)
+    }
+
+
+def _gaussians_stack(
+    released: dict[str, np.ndarray], region: Region, dim: int, noise: str
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:meth:`GMM._model`'s per-class post-processing of stacked releases: ``(N, K, d)``
+    means clamped into the region, ``(N, K, d, d)`` covariances, ``(N, K)`` weights
+    (:func:`~dpframe.releases.synthesis.moments_to_gaussian` per class)."""
+    counts = np.asarray(released["counts"], dtype=np.float64)
+    shape = counts.shape
+    entries = released["second_moments"].reshape(counts.size, -1)
+    second = symmetric_stack(entries, dim, noise).reshape(*shape, dim, dim)
+    c = np.maximum(counts, 1.0)
+    mean = released["sums"].reshape(*shape, dim) / c[..., None]
+    centred = second / c[..., None, None] - mean[..., :, None] * mean[..., None, :]
+    covariances = psd_project_stack(centred.reshape(-1, dim, dim)).reshape(*shape, dim, dim)
+    means = region.clip(mean.reshape(-1, dim).copy()).reshape(*shape, dim)
+    return means, covariances, np.maximum(counts, 0.0)
 
 
 def _statistics(

@@ -234,3 +234,22 @@ def test_the_frequency_test_is_built_for_few_distinct_outputs_only():
     mixed0 = np.column_stack([np.zeros(2000), rng.normal(size=2000)])
     mixed1 = np.column_stack([np.zeros(2000), rng.normal(size=2000)])
     assert histogram_ratio(mixed0, mixed1) is None
+
+
+@pytest.mark.parametrize("family", ["laplace", "gaussian"])
+def test_the_chosen_tests_are_those_of_the_rounded_statistic_applied_afresh(family):
+    # _choose rounds the values it already computed instead of applying the rounded
+    # statistic again; the thresholds it picks must be those the statistic itself gives.
+    from dpframe.testing.audits import ApproxDP, _choose, _spread_best, _threshold_scores
+
+    rng = np.random.default_rng(11)
+    draw = rng.laplace if family == "laplace" else rng.normal
+    s0 = draw(0.0, 1.0, (20_000, 3))
+    s1 = draw(0.3, 1.0, (20_000, 3))
+    centres = {"x": (np.zeros(3), np.full(3, 0.3))}
+    claim, level = ApproxDP(1.0, 0.0), 1e-4
+    _, statistic, picks = _choose(s0, s1, ["x"], centres, claim, level, 3)
+    v0, v1 = statistic.apply(s0), statistic.apply(s1)
+    thresholds, scores, pooled = _threshold_scores(v0, v1, claim, level)
+    assert picks == _spread_best(thresholds, scores, pooled, 3)
+    assert len(picks) == 3

@@ -7,8 +7,11 @@ import numpy as np
 import pytest
 from synthetic import EpsilonParams, LeakyRelease, NoisySum
 
-from dpframe import Dataset, Domain, SeededSampler
+import dpframe
+from dpframe import Classes, Dataset, Domain, Release, SeededSampler, Target
+from dpframe.privacy.noise import NoisyStage
 from dpframe.privacy.samplers import Sampler
+from dpframe.releases.batch import perturb_runs
 from dpframe.testing import Kit, PrivacyViolation
 from dpframe.testing.batch import BatchMismatch, Recorder, Replayer, check_run_batch
 from dpframe.testing.mutants import noise_scaled
@@ -156,3 +159,105 @@ def test_the_replayer_serves_merged_requests_in_run_order_and_refuses_others():
         replay.discrete_gaussian(2, 1)  # all four rows were served
     with pytest.raises(BatchMismatch):
         replay.discrete_gaussian(3, 1)  # never drawn with this parameter
+
+
+class ScaledInPlaceSum(BatchedSum):
+    """Scales its Laplace draw in place after drawing it (as DPRP scales ``R``): the
+    recorder must keep the values the sampler returned, not the caller's scaled array."""
+
+    def run(self, dataset: Dataset, params: EpsilonParams, sampler: Sampler):
+        value = self.query(dataset, params)["sum"]
+        noise = sampler.laplace(1.0, value.shape)
+        noise *= self.scale(dataset, params)
+        return Release(arrays={"sum": value + noise}, noise_scales={})
+
+    def run_batch(self, dataset, params, sampler, count):
+        value = self.query(dataset, params)["sum"]
+        return {
+            "sum": value + sampler.laplace(1.0, (count, value.size)) * self.scale(dataset, params)
+        }
+
+
+def test_the_recorder_keeps_what_the_sampler_drew_when_the_caller_scales_it_in_place():
+    mech = ScaledInPlaceSum()
+    check_run_batch(mech, mech.params(**EPS), [data()], seeds=(0, 1), count=3)
+
+
+# -- the noise of several stages drawn together (dpframe.releases.batch.perturb_runs) ------
+
+SHARED = NoisyStage("gaussian", 2.0, 3.0, float_error=1e-14)
+OTHER = NoisyStage("gaussian", 5.0, 1.5)
+
+
+def _stage_values(runs: int) -> list[np.ndarray]:
+    rng = np.random.default_rng(4)
+    return [rng.normal(0, 3, (runs, 3)), rng.normal(0, 3, (runs, 2, 2)), rng.normal(0, 3, runs)]
+
+
+def test_stages_drawn_together_replay_each_run_releasing_them_in_turn():
+    # SHARED twice: the same grid noise, so the loop's draws of the two interleave run by
+    # run; the batch must serve them in that order (and OTHER's from its own block).
+    pairs = list(zip([SHARED, SHARED, OTHER], _stage_values(4), strict=True))
+    recorder = Recorder(SeededSampler(5))
+    loop = [[s.perturb(v[r], recorder) for s, v in pairs] for r in range(4)]
+    batch = perturb_runs(pairs, Replayer(SeededSampler(5), recorder.log))
+    for i in range(3):
+        np.testing.assert_array_equal(batch[i], np.stack([run[i] for run in loop]))
+    assert not any(recorder.log.values())  # every value the loop drew was used
+
+
+def test_stages_drawn_one_block_each_are_not_the_loop():
+    # The planted bug perturb_runs avoids: each stage's copies in one draw of their own
+    # take the shared parameter's values in the wrong order.
+    pairs = list(zip([SHARED, SHARED], _stage_values(4)[:2], strict=True))
+    recorder = Recorder(SeededSampler(5))
+    loop = [[s.perturb(v[r], recorder) for s, v in pairs] for r in range(4)]
+    replay = Replayer(SeededSampler(5), recorder.log)
+    naive = [s.perturb(v, replay, copies=True) for s, v in pairs]
+    assert not np.array_equal(naive[0], np.stack([run[0] for run in loop]))
+
+
+# -- the built-in batches on modes the conformance classes do not cover --------------------
+
+CLASSES = Domain(lower=[0, -1, 2], upper=[1, 1, 5], labels=Classes(("a", "b")))
+TARGET = Domain(lower=[0, -1, 2], upper=[1, 1, 5], labels=Target(-1, 1))
+PROJECTION = np.array([[1.0, 0.0], [0.0, 0.6], [0.0, 0.8]])
+DP = {"epsilon": 1.0, "delta": 1e-5}
+
+
+@pytest.mark.filterwarnings("ignore::UserWarning")
+@pytest.mark.parametrize(
+    ("name", "params", "domain"),
+    [
+        ("gmm", {"epsilon": 0.05, "accounting": "parallel"}, CLASSES),  # empty classes
+        ("gmm", {"epsilon": 1.0, "units": "raw", "in_domain": False, "n_synthetic": 7}, CLASSES),
+        (
+            "gmm",
+            {
+                "epsilon": 1.0,
+                "reduction": "supplied",
+                "projection": PROJECTION,
+                "output_space": "original",
+            },
+            CLASSES,
+        ),
+        (
+            "gmm",
+            {
+                **DP,
+                "noise": "gaussian",
+                "reduction": "ron",
+                "output_space": "original",
+                "balanced": True,
+            },
+            CLASSES,
+        ),
+        ("gmm", {"epsilon": 1.0, "covariance": "tied"}, CLASSES),  # the loop
+        ("dprp", {**DP, "k1": 3}, CLASSES),
+        ("dprp", {**DP, "k1": 4, "release_model": True, "standardise": False}, TARGET),
+        ("dprp", {**DP, "labels": "drop", "in_domain": False}, CLASSES),
+        ("dpcda", {**DP, "order": 3, "in_domain": False}, CLASSES),
+    ],
+)
+def test_built_in_batches_replay_run_in_other_modes(name: str, params: dict, domain: Domain):
+    Kit(dpframe.mechanism(name), params, domain).check_run_batch()

@@ -215,3 +215,56 @@ def test_the_search_queries_each_distinct_dataset_once_and_tells_apart_what_diff
     high[1, 0], far[1, 0] = 3.0, 7.0  # both clipped to 1.0
     values = [clipless.query(make_dataset(domain, x, None))["sum"][0] for x in (high, far)]
     assert values == [3.0, 7.0]
+
+
+def _report_values(report) -> tuple:
+    best = sorted(
+        (
+            stage,
+            f.measured,
+            f.found_by,
+            f.pair.first.features.tobytes(),
+            f.pair.second.features.tobytes(),
+        )
+        for stage, f in report.best.items()
+    )
+    joint = [(s, p.first.features.tobytes(), p.second.features.tobytes()) for s, p in report.joint]
+    violations = [(v.stage, v.kind, v.found_by, v.measured) for v in report.violations]
+    return report.evaluations, best, joint, violations
+
+
+@pytest.mark.parametrize(
+    ("name", "params", "domain"),
+    [
+        (
+            "gaussian",
+            {"epsilon": 1.0, "delta": 1e-5, "query": "covariance"},
+            Domain(lower=[0, -1], upper=[1, 1], feature_names=("a", "b")),
+        ),
+        (
+            "gmm",
+            {"epsilon": 1.0},
+            Domain(lower=[-1], upper=[2], feature_names=("x",), labels=Classes(("a", "b"))),
+        ),
+    ],
+)
+def test_the_local_climb_scores_each_state_once_and_reports_what_it_would_without(
+    monkeypatch, name, params, domain
+):
+    from dpframe.testing import sensitivity
+
+    evaluate = sensitivity._LocalClimb._evaluate
+    calls = []
+
+    def counted(self):
+        calls.append(1)
+        return evaluate(self)
+
+    monkeypatch.setattr(sensitivity._LocalClimb, "_evaluate", counted)
+    remembered = Kit(dpframe.mechanism(name), params, domain).search("fast", ("local",))
+    with_memo = len(calls)
+    calls.clear()
+    monkeypatch.setattr(sensitivity._LocalClimb, "_score", counted)  # every state evaluated
+    plain = Kit(dpframe.mechanism(name), params, domain).search("fast", ("local",))
+    assert _report_values(remembered) == _report_values(plain)
+    assert with_memo < len(calls)  # the climb revisits states, and the memo saw it
