@@ -869,11 +869,12 @@ class SourceDataset:
 
     def blas_threads(self) -> contextlib.AbstractContextManager[int]:
         """Limit BLAS to the cores a pass over this source leaves free: a file's reader
-        decodes in its own threads, so BLAS gets the other cores (at least one). The
-        command line holds this limit for a whole streamed release, so that the small
-        ``d x d`` products and decompositions after the passes do not spin more threads
-        than there are free cores either (measured on a busy two-core machine: a 100 x 100
-        ``eigh`` took 0.35 s with two threads, 1 ms with one)."""
+        decodes in its own threads, so BLAS gets the other cores (at least one).
+        :func:`~dpframe.releases.mechanism.execute` holds this limit for the whole
+        release, so that the small ``d x d`` products and decompositions after the passes
+        do not spin more threads than there are free cores either (measured on a busy
+        two-core machine: a 100 x 100 ``eigh`` took 0.35 s with two threads, 1 ms with
+        one)."""
         return blas_threads(others=1 if self.source_obj.fresh_batches else 0)
 
     def reduce(self, chunk_map: ChunkMap, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Any:

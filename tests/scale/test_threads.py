@@ -52,3 +52,34 @@ def test_a_dask_partition_runs_with_one_blas_thread(domain):
     y = np.zeros(10, dtype=np.int64)
     _partition_reduce(chunk_map, bound, 4, x, y, 0)
     assert seen and all(threads == {1} for threads in seen)
+
+
+def test_execute_holds_a_streamed_datasets_limit_after_its_passes(
+    files, table, domain, monkeypatch
+):
+    """The API as the command line: ``execute()`` keeps the cores the reader leaves for the
+    d x d eigendecomposition after the pass; an in-memory dataset keeps the caller's."""
+    from dpframe import Dataset, SeededSampler, execute
+    from dpframe.releases.plugins import registry
+
+    cores = len(os.sched_getaffinity(0))
+    if cores < 2:
+        pytest.skip("one core: the limit is the setting")
+    numpys = {i["filepath"] for i in threadpool_info() if i["user_api"] == "blas"}
+    seen: list[set[int]] = []
+    eigh = np.linalg.eigh
+
+    def spy(matrix):  # numpy's BLAS (scipy's, loaded during the release, keeps its own)
+        seen.append({i["num_threads"] for i in threadpool_info() if i["filepath"] in numpys})
+        return eigh(matrix)
+
+    monkeypatch.setattr(np.linalg, "eigh", spy)
+    mechanism = registry().mechanism("lap_pca")()
+    params = mechanism.Params(epsilon=1.0, dimension=2)
+    streamed = SourceDataset(open_source(files["parquet"], domain), domain, chunk_rows=500)
+    with threadpool_limits(cores, user_api="blas"):
+        execute(mechanism, streamed, params, SeededSampler(0))
+        assert seen and all(threads == {cores - 1} for threads in seen), seen
+        seen.clear()
+        execute(mechanism, Dataset.from_arrays(*table, domain), params, SeededSampler(0))
+        assert seen and all(threads == {cores} for threads in seen), seen

@@ -323,9 +323,7 @@ def release(
         if epsilon == "rest":
             params = _rest_params(led, mechanism, values, dataset, request)
         sampler = make_sampler(seed, unsafe_float_noise=unsafe_float_noise)
-        threads = getattr(dataset, "blas_threads", contextlib.nullcontext)
-        with threads():  # a streamed release: BLAS on the cores its reader leaves
-            result = execute(mechanism, dataset, params, sampler, ledger=led, request=request)
+        result = execute(mechanism, dataset, params, sampler, ledger=led, request=request)
         charge = led.charge(result.ledger_entry)
         balance = led.remaining(charge.budget_id)
     result.save(out)
