@@ -49,7 +49,7 @@ from dpframe.data.dataset import (
 from dpframe.data.domain import ClipReport, Domain
 from dpframe.data.fingerprint import FingerprintKey, as_fingerprint_key
 from dpframe.data.stats import ChunkMap, add, detach, sum_chunks
-from dpframe.data.threads import blas_threads
+from dpframe.data.threads import blas_threads, read_ahead
 from dpframe.errors import DataError, ParameterError
 
 Batch = tuple[np.ndarray, "np.ndarray | None"]
@@ -812,7 +812,10 @@ class SourceDataset:
         first = 0
         pending: list[Batch] = []
         held = 0
-        for features, labels in self.source_obj.batches(rows):
+        batches = self.source_obj.batches(rows)
+        if self.source_obj.fresh_batches:  # decoded from a file: the next one beside this
+            batches = read_ahead(batches)
+        for features, labels in batches:
             pending.append((features, labels))
             held += len(features)
             while held >= rows:

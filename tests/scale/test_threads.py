@@ -83,3 +83,39 @@ def test_execute_holds_a_streamed_datasets_limit_after_its_passes(
         seen.clear()
         execute(mechanism, Dataset.from_arrays(*table, domain), params, SeededSampler(0))
         assert seen and all(threads == {cores} for threads in seen), seen
+
+
+def test_read_ahead_yields_in_order_raises_in_place_and_stops_when_closed():
+    import threading
+
+    from dpframe.data.threads import read_ahead
+
+    assert list(read_ahead(iter(range(50)), depth=2)) == list(range(50))
+
+    def failing():
+        yield 1
+        yield 2
+        raise ValueError("record 3 is not a number")
+
+    seen = []
+    with pytest.raises(ValueError, match="record 3 is not a number"):
+        for item in read_ahead(failing()):
+            seen.append(item)
+    assert seen == [1, 2]  # everything before the error, then the error itself
+
+    closed = threading.Event()
+
+    def endless():
+        try:
+            n = 0
+            while True:
+                n += 1
+                yield n
+        finally:
+            closed.set()
+
+    ahead = read_ahead(endless())
+    assert [next(ahead), next(ahead)] == [1, 2]
+    ahead.close()  # the caller stops early: the thread ends and closes the source
+    assert closed.is_set()
+    assert not any(t.name == "dpframe-read-ahead" for t in threading.enumerate())
