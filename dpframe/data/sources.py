@@ -252,7 +252,7 @@ class CSVSource(_ColumnSource):
         field may hold a line break), no empty line (the parser skips those), no lone
         carriage return; otherwise None, and the records are counted by a parsing pass.
         Every pass checks the count it reads against it."""
-        lines = _line_count(self.path)
+        lines = _line_count(self.path, self.delimiter if self.header else None)
         return None if lines is None else lines - int(bool(self.header))
 
     def batches(self, rows: int) -> Iterator[Batch]:
@@ -291,15 +291,24 @@ class CSVSource(_ColumnSource):
             ) from None
 
 
-def _line_count(path: Path, block: int = 1 << 24) -> int | None:
+def _line_count(path: Path, header: str | None = None, block: int = 1 << 24) -> int | None:
     """The number of lines of a text file whose every line is a record or the header (see
-    :attr:`CSVSource.n_rows`), or None when the file may hold other line breaks."""
+    :attr:`CSVSource.n_rows`), or None when the file may hold other line breaks. With
+    ``header`` (its delimiter), the first line may quote its fields, each one whole with no
+    quote or delimiter inside (as pyarrow's and R's writers do): it holds no line break."""
     lines, tail = 0, b"\n"  # tail: the end of the previous block ("\n" before the file)
+    first = header is not None
     with open(path, "rb") as handle:
         while data := handle.read(block):
             joined = tail + data
+            body = data
+            if first:
+                end = data.find(b"\n")
+                if end >= 0 and _plain_header(data[:end], header.encode()):  # type: ignore[union-attr]
+                    body = data[end:]
+                first = False
             if (
-                b'"' in data
+                b'"' in body
                 or b"\n\n" in joined
                 or b"\n\r\n" in joined
                 or joined.count(b"\r") != joined.count(b"\r\n") + joined.endswith(b"\r")
@@ -310,6 +319,17 @@ def _line_count(path: Path, block: int = 1 << 24) -> int | None:
     if tail == b"\n":
         return 0  # an empty file
     return lines + (not tail.endswith(b"\n"))
+
+
+def _plain_header(line: bytes, delimiter: bytes) -> bool:
+    """Whether every field of this header line is unquoted, or quoted whole with no quote
+    inside (so that no quote in it can open a field that spans lines)."""
+    fields = line.removeprefix(b"\xef\xbb\xbf").removesuffix(b"\r").split(delimiter)
+    return all(
+        b'"' not in field
+        or (len(field) >= 2 and field[0] == field[-1] == ord('"') and b'"' not in field[1:-1])
+        for field in fields
+    )
 
 
 class DaskSource(Source):
