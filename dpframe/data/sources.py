@@ -245,13 +245,14 @@ class CSVSource(_ColumnSource):
         )
         self._select(columns, features, label)
 
-    @property
-    def n_rows(self) -> int | None:
+    @functools.cached_property
+    def n_rows(self) -> int | None:  # type: ignore[override]
         """The record count from the file's line breaks (a byte scan, no parsing, several
-        times faster than a parse), when that count is exact: no quote character (a quoted
-        field may hold a line break), no empty line (the parser skips those), no lone
-        carriage return; otherwise None, and the records are counted by a parsing pass.
-        Every pass checks the count it reads against it."""
+        times faster than a parse; made once), when that count is exact: no quote
+        character below a plain header (a quoted field may hold a line break), no empty
+        line (the parser skips those), no lone carriage return; otherwise None, and the
+        records are counted by a parsing pass. Every pass checks the count it reads
+        against it."""
         lines = _line_count(self.path, self.delimiter if self.header else None)
         return None if lines is None else lines - int(bool(self.header))
 
@@ -296,26 +297,28 @@ def _line_count(path: Path, header: str | None = None, block: int = 1 << 24) -> 
     :attr:`CSVSource.n_rows`), or None when the file may hold other line breaks. With
     ``header`` (its delimiter), the first line may quote its fields, each one whole with no
     quote or delimiter inside (as pyarrow's and R's writers do): it holds no line break."""
-    lines, tail = 0, b"\n"  # tail: the end of the previous block ("\n" before the file)
-    first = header is not None
+    lines, tail = 0, b"\n"  # tail: the last bytes read ("\n" before the file)
+    plain = None if header is None else header.encode()  # the header's, until read
     with open(path, "rb") as handle:
         while data := handle.read(block):
-            joined = tail + data
-            body = data
-            if first:
+            start = 0  # where quotes are refused: after a plain header
+            if plain is not None:
                 end = data.find(b"\n")
-                if end >= 0 and _plain_header(data[:end], header.encode()):  # type: ignore[union-attr]
-                    body = data[end:]
-                first = False
-            if (
-                b'"' in body
-                or b"\n\n" in joined
-                or b"\n\r\n" in joined
-                or joined.count(b"\r") != joined.count(b"\r\n") + joined.endswith(b"\r")
-            ):
+                if end >= 0 and _plain_header(data[:end], plain):
+                    start = end
+                plain = None
+            if data.find(b'"', start) >= 0:
                 return None
-            lines += data.count(b"\n")
-            tail = joined[-2:]
+            breaks = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n"))
+            if (np.diff(breaks) == 1).any() or tail[-1:] + data[:1] == b"\n\n":
+                return None  # an empty line
+            if b"\r" in data or b"\r" in tail:  # rare: look for lone carriage returns
+                joined = tail + data
+                returns = joined.count(b"\r") - joined.endswith(b"\r")  # the last: "\r\n"?
+                if b"\n\r\n" in joined or returns != joined.count(b"\r\n"):
+                    return None
+            lines += len(breaks)
+            tail = (tail + data[-2:])[-2:]
     if tail == b"\n":
         return 0  # an empty file
     return lines + (not tail.endswith(b"\n"))

@@ -309,13 +309,21 @@ def test_dask_reads_a_csv_whose_first_block_looks_integer(dask_client, tmp_path)
     np.testing.assert_array_equal(actual.count, expected.count)
 
 
-def test_a_csv_is_counted_from_its_line_breaks_without_a_parsing_pass(files, table, domain):
+def test_a_csv_is_counted_from_its_line_breaks_without_a_parsing_pass(
+    files, table, domain, monkeypatch
+):
+    import dpframe.data.sources as sources
+
+    scans = []
+    line_count = sources._line_count
+    monkeypatch.setattr(sources, "_line_count", lambda *a: scans.append(a) or line_count(*a))
     source = open_source(files["csv"], domain)
     parsed = []
     batches = source.batches
     source.batches = lambda rows: (parsed.append(rows), batches(rows))[1]  # type: ignore[method-assign]
     dataset = SourceDataset(source, domain, chunk_rows=CHUNK)
     assert len(dataset) == len(table[0]) and parsed == []  # no counting pass
+    assert len(scans) == 1  # and one scan of the bytes
     sum(len(x) for x, _ in dataset.chunks())  # the pass checks the count
     assert len(parsed) == 1
 
