@@ -74,16 +74,16 @@ def _accountant(
     from dpframe.ledger.store import DEFAULT_ACCOUNTANT
     from dpframe.releases.plugins import registry
 
-    budget = ledger.find_budget(label=label.strip())
-    if budget is not None:
-        spec, relation, delta = budget.accountant, budget.relation, budget.cap.delta
-    elif create is not None:
-        spec, delta = create.accountant or DEFAULT_ACCOUNTANT, create.cap.delta
-    else:
-        return None, 0.0
     try:
+        budget = ledger.find_budget(label=label.strip())
+        if budget is not None:
+            spec, relation, delta = budget.accountant, budget.relation, budget.cap.delta
+        elif create is not None:
+            spec, delta = create.accountant or DEFAULT_ACCOUNTANT, create.cap.delta
+        else:
+            return None, 0.0
         return registry().accountant(spec, relation=relation), delta
-    except Exception:  # the reservation reports it in its own sentence
+    except Exception:  # the reservation reports it, in its own sentence, as before
         return None, 0.0
 
 
