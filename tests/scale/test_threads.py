@@ -119,3 +119,31 @@ def test_read_ahead_yields_in_order_raises_in_place_and_stops_when_closed():
     ahead.close()  # the caller stops early: the thread ends and closes the source
     assert closed.is_set()
     assert not any(t.name == "dpframe-read-ahead" for t in threading.enumerate())
+
+
+def test_a_file_pass_reads_its_batches_on_the_read_ahead_thread(files, domain):
+    """A file's batches are read and decoded beside the pass's computation; an in-memory
+    source's are not (nothing to decode)."""
+    import threading
+
+    from dpframe.data.sources import ArraySource
+
+    def spied(source):
+        readers: list[str] = []
+        batches = source.batches
+
+        def spy(rows):
+            for batch in batches(rows):
+                readers.append(threading.current_thread().name)
+                yield batch
+
+        source.batches = spy
+        return source, readers
+
+    source, readers = spied(open_source(files["parquet"], domain))
+    reduce(SourceDataset(source, domain, chunk_rows=500), lambda x, y: x.sum(axis=0))
+    assert readers and set(readers) == {"dpframe-read-ahead"}
+    x, y = np.zeros((40, 3)), np.zeros(40, dtype=np.int64)
+    source, readers = spied(ArraySource(x, y))
+    reduce(SourceDataset(source, domain, chunk_rows=16), lambda x, y: x.sum(axis=0))
+    assert readers and set(readers) == {threading.current_thread().name}
