@@ -49,7 +49,7 @@ from dpframe.data.dataset import (
 from dpframe.data.domain import ClipReport, Domain
 from dpframe.data.fingerprint import FingerprintKey, as_fingerprint_key
 from dpframe.data.stats import ChunkMap, add, detach, sum_chunks
-from dpframe.data.threads import blas_threads
+from dpframe.data.threads import blas_threads, read_ahead
 from dpframe.errors import DataError, ParameterError
 
 Batch = tuple[np.ndarray, "np.ndarray | None"]
@@ -245,14 +245,15 @@ class CSVSource(_ColumnSource):
         )
         self._select(columns, features, label)
 
-    @property
-    def n_rows(self) -> int | None:
+    @functools.cached_property
+    def n_rows(self) -> int | None:  # type: ignore[override]
         """The record count from the file's line breaks (a byte scan, no parsing, several
-        times faster than a parse), when that count is exact: no quote character (a quoted
-        field may hold a line break), no empty line (the parser skips those), no lone
-        carriage return; otherwise None, and the records are counted by a parsing pass.
-        Every pass checks the count it reads against it."""
-        lines = _line_count(self.path)
+        times faster than a parse; made once), when that count is exact: no quote
+        character below a plain header (a quoted field may hold a line break), no empty
+        line (the parser skips those), no lone carriage return; otherwise None, and the
+        records are counted by a parsing pass. Every pass checks the count it reads
+        against it."""
+        lines = _line_count(self.path, self.delimiter if self.header else None)
         return None if lines is None else lines - int(bool(self.header))
 
     def batches(self, rows: int) -> Iterator[Batch]:
@@ -291,25 +292,47 @@ class CSVSource(_ColumnSource):
             ) from None
 
 
-def _line_count(path: Path, block: int = 1 << 24) -> int | None:
+def _line_count(path: Path, header: str | None = None, block: int = 1 << 24) -> int | None:
     """The number of lines of a text file whose every line is a record or the header (see
-    :attr:`CSVSource.n_rows`), or None when the file may hold other line breaks."""
-    lines, tail = 0, b"\n"  # tail: the end of the previous block ("\n" before the file)
+    :attr:`CSVSource.n_rows`), or None when the file may hold other line breaks. With
+    ``header`` (its delimiter), the first line may quote its fields, each one whole with no
+    quote or delimiter inside (as pyarrow's and R's writers do): it holds no line break."""
+    lines, tail = 0, b"\n"  # tail: the last bytes read ("\n" before the file)
+    plain = None if header is None else header.encode()  # the header's, until read
     with open(path, "rb") as handle:
         while data := handle.read(block):
-            joined = tail + data
-            if (
-                b'"' in data
-                or b"\n\n" in joined
-                or b"\n\r\n" in joined
-                or joined.count(b"\r") != joined.count(b"\r\n") + joined.endswith(b"\r")
-            ):
+            start = 0  # where quotes are refused: after a plain header
+            if plain is not None:
+                end = data.find(b"\n")
+                if end >= 0 and _plain_header(data[:end], plain):
+                    start = end
+                plain = None
+            if data.find(b'"', start) >= 0:
                 return None
-            lines += data.count(b"\n")
-            tail = joined[-2:]
+            breaks = np.flatnonzero(np.frombuffer(data, dtype=np.uint8) == ord("\n"))
+            if (np.diff(breaks) == 1).any() or tail[-1:] + data[:1] == b"\n\n":
+                return None  # an empty line
+            if b"\r" in data or b"\r" in tail:  # rare: look for lone carriage returns
+                joined = tail + data
+                returns = joined.count(b"\r") - joined.endswith(b"\r")  # the last: "\r\n"?
+                if b"\n\r\n" in joined or returns != joined.count(b"\r\n"):
+                    return None
+            lines += len(breaks)
+            tail = (tail + data[-2:])[-2:]
     if tail == b"\n":
         return 0  # an empty file
     return lines + (not tail.endswith(b"\n"))
+
+
+def _plain_header(line: bytes, delimiter: bytes) -> bool:
+    """Whether every field of this header line is unquoted, or quoted whole with no quote
+    inside (so that no quote in it can open a field that spans lines)."""
+    fields = line.removeprefix(b"\xef\xbb\xbf").removesuffix(b"\r").split(delimiter)
+    return all(
+        b'"' not in field
+        or (len(field) >= 2 and field[0] == field[-1] == ord('"') and b'"' not in field[1:-1])
+        for field in fields
+    )
 
 
 class DaskSource(Source):
@@ -812,7 +835,10 @@ class SourceDataset:
         first = 0
         pending: list[Batch] = []
         held = 0
-        for features, labels in self.source_obj.batches(rows):
+        batches = self.source_obj.batches(rows)
+        if self.source_obj.fresh_batches:  # decoded from a file: the next one beside this
+            batches = read_ahead(batches)
+        for features, labels in batches:
             pending.append((features, labels))
             held += len(features)
             while held >= rows:
@@ -869,11 +895,12 @@ class SourceDataset:
 
     def blas_threads(self) -> contextlib.AbstractContextManager[int]:
         """Limit BLAS to the cores a pass over this source leaves free: a file's reader
-        decodes in its own threads, so BLAS gets the other cores (at least one). The
-        command line holds this limit for a whole streamed release, so that the small
-        ``d x d`` products and decompositions after the passes do not spin more threads
-        than there are free cores either (measured on a busy two-core machine: a 100 x 100
-        ``eigh`` took 0.35 s with two threads, 1 ms with one)."""
+        decodes in its own threads, so BLAS gets the other cores (at least one).
+        :func:`~dpframe.releases.mechanism.execute` holds this limit for the whole
+        release, so that the small ``d x d`` products and decompositions after the passes
+        do not spin more threads than there are free cores either (measured on a busy
+        two-core machine: a 100 x 100 ``eigh`` took 0.35 s with two threads, 1 ms with
+        one)."""
         return blas_threads(others=1 if self.source_obj.fresh_batches else 0)
 
     def reduce(self, chunk_map: ChunkMap, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Any:

@@ -1,10 +1,16 @@
-"""How many BLAS threads a pass over the data may use (threadpoolctl)."""
+"""Threads of a pass over the data: how many BLAS threads it may use (threadpoolctl), and
+a reader that decodes the next batch while the current one is computed on."""
 
 from __future__ import annotations
 
 import contextlib
 import os
+import queue
+import threading
 from collections.abc import Iterator
+from typing import TypeVar
+
+T = TypeVar("T")
 
 
 @contextlib.contextmanager
@@ -20,3 +26,49 @@ def blas_threads(others: int = 0) -> Iterator[int]:
     limit = max(1, (cores or 1) - others)
     with threadpool_limits(limit, user_api="blas"):
         yield limit
+
+
+def read_ahead(items: Iterator[T], depth: int = 1) -> Iterator[T]:
+    """``items``, in order, produced on a thread at most ``depth`` items ahead of the
+    caller: a file's next batch is read and decoded (mostly outside the GIL) while the
+    caller computes on the current one. An exception raised by ``items`` is raised here,
+    in its place; closing this iterator early stops the thread (and closes ``items``)."""
+    ready: queue.Queue[tuple[bool, object]] = queue.Queue(maxsize=depth)
+    stop = threading.Event()
+    end = object()
+
+    def put(entry: tuple[bool, object]) -> bool:
+        while not stop.is_set():
+            try:
+                ready.put(entry, timeout=0.05)
+                return True
+            except queue.Full:
+                continue
+        return False
+
+    def produce() -> None:
+        try:
+            for item in items:
+                if not put((True, item)):
+                    return
+            put((True, end))
+        except BaseException as exc:  # handed to the caller, which raises it
+            put((False, exc))
+        finally:
+            close = getattr(items, "close", None)
+            if close is not None:
+                close()
+
+    thread = threading.Thread(target=produce, name="dpframe-read-ahead", daemon=True)
+    thread.start()
+    try:
+        while True:
+            ok, item = ready.get()
+            if not ok:
+                raise item  # type: ignore[misc]
+            if item is end:
+                return
+            yield item  # type: ignore[misc]
+    finally:
+        stop.set()
+        thread.join()

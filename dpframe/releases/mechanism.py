@@ -52,6 +52,7 @@ Testing hooks (optional for third parties, required for built-ins), used by
 from __future__ import annotations
 
 import abc
+import contextlib
 import datetime
 import math
 from collections.abc import Mapping
@@ -274,8 +275,11 @@ def execute(
     grids_before = len(sampler.grids)  # children share the log: keep this run's part
     if first_pass is None:  # fingerprinted on its own (a one-pass or distributed source)
         charge.reserve()  # last before `try`: an interrupt cannot land in between
+    # A streamed dataset's BLAS limit (the cores its reader leaves) holds for the whole
+    # run: the small d x d products and decompositions after the passes too.
+    threads = getattr(dataset, "blas_threads", contextlib.nullcontext)
     try:
-        with watching(dataset, first_pass), held(sampler, charge.reserve):
+        with watching(dataset, first_pass), held(sampler, charge.reserve), threads():
             release = mechanism.run(dataset, params, sampler)
             charge.reserve()  # a mechanism that drew nothing
         if not isinstance(release, Release):

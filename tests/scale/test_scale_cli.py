@@ -119,11 +119,14 @@ def test_a_streamed_release_decomposes_with_the_blas_threads_its_passes_use(
     if cores < 2:
         pytest.skip("one core: the limit is the setting")
     np.ones((2, 2)) @ np.ones((2, 2))  # loads numpy's BLAS
+    # numpy's: scipy's own OpenBLAS, where scipy is imported during the release (its
+    # accountants), is loaded after the limit is set and keeps its setting
+    numpys = {i["filepath"] for i in threadpool_info() if i["user_api"] == "blas"}
     seen: list[set[int]] = []
     eigh = np.linalg.eigh
 
     def spy(matrix):
-        seen.append({i["num_threads"] for i in threadpool_info() if i["user_api"] == "blas"})
+        seen.append({i["num_threads"] for i in threadpool_info() if i["filepath"] in numpys})
         return eigh(matrix)
 
     monkeypatch.setattr(np.linalg, "eigh", spy)
@@ -135,3 +138,82 @@ def test_a_streamed_release_decomposes_with_the_blas_threads_its_passes_use(
         code, output, _ = _release(tmp_path, files["csv"], "lap_pca")  # in memory
         assert code == 0, output
         assert seen and all(threads == {cores} for threads in seen), seen
+
+
+def test_a_streamed_release_warms_up_its_accountant_beside_the_pass_and_charges_the_same(
+    files, tmp_path, monkeypatch
+):
+    """The budget's accountant (``best``, with ``pld`` for this Laplace event) is evaluated
+    on the planned event on a thread while the file is read, before the reservation; the
+    ledger then records and reports exactly what it does without that thread."""
+    import threading
+
+    from dpframe.apps.cli import warmup
+    from dpframe.ledger import Ledger
+
+    calls: list[tuple[str, str, object, bool]] = []
+    evaluate = warmup._evaluate
+
+    def spy(accountant, event, delta):
+        evaluate(accountant, event, delta)
+        calls.append((threading.current_thread().name, accountant.spec, event, done.is_set()))
+
+    done = threading.Event()
+    reserve = Ledger.reserve
+
+    def reserving(self, request):
+        done.set()
+        return reserve(self, request)
+
+    monkeypatch.setattr(warmup, "_evaluate", spy)
+    monkeypatch.setattr(Ledger, "reserve", reserving)
+
+    def charges(db, *extra) -> list[tuple]:
+        for i in range(2):  # a first charge, then one composed with it
+            out = tmp_path / f"{db}-{i}"
+            args = ["release", "lap_pca", "--data", str(files["parquet"]), "--epsilon", "0.5"]
+            args += ["--out", str(out), "--ledger", str(tmp_path / db), "--budget-label", "t"]
+            args += ["--budget-epsilon", "10", "--budget-delta", "1e-5", "--param"]
+            result = CliRunner().invoke(cli, [*args, "dimension=2", *COMMON, *extra])
+            assert result.exit_code == 0, result.output
+        with Ledger.open(tmp_path / db) as led:
+            found = [(c.event, c.accounting) for c in led.charges()]
+            balance = led.remaining("t").to_dict()
+            balance.pop("budget")  # its id and creation time
+            return [*found, balance]
+
+    warmed = charges("warm.db")
+    assert len(calls) == 2 and calls[0][0] == "dpframe-warm-up", calls
+    assert calls[0][1].startswith("best[") and "pld" in calls[0][1], calls
+    assert not calls[0][3]  # finished before the reservation
+    assert calls[0][2] == warmed[0][0]  # the event charged
+    monkeypatch.setattr(warmup, "warmed", lambda led, *a: warmup.WarmedLedger(led, None))
+    assert charges("cold.db") == warmed
+    assert len(calls) == 2  # no thread for the cold ledger
+
+
+def test_the_reservation_waits_for_the_warm_up_thread():
+    """The ledger never evaluates its accountant (and imports its modules) beside the
+    warm-up thread: it waits for it to finish."""
+    import threading
+    import time
+
+    from dpframe.apps.cli.warmup import WarmedLedger
+
+    order: list[str] = []
+
+    class Ledger:
+        fingerprint_key = b"key"
+
+        def reserve(self, request):
+            order.append("reserve")
+            return "reservation"
+
+    def warm_up():
+        time.sleep(0.05)
+        order.append("warm-up")
+
+    thread = threading.Thread(target=warm_up)
+    thread.start()
+    assert WarmedLedger(Ledger(), thread).reserve({}) == "reservation"
+    assert order == ["warm-up", "reserve"]

@@ -309,13 +309,21 @@ def test_dask_reads_a_csv_whose_first_block_looks_integer(dask_client, tmp_path)
     np.testing.assert_array_equal(actual.count, expected.count)
 
 
-def test_a_csv_is_counted_from_its_line_breaks_without_a_parsing_pass(files, table, domain):
+def test_a_csv_is_counted_from_its_line_breaks_without_a_parsing_pass(
+    files, table, domain, monkeypatch
+):
+    import dpframe.data.sources as sources
+
+    scans = []
+    line_count = sources._line_count
+    monkeypatch.setattr(sources, "_line_count", lambda *a: scans.append(a) or line_count(*a))
     source = open_source(files["csv"], domain)
     parsed = []
     batches = source.batches
     source.batches = lambda rows: (parsed.append(rows), batches(rows))[1]  # type: ignore[method-assign]
     dataset = SourceDataset(source, domain, chunk_rows=CHUNK)
     assert len(dataset) == len(table[0]) and parsed == []  # no counting pass
+    assert len(scans) == 1  # and one scan of the bytes
     sum(len(x) for x, _ in dataset.chunks())  # the pass checks the count
     assert len(parsed) == 1
 
@@ -328,6 +336,12 @@ def test_a_csv_is_counted_from_its_line_breaks_without_a_parsing_pass(files, tab
         ("a,b\n1,2\n\n3,4\n", None),  # an empty line: the parser skips it
         ('a,b\n"1",2\n3,4\n', None),  # a quote: a field may hold a line break
         ("a,b\r1,2\r3,4\r", None),  # old Mac line ends
+        ('"a","b"\n1,2\n3,4\n', 2),  # a header quoted as pyarrow's writer quotes it
+        ('\ufeff"a";"b"\r\n1;2\r\n3;4\r\n', 2),  # after a byte order mark, ';'
+        ('"a,c","b"\n1,2\n3,4\n', None),  # a delimiter inside a quoted field
+        ('"a","b""c"\n1,2\n3,4\n', None),  # a quote inside one
+        ('"a",b"\n1,2\n3,4\n', None),  # a quote inside an unquoted field
+        ('"a","b"\n"1",2\n3,4\n', None),  # quotes below the header
     ],
 )
 def test_the_line_count_is_used_only_when_it_is_exact(tmp_path, text, records):
@@ -337,6 +351,17 @@ def test_the_line_count_is_used_only_when_it_is_exact(tmp_path, text, records):
     source = open_source(path, domain)
     assert source.n_rows == records
     assert len(SourceDataset(source, domain)) == 2  # counted by parsing otherwise
+
+
+def test_a_header_field_holding_a_line_break_is_not_counted_as_a_plain_line(tmp_path):
+    from dpframe.data.sources import _line_count
+
+    path = tmp_path / "t.csv"
+    path.write_bytes(b'"a","b\n"\n1,2\n')
+    assert _line_count(path, ",") is None
+    path.write_bytes(b'"a","b"\n1,2\n')
+    assert _line_count(path, ",") == 2
+    assert _line_count(path) is None  # no header: its quotes are data
 
 
 def test_arrow_columns_convert_as_pyarrow_converts_them():

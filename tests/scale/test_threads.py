@@ -52,3 +52,98 @@ def test_a_dask_partition_runs_with_one_blas_thread(domain):
     y = np.zeros(10, dtype=np.int64)
     _partition_reduce(chunk_map, bound, 4, x, y, 0)
     assert seen and all(threads == {1} for threads in seen)
+
+
+def test_execute_holds_a_streamed_datasets_limit_after_its_passes(
+    files, table, domain, monkeypatch
+):
+    """The API as the command line: ``execute()`` keeps the cores the reader leaves for the
+    d x d eigendecomposition after the pass; an in-memory dataset keeps the caller's."""
+    from dpframe import Dataset, SeededSampler, execute
+    from dpframe.releases.plugins import registry
+
+    cores = len(os.sched_getaffinity(0))
+    if cores < 2:
+        pytest.skip("one core: the limit is the setting")
+    numpys = {i["filepath"] for i in threadpool_info() if i["user_api"] == "blas"}
+    seen: list[set[int]] = []
+    eigh = np.linalg.eigh
+
+    def spy(matrix):  # numpy's BLAS (scipy's, loaded during the release, keeps its own)
+        seen.append({i["num_threads"] for i in threadpool_info() if i["filepath"] in numpys})
+        return eigh(matrix)
+
+    monkeypatch.setattr(np.linalg, "eigh", spy)
+    mechanism = registry().mechanism("lap_pca")()
+    params = mechanism.Params(epsilon=1.0, dimension=2)
+    streamed = SourceDataset(open_source(files["parquet"], domain), domain, chunk_rows=500)
+    with threadpool_limits(cores, user_api="blas"):
+        execute(mechanism, streamed, params, SeededSampler(0))
+        assert seen and all(threads == {cores - 1} for threads in seen), seen
+        seen.clear()
+        execute(mechanism, Dataset.from_arrays(*table, domain), params, SeededSampler(0))
+        assert seen and all(threads == {cores} for threads in seen), seen
+
+
+def test_read_ahead_yields_in_order_raises_in_place_and_stops_when_closed():
+    import threading
+
+    from dpframe.data.threads import read_ahead
+
+    assert list(read_ahead(iter(range(50)), depth=2)) == list(range(50))
+
+    def failing():
+        yield 1
+        yield 2
+        raise ValueError("record 3 is not a number")
+
+    seen = []
+    with pytest.raises(ValueError, match="record 3 is not a number"):
+        for item in read_ahead(failing()):
+            seen.append(item)
+    assert seen == [1, 2]  # everything before the error, then the error itself
+
+    closed = threading.Event()
+
+    def endless():
+        try:
+            n = 0
+            while True:
+                n += 1
+                yield n
+        finally:
+            closed.set()
+
+    ahead = read_ahead(endless())
+    assert [next(ahead), next(ahead)] == [1, 2]
+    ahead.close()  # the caller stops early: the thread ends and closes the source
+    assert closed.is_set()
+    assert not any(t.name == "dpframe-read-ahead" for t in threading.enumerate())
+
+
+def test_a_file_pass_reads_its_batches_on_the_read_ahead_thread(files, domain):
+    """A file's batches are read and decoded beside the pass's computation; an in-memory
+    source's are not (nothing to decode)."""
+    import threading
+
+    from dpframe.data.sources import ArraySource
+
+    def spied(source):
+        readers: list[str] = []
+        batches = source.batches
+
+        def spy(rows):
+            for batch in batches(rows):
+                readers.append(threading.current_thread().name)
+                yield batch
+
+        source.batches = spy
+        return source, readers
+
+    source, readers = spied(open_source(files["parquet"], domain))
+    reduce(SourceDataset(source, domain, chunk_rows=500), lambda x, y: x.sum(axis=0))
+    assert readers and set(readers) == {"dpframe-read-ahead"}
+    x, y = np.zeros((40, 3)), np.zeros(40, dtype=np.int64)
+    source, readers = spied(ArraySource(x, y))
+    reduce(SourceDataset(source, domain, chunk_rows=16), lambda x, y: x.sum(axis=0))
+    assert readers and set(readers) == {threading.current_thread().name}

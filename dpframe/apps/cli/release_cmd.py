@@ -323,9 +323,14 @@ def release(
         if epsilon == "rest":
             params = _rest_params(led, mechanism, values, dataset, request)
         sampler = make_sampler(seed, unsafe_float_noise=unsafe_float_noise)
-        threads = getattr(dataset, "blas_threads", contextlib.nullcontext)
-        with threads():  # a streamed release: BLAS on the cores its reader leaves
-            result = execute(mechanism, dataset, params, sampler, ledger=led, request=request)
+        charger = led
+        if streams(data_path, chunk_rows, engine):  # the accountant's imports beside the pass
+            from dpframe.apps.cli.warmup import warmed
+            from dpframe.releases.mechanism import planned_event
+
+            event = planned_event(mechanism, params, dataset.domain)
+            charger = warmed(led, request["budget_label"], create, event, dataset.domain.relation)
+        result = execute(mechanism, dataset, params, sampler, ledger=charger, request=request)
         charge = led.charge(result.ledger_entry)
         balance = led.remaining(charge.budget_id)
     result.save(out)

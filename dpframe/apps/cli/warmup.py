@@ -1,0 +1,95 @@
+"""The budget's accountant, warmed up on a thread while a release reads its data.
+
+A charge's accountant may import dp-accounting (the ``pld`` member of ``best``: scipy.stats
+and scipy.signal, about 1.2 s of CPU) and scipy.optimize (zcdp's order search, about
+0.6 s) the first time it evaluates an event. The ledger evaluates it when it reserves the
+charge, after the statistic's pass over the data; a command that streams a file can do
+that work alongside the pass instead, where the pass leaves a core idle (it is mostly
+decoding and BLAS, outside the GIL).
+
+The thread evaluates the accountant on the planned event alone, a public input: it reads
+no data and writes nothing; whatever it computes is discarded (the accountants' per-event
+caches, shared and deterministic, may keep the event's own distribution). The ledger's
+reservation still evaluates everything itself, and waits for the thread first, so that
+the two never import the same modules at once.
+"""
+
+from __future__ import annotations
+
+import threading
+from collections.abc import Mapping
+from typing import TYPE_CHECKING, Any
+
+if TYPE_CHECKING:
+    from dpframe.data.relation import Relation
+    from dpframe.ledger import Ledger, NewBudget
+    from dpframe.privacy.events import PrivacyEvent
+    from dpframe.releases.mechanism import Release
+
+
+class WarmedLedger:
+    """A :class:`~dpframe.releases.mechanism.Charger`: the ledger, whose reservation
+    waits for the warm-up thread (if any) before it evaluates the accountant."""
+
+    def __init__(self, ledger: Ledger, thread: threading.Thread | None) -> None:
+        self.ledger, self.thread = ledger, thread
+        self.fingerprint_key = ledger.fingerprint_key
+
+    def reserve(self, request: Mapping[str, Any]) -> Any:
+        if self.thread is not None:
+            self.thread.join()
+        return self.ledger.reserve(request)
+
+    def commit(self, reservation: Any, release: Release) -> str:
+        return self.ledger.commit(reservation, release)
+
+    def fail(self, reservation: Any, error: str) -> None:
+        self.ledger.fail(reservation, error)
+
+
+def warmed(
+    ledger: Ledger,
+    label: str,
+    create: NewBudget | None,
+    event: PrivacyEvent,
+    relation: Relation,
+) -> WarmedLedger:
+    """The ledger, with the accountant of the budget ``label`` names (or of the one
+    ``create`` would make, under ``relation``) evaluating ``event`` on a daemon thread."""
+    accountant, delta = _accountant(ledger, label, create, relation)
+    if accountant is None:
+        return WarmedLedger(ledger, None)
+    thread = threading.Thread(
+        target=_evaluate, args=(accountant, event, delta), name="dpframe-warm-up", daemon=True
+    )
+    thread.start()
+    return WarmedLedger(ledger, thread)
+
+
+def _accountant(
+    ledger: Ledger, label: str, create: NewBudget | None, relation: Relation
+) -> tuple[Any, float]:
+    """The accountant and delta a charge under ``label`` would most likely use (a guess is
+    enough: a wrong one only warms up another accountant); ``None`` when there is none."""
+    from dpframe.ledger.store import DEFAULT_ACCOUNTANT
+    from dpframe.releases.plugins import registry
+
+    try:
+        budget = ledger.find_budget(label=label.strip())
+        if budget is not None:
+            spec, relation, delta = budget.accountant, budget.relation, budget.cap.delta
+        elif create is not None:
+            spec, delta = create.accountant or DEFAULT_ACCOUNTANT, create.cap.delta
+        else:
+            return None, 0.0
+        return registry().accountant(spec, relation=relation), delta
+    except Exception:  # the reservation reports it, in its own sentence, as before
+        return None, 0.0
+
+
+def _evaluate(accountant: Any, event: PrivacyEvent, delta: float) -> None:
+    try:
+        if accountant.supports(event):
+            accountant.epsilon(event, delta)
+    except Exception:  # the reservation evaluates it again and reports any error
+        pass
