@@ -35,9 +35,12 @@ from __future__ import annotations
 import functools
 import math
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 
 import numpy as np
+from randomgen import ChaCha
 
 from dpframe.errors import SamplerError
 
@@ -313,6 +316,92 @@ _kernel = _load_kernel()  # the tests set it to None to force the pure-numpy fil
 def filter_path() -> str:
     """Which filter the exact samplers use: ``"c"`` (the compiled kernel) or ``"numpy"``."""
     return "c" if _kernel is not None else "numpy"
+
+
+def _thread_count() -> int:
+    """Threads for one pass of proposals: ``DPFRAME_EXACT_THREADS``, else ``min(2, cores)``.
+    The draws do not depend on it (docs/samplers.md, "The C kernel")."""
+    value = os.environ.get("DPFRAME_EXACT_THREADS", "").strip()
+    if value.isdigit() and int(value) >= 1:
+        return int(value)
+    return min(2, os.cpu_count() or 1)
+
+
+_threads = _thread_count()  # the tests set it to compare one thread with two
+_SPLIT = 2**13  # passes of at least this many proposals are split between two threads
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _worker() -> ThreadPoolExecutor:
+    """The one worker thread that computes the second half of a pass (made on first use,
+    forgotten in a forked child, where it does not run)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(1, thread_name_prefix="dpframe-exact")
+        return _pool
+
+
+def _forget_worker() -> None:
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_worker)
+
+
+class _Words:
+    """The next words of a randomgen ``ChaCha(rounds=20)`` stream computed by the kernel
+    (``_exactc.chacha``, eight blocks at a time where the CPU has AVX2) instead of
+    ``random_raw``: the same words, and the generator's state (its 128-bit counter of
+    32-bit outputs and its cached block) advanced exactly as ``random_raw`` leaves it.
+    Counter mode lets parts of a pass be computed by different threads (:meth:`fill`)."""
+
+    def __init__(self, bit_generator: np.random.BitGenerator, count: int) -> None:
+        self.bit_generator, self.count = bit_generator, count
+        self.state = bit_generator.state
+        inner = self.state["state"]
+        self.key = np.ascontiguousarray(inner["keysetup"], dtype=np.uint32)
+        self.start = int(inner["ctr"][0]) | int(inner["ctr"][1]) << 64
+        self.last = np.empty(16, dtype=np.uint32)
+
+    @staticmethod
+    def usable(bit_generator: object) -> bool:
+        return (
+            _kernel is not None
+            and type(bit_generator) is ChaCha
+            and bit_generator.state["state"]["rounds"] == 20
+        )
+
+    def fill(self, out: np.ndarray, first: int, last_part: bool) -> None:
+        """Words ``first, ..., first + len(out) - 1`` of the pass into ``out``; the part
+        that ends the pass keeps its last block for the generator's cache."""
+        position = (self.start + 2 * first) % 2**128
+        block = self.last if last_part else np.empty(16, dtype=np.uint32)
+        _kernel.chacha(self.key, position % 2**64, position >> 64, out, block, True)
+
+    def commit(self) -> None:
+        """Advance the generator past the pass (after :meth:`fill` of its last part)."""
+        end = (self.start + 2 * self.count) % 2**128
+        inner = self.state["state"]
+        inner["ctr"] = np.array([end % 2**64, end >> 64], dtype=np.uint64)
+        if self.count:
+            inner["block"] = self.last
+        self.bit_generator.state = self.state
+
+
+def _raw(generator: np.random.Generator, count: int) -> np.ndarray:
+    """``generator.bit_generator.random_raw(count)``, by the kernel when it can
+    (:class:`_Words`)."""
+    bit_generator = generator.bit_generator
+    if count < 1024 or not _Words.usable(bit_generator):
+        return bit_generator.random_raw(count)
+    words = _Words(bit_generator, count)
+    out = np.empty(count, dtype=np.uint64)
+    words.fill(out, 0, True)
+    words.commit()
+    return out
 
 
 def _exp_neg_bounds(p: int, q: int, bits: int) -> tuple[int, int]:
@@ -730,12 +819,35 @@ class _Fused:
     def _filter(self, words: np.ndarray, x: np.ndarray, status: np.ndarray, stage: int) -> int:
         return _kernel.filter(words, x, status, *self.arguments, stage)
 
+    def _first_pass(self, n: int, x: np.ndarray, status: np.ndarray) -> tuple[np.ndarray, int]:
+        """The pass's ``n`` words and the stage-0 filter on them: by the kernel's ChaCha20
+        on up to two threads (a fixed split of the same words: the result does not depend
+        on the thread count), or ``random_raw`` and one filter call."""
+        bit_generator = self.generator.bit_generator
+        if not _Words.usable(bit_generator):
+            words = bit_generator.random_raw(n)
+            return words, self._filter(words, x, status, 0)
+        stream, words = _Words(bit_generator, n), np.empty(n, dtype=np.uint64)
+
+        def part(first: int, stop: int) -> int:
+            stream.fill(words[first:stop], first, stop == n)
+            return self._filter(words[first:stop], x[first:stop], status[first:stop], 0)
+
+        if _threads > 1 and n >= _SPLIT:
+            half = n // 2
+            second = _worker().submit(part, half, n)
+            undecided = part(0, half) + second.result()
+        else:
+            undecided = part(0, n)
+        stream.commit()
+        return words, undecided
+
     def propose(self, n: int, out: np.ndarray) -> int:
-        words = self.generator.bit_generator.random_raw(n)
         if self.x.size < n:
             self.x, self.status = np.empty(n), np.empty(n, dtype=np.uint8)
         x, status = self.x[:n], self.status[:n]
-        if self._filter(words, x, status, 0):
+        words, undecided = self._first_pass(n, x, status)
+        if undecided:
             todo = np.flatnonzero(status == 2)  # the inversion's second filter, then exact
             if todo.size:
                 some = words[todo]
@@ -746,7 +858,7 @@ class _Fused:
                 x[todo], status[todo] = magnitude, settled
             unsure = np.flatnonzero(status == 3)  # the Gaussian's table: refined
             if unsure.size:
-                some, more = words[unsure], self.generator.bit_generator.random_raw(unsure.size)
+                some, more = words[unsure], _raw(self.generator, unsure.size)
                 magnitude, settled = np.abs(x[unsure]), status[unsure]
                 if _kernel.refine(some, more, magnitude, settled, *self.arguments[3:5]):
                     left = np.flatnonzero(settled == 3)

@@ -337,7 +337,7 @@ def grid_release(
         copies=copies,
         float_error=float_error,
     )
-    return noise.place(value)
+    return noise.place(value, into_noise=True)  # the noise is ours: its buffer is reused
 
 
 @attrs.frozen(eq=False)
@@ -360,14 +360,18 @@ class GridNoise:
             _check_finite(value)
         return self.place(value)
 
-    def place(self, value: np.ndarray) -> np.ndarray:
-        """:meth:`add` for a float64 ``value`` already checked (finite, right shape)."""
+    def place(self, value: np.ndarray, *, into_noise: bool = False) -> np.ndarray:
+        """:meth:`add` for a float64 ``value`` already checked (finite, right shape);
+        ``into_noise`` writes the release over the noise's own buffer (then this object
+        must not be used again)."""
         if self.grid is None:
             return value + self.noise
         gamma = self.grid.granularity
         kernel = exact._kernel
         if kernel is not None and value.flags.c_contiguous and self.noise.flags.c_contiguous:
-            out = np.empty(value.shape)  # the same steps in one pass (exact._kernel)
+            # the same steps in one pass (exact._kernel)
+            reuse = into_noise and self.noise.flags.writeable
+            out = self.noise.view(np.float64) if reuse else np.empty(value.shape)
             kernel.place(value, self.noise, out, gamma, float(GRID_LIMIT))
             return out if out.ndim else out[()]
         # k = the statistic in grid steps, a double holding an integer (value/γ is exact:
@@ -413,5 +417,10 @@ def grid_noise(
 
 
 def _check_finite(value: np.ndarray) -> None:
-    if not np.all(np.isfinite(value)):
+    kernel = exact._kernel
+    if kernel is not None and value.flags.c_contiguous:
+        finite = kernel.finite(value)  # one pass, no boolean temporary
+    else:
+        finite = bool(np.all(np.isfinite(value)))
+    if not finite:
         raise ParameterError("a noisy statistic is NaN or infinite; check the data's domain.")

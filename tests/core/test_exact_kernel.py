@@ -175,3 +175,71 @@ def test_the_kernel_places_a_release_on_its_grid_as_numpy_does(monkeypatch):
         assert c.dtype == numpy.dtype and np.shape(c) == np.shape(numpy)
         assert np.array_equal(np.signbit(c), np.signbit(numpy)) and np.array_equal(c, numpy)
     assert results[0][4] == (GRID_LIMIT - 2**53) * gamma  # clamped, then the noise
+
+
+def chacha_at(seed: int, ctr: tuple[int, int]):
+    """A ChaCha20 bit generator of ``seed`` moved to the 32-bit output ``ctr`` (a multiple
+    of 16, so that its next output starts a new block)."""
+    bit_generator = SeededSampler(seed)._generator.bit_generator
+    state = bit_generator.state
+    state["state"]["ctr"] = np.array(ctr, dtype=np.uint64)
+    bit_generator.state = state
+    return bit_generator
+
+
+def same_state(a, b) -> bool:
+    sa, sb = a.state["state"], b.state["state"]
+    return all(np.array_equal(sa[key], sb[key]) for key in ("block", "keysetup", "ctr", "rounds"))
+
+
+@needs_kernel
+@pytest.mark.parametrize("simd", [True, False])
+@pytest.mark.parametrize(
+    "ctr", [(0, 0), (2**64 - 48, 0), (2**64 - 48, 15), (2**64 - 48, 2**64 - 1)]
+)
+def test_the_kernels_chacha_words_are_random_raws_words(simd, ctr):
+    # The kernel computes randomgen's ChaCha20 stream itself (eight blocks at a time with
+    # AVX2, or one at a time): from any position, odd 32-bit ones included, it must give
+    # random_raw's words and leave the same state; carries into the counter's high word
+    # and across the 128-bit block number are included.
+    ours, reference = chacha_at(5, ctr), chacha_at(5, ctr)
+    for count in (0, 1, 3, 8, 33, 64, 100, 1000, 4099, 5):
+        state = ours.state
+        inner = state["state"]
+        position = int(inner["ctr"][0]) | int(inner["ctr"][1]) << 64
+        out, block = np.empty(count, dtype=np.uint64), np.empty(16, dtype=np.uint32)
+        key = np.ascontiguousarray(inner["keysetup"])
+        exact._kernel.chacha(key, position % 2**64, position >> 64, out, block, simd)
+        assert np.array_equal(out, reference.random_raw(count)), count
+        end = (position + 2 * count) % 2**128
+        inner["ctr"] = np.array([end % 2**64, end >> 64], dtype=np.uint64)
+        if count:
+            inner["block"] = block
+        ours.state = state
+        assert same_state(ours, reference)
+        # one 32-bit output: the next words start mid-pair
+        assert np.random.Generator(ours).integers(7) == np.random.Generator(reference).integers(7)
+
+
+@needs_kernel
+@pytest.mark.parametrize("ctr", [(6, 0), (2**64 - 48, 15)])
+def test_raw_words_through_the_kernel_leave_the_stream_where_random_raw_does(ctr):
+    ours, reference = chacha_at(8, ctr), chacha_at(8, ctr)
+    for count in (5000, 1024, 2049):
+        words = exact._raw(np.random.Generator(ours), count)
+        assert np.array_equal(words, reference.random_raw(count))
+        assert same_state(ours, reference)
+    assert np.array_equal(ours.random_raw(40), reference.random_raw(40))
+
+
+@needs_kernel
+@pytest.mark.parametrize(("family", "parameter"), [LAWS[0], LAWS[6]])
+def test_one_thread_and_two_return_the_same_draws(monkeypatch, family, parameter):
+    # A pass is split between two threads at a fixed point of the same words, so the
+    # draws and the stream's position do not depend on the thread count.
+    results = []
+    for threads in (1, 2):
+        monkeypatch.setattr(exact, "_threads", threads)
+        results.append(draws(exact._kernel, family, parameter, [3 * exact._SPLIT + 7, 100_000]))
+    for one, two in zip(*results, strict=True):
+        assert np.array_equal(one, two)
