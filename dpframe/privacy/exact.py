@@ -329,6 +329,7 @@ def _thread_count() -> int:
 
 _threads = _thread_count()  # the tests set it to compare one thread with two
 _SPLIT = 2**13  # passes of at least this many proposals are split between two threads
+_WORDS_MIN = 2048  # fewer words come from random_raw (reading and setting the state costs)
 _pool: ThreadPoolExecutor | None = None
 _pool_lock = threading.Lock()
 
@@ -395,7 +396,7 @@ def _raw(generator: np.random.Generator, count: int) -> np.ndarray:
     """``generator.bit_generator.random_raw(count)``, by the kernel when it can
     (:class:`_Words`)."""
     bit_generator = generator.bit_generator
-    if count < 1024 or not _Words.usable(bit_generator):
+    if count < _WORDS_MIN or not _Words.usable(bit_generator):
         return bit_generator.random_raw(count)
     words = _Words(bit_generator, count)
     out = np.empty(count, dtype=np.uint64)
@@ -824,7 +825,7 @@ class _Fused:
         on up to two threads (a fixed split of the same words: the result does not depend
         on the thread count), or ``random_raw`` and one filter call."""
         bit_generator = self.generator.bit_generator
-        if not _Words.usable(bit_generator):
+        if n < _WORDS_MIN or not _Words.usable(bit_generator):
             words = bit_generator.random_raw(n)
             return words, self._filter(words, x, status, 0)
         stream, words = _Words(bit_generator, n), np.empty(n, dtype=np.uint64)
