@@ -243,3 +243,33 @@ def test_one_thread_and_two_return_the_same_draws(monkeypatch, family, parameter
         results.append(draws(exact._kernel, family, parameter, [3 * exact._SPLIT + 7, 100_000]))
     for one, two in zip(*results, strict=True):
         assert np.array_equal(one, two)
+
+
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_grid_release_is_the_same_on_both_paths_and_leaves_the_value_alone(monkeypatch, contiguous):
+    # DP-CDA's pattern (copies of a sum, a pass split over threads), written into the
+    # noise's own buffer by the kernel: the same release as numpy's steps, the caller's
+    # value untouched; a non-finite value is refused before any draw on both paths.
+    from dpframe.errors import ParameterError
+    from dpframe.privacy.noise import grid_release
+
+    base = np.random.default_rng(2).uniform(-3, 3, (3 * exact._SPLIT, 8))
+    value = base if contiguous else base[:, ::2]
+    kept = value.copy()
+    results = []
+    for kernel in (exact._kernel, None):
+        monkeypatch.setattr(exact, "_kernel", kernel)
+        sampler = SeededSampler(11)
+        out = grid_release(value, "gaussian", 2.0, 0.5, sampler, copies=True, float_error=1e-12)
+        results.append((out, sampler.standard_normal(2)))
+        bad = value.copy()
+        bad[5, 1] = np.nan
+        sampler, fresh = SeededSampler(12), SeededSampler(12)
+        with pytest.raises(ParameterError, match="NaN or infinite"):
+            grid_release(bad, "gaussian", 2.0, 0.5, sampler, copies=True)
+        assert sampler.standard_normal(2).tolist() == fresh.standard_normal(2).tolist()
+    assert np.array_equal(value, kept)
+    (c, c_next), (numpy, numpy_next) = results
+    assert (
+        c.shape == value.shape and np.array_equal(c, numpy) and np.array_equal(c_next, numpy_next)
+    )
