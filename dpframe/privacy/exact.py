@@ -353,19 +353,42 @@ os.register_at_fork(after_in_child=_forget_worker)
 
 
 class _Words:
-    """The next words of a randomgen ``ChaCha(rounds=20)`` stream computed by the kernel
-    (``_exactc.chacha``, eight blocks at a time where the CPU has AVX2) instead of
+    """The next ``count`` words of a randomgen ``ChaCha(rounds=20)`` stream computed by the
+    kernel (``_exactc.chacha``, eight blocks at a time where the CPU has AVX2) instead of
     ``random_raw``: the same words, and the generator's state (its 128-bit counter of
-    32-bit outputs and its cached block) advanced exactly as ``random_raw`` leaves it.
-    Counter mode lets parts of a pass be computed by different threads (:meth:`fill`)."""
+    32-bit outputs and its cached block) advanced exactly as ``random_raw`` leaves it. Used
+    as ``with _Words(bit_generator, count) as stream: stream.fill(...)``: the generator's
+    lock is held from reading the state to writing it back, so no other thread draws the
+    same words. Counter mode lets parts be computed by different threads (:meth:`fill`)."""
 
     def __init__(self, bit_generator: np.random.BitGenerator, count: int) -> None:
         self.bit_generator, self.count = bit_generator, count
-        self.state = bit_generator.state
-        inner = self.state["state"]
-        self.key = np.ascontiguousarray(inner["keysetup"], dtype=np.uint32)
-        self.start = int(inner["ctr"][0]) | int(inner["ctr"][1]) << 64
         self.last = np.empty(16, dtype=np.uint32)
+
+    def __enter__(self) -> _Words:
+        self.bit_generator.lock.acquire()
+        try:
+            self.state = self.bit_generator.state
+            inner = self.state["state"]
+            self.key = np.ascontiguousarray(inner["keysetup"], dtype=np.uint32)
+            self.start = int(inner["ctr"][0]) | int(inner["ctr"][1]) << 64
+        except BaseException:
+            self.bit_generator.lock.release()
+            raise
+        return self
+
+    def __exit__(self, kind: object, error: object, trace: object) -> None:
+        """Advance the generator past the words (unless the pass failed: then none was
+        used) and release its lock."""
+        try:
+            if kind is None and self.count:
+                end = (self.start + 2 * self.count) % 2**128
+                inner = self.state["state"]
+                inner["ctr"] = np.array([end % 2**64, end >> 64], dtype=np.uint64)
+                inner["block"] = self.last
+                self.bit_generator.state = self.state
+        finally:
+            self.bit_generator.lock.release()
 
     @staticmethod
     def usable(bit_generator: object) -> bool:
@@ -373,23 +396,39 @@ class _Words:
             _kernel is not None
             and type(bit_generator) is ChaCha
             and bit_generator.state["state"]["rounds"] == 20
+            and _words_match()
         )
 
     def fill(self, out: np.ndarray, first: int, last_part: bool) -> None:
-        """Words ``first, ..., first + len(out) - 1`` of the pass into ``out``; the part
-        that ends the pass keeps its last block for the generator's cache."""
+        """Words ``first, ..., first + len(out) - 1`` into ``out``; the part that ends the
+        words keeps its last block for the generator's cache."""
         position = (self.start + 2 * first) % 2**128
         block = self.last if last_part else np.empty(16, dtype=np.uint32)
         _kernel.chacha(self.key, position % 2**64, position >> 64, out, block, True)
 
-    def commit(self) -> None:
-        """Advance the generator past the pass (after :meth:`fill` of its last part)."""
-        end = (self.start + 2 * self.count) % 2**128
-        inner = self.state["state"]
-        inner["ctr"] = np.array([end % 2**64, end >> 64], dtype=np.uint64)
-        if self.count:
-            inner["block"] = self.last
-        self.bit_generator.state = self.state
+
+def _kernel_words(bit_generator: np.random.BitGenerator, count: int) -> np.ndarray:
+    out = np.empty(count, dtype=np.uint64)
+    with _Words(bit_generator, count) as stream:
+        stream.fill(out, 0, True)
+    return out
+
+
+@functools.cache
+def _words_match() -> bool:
+    """Whether the kernel's words and the state it leaves are ``random_raw``'s, checked
+    once on a scratch generator (from an odd 32-bit position, over several blocks): if a
+    randomgen release laid its stream or state out otherwise, the kernel's words would
+    not be used (never the same words twice, never a different stream)."""
+    ours, reference = ChaCha(key=2**200 + 12345, rounds=20), ChaCha(key=2**200 + 12345, rounds=20)
+    for generator in (ours, reference):
+        np.random.Generator(generator).integers(7)  # one 32-bit output
+    same = all(
+        np.array_equal(_kernel_words(ours, count), reference.random_raw(count))
+        for count in (5, 3 * 64 + 3, 1)
+    )
+    mine, theirs = ours.state["state"], reference.state["state"]
+    return same and all(np.array_equal(mine[key], theirs[key]) for key in theirs)
 
 
 def _raw(generator: np.random.Generator, count: int) -> np.ndarray:
@@ -398,11 +437,7 @@ def _raw(generator: np.random.Generator, count: int) -> np.ndarray:
     bit_generator = generator.bit_generator
     if count < _WORDS_MIN or not _Words.usable(bit_generator):
         return bit_generator.random_raw(count)
-    words = _Words(bit_generator, count)
-    out = np.empty(count, dtype=np.uint64)
-    words.fill(out, 0, True)
-    words.commit()
-    return out
+    return _kernel_words(bit_generator, count)
 
 
 def _exp_neg_bounds(p: int, q: int, bits: int) -> tuple[int, int]:
@@ -828,19 +863,23 @@ class _Fused:
         if n < _WORDS_MIN or not _Words.usable(bit_generator):
             words = bit_generator.random_raw(n)
             return words, self._filter(words, x, status, 0)
-        stream, words = _Words(bit_generator, n), np.empty(n, dtype=np.uint64)
+        words = np.empty(n, dtype=np.uint64)
+        with _Words(bit_generator, n) as stream:
 
-        def part(first: int, stop: int) -> int:
-            stream.fill(words[first:stop], first, stop == n)
-            return self._filter(words[first:stop], x[first:stop], status[first:stop], 0)
+            def part(first: int, stop: int) -> int:
+                stream.fill(words[first:stop], first, stop == n)
+                return self._filter(words[first:stop], x[first:stop], status[first:stop], 0)
 
-        if _threads > 1 and n >= _SPLIT:
-            half = n // 2
-            second = _worker().submit(part, half, n)
-            undecided = part(0, half) + second.result()
-        else:
-            undecided = part(0, n)
-        stream.commit()
+            if _threads > 1 and n >= _SPLIT:
+                half = n // 2
+                second = _worker().submit(part, half, n)
+                try:
+                    first_half = part(0, half)
+                finally:
+                    later = second.result()  # always awaited: it writes into these arrays
+                undecided = first_half + later
+            else:
+                undecided = part(0, n)
         return words, undecided
 
     def propose(self, n: int, out: np.ndarray) -> int:

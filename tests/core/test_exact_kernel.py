@@ -273,3 +273,45 @@ def test_grid_release_is_the_same_on_both_paths_and_leaves_the_value_alone(monke
     assert (
         c.shape == value.shape and np.array_equal(c, numpy) and np.array_equal(c_next, numpy_next)
     )
+
+
+@needs_kernel
+def test_words_that_differ_from_random_raws_are_refused(monkeypatch):
+    # The one-time check: a kernel whose stream or state differed from randomgen's (a new
+    # randomgen layout, say) must not be used, or words could repeat or change.
+    real = exact._kernel
+
+    class Flipped:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def chacha(self, key, ctr0, ctr1, out, block, simd):
+            real.chacha(key, ctr0, ctr1, out, block, simd)
+            out ^= np.uint64(1 << 40)
+
+    assert exact._words_match.__wrapped__()
+    monkeypatch.setattr(exact, "_kernel", Flipped())
+    assert not exact._words_match.__wrapped__()
+
+
+@needs_kernel
+def test_the_generators_lock_is_held_while_the_kernel_computes_its_words(monkeypatch):
+    # Between reading the counter and writing it back no other thread may draw from the
+    # generator, or two threads would get the same words.
+    sampler = SeededSampler(4)
+    generator = sampler._generator.bit_generator
+    lock = generator.lock
+    held = []
+    fill = exact._Words.fill
+    exact._words_match()  # the one-time check draws from generators of its own
+
+    def spy(self, out, first, last_part):
+        assert self.bit_generator is generator
+        held.append(lock._is_owned() if first == 0 else not lock.acquire(blocking=False))
+        fill(self, out, first, last_part)
+
+    monkeypatch.setattr(exact._Words, "fill", spy)
+    sampler.discrete_gaussian(185_383**2, 3 * exact._SPLIT)
+    assert held and all(held)
+    assert lock.acquire(blocking=False)  # released afterwards
+    lock.release()
