@@ -307,7 +307,13 @@ def test_the_generators_lock_is_held_while_the_kernel_computes_its_words(monkeyp
 
     def spy(self, out, first, last_part):
         assert self.bit_generator is generator
-        held.append(lock._is_owned() if first == 0 else not lock.acquire(blocking=False))
+        if first == 0:  # the calling thread
+            held.append(lock._is_owned())
+        else:  # the worker: another thread holds it
+            free = lock.acquire(blocking=False)
+            if free:
+                lock.release()
+            held.append(not free)
         fill(self, out, first, last_part)
 
     monkeypatch.setattr(exact._Words, "fill", spy)
