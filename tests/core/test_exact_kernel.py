@@ -321,3 +321,35 @@ def test_the_generators_lock_is_held_while_the_kernel_computes_its_words(monkeyp
     assert held and all(held)
     assert lock.acquire(blocking=False)  # released afterwards
     lock.release()
+
+
+@pytest.mark.usefixtures("filter_path")
+def test_grid_release_writes_into_out_and_leaves_the_drawn_noise_alone(monkeypatch):
+    # The testing kit's recorder keeps the noise arrays a release draws; the release must
+    # not overwrite them. With out=, the release goes into the caller's (strided or not)
+    # array and equals the release without it.
+    from dpframe.privacy.noise import grid_release
+
+    value = np.random.default_rng(4).uniform(-1, 1, (5000, 6))
+    kept = []
+
+    def keeping() -> SeededSampler:
+        sampler = SeededSampler(21)
+        draw = sampler.discrete_gaussian
+
+        def keep(*args, **kwargs):
+            out = draw(*args, **kwargs)
+            kept.append((out, out.copy()))
+            return out
+
+        monkeypatch.setattr(sampler, "discrete_gaussian", keep)
+        return sampler
+
+    plain = grid_release(value, "gaussian", 1.0, 0.5, keeping(), copies=True)
+    wide = np.zeros((5000, 12))
+    for out in (np.empty((5000, 6)), wide[:, ::2]):
+        release = grid_release(value, "gaussian", 1.0, 0.5, keeping(), copies=True, out=out)
+        assert release is out
+        assert np.array_equal(out, plain)
+    assert not wide[:, 1::2].any()
+    assert len(kept) == 3 and all(np.array_equal(a, b) for a, b in kept)
