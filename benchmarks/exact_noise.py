@@ -11,7 +11,10 @@ minimum and the median over the rounds of the wall time and of the process's CPU
 after the run is printed with the results.
 
 1. With the C kernel built, ``draws`` discrete Gaussians through it against the same
-   draws through the pure-numpy filter (2 rounds). Then ``draws`` discrete Gaussian
+   draws through the pure-numpy filter (2 rounds); the kernel's ChaCha20 words against
+   randomgen's ``random_raw`` (the same words); the discrete Gaussians with the kernel's
+   passes split over the default ``min(2, cores)`` threads against one thread (the same
+   draws: the gain is the second core's). Then ``draws`` discrete Gaussian
    draws (``Sampler.discrete_gaussian``, sigma = 2^24, the size the grid layer uses)
    against as many ChaCha20 continuous normals
    (``Sampler.gaussian``). Target: within 3x. Also as many discrete Laplace draws
@@ -112,6 +115,26 @@ def draws_benchmark(draws: int, repeats: int) -> list[str]:
 
         pair = rounds(lambda: sampler.discrete_gaussian(sigma * sigma, draws), numpy_filter, 2)
         rows.append(row(f"{draws:.0e} discrete Gaussians: C kernel vs numpy filter (s)", pair, 1))
+        generator = sampler._generator
+        words = rounds(
+            lambda: [exact._raw(generator, 2**16) for _ in range(draws // 2**16)],
+            lambda: [generator.bit_generator.random_raw(2**16) for _ in range(draws // 2**16)],
+            repeats,
+        )
+        label = f"{draws:.0e} ChaCha20 words, passes of 2^16: the kernel's vs `random_raw` (s)"
+        rows.append(row(label, words, 1))
+        threads = exact._threads
+
+        def one_thread() -> None:
+            exact._threads = 1
+            try:
+                sampler.discrete_gaussian(sigma * sigma, draws)
+            finally:
+                exact._threads = threads
+
+        split = rounds(lambda: sampler.discrete_gaussian(sigma * sigma, draws), one_thread, repeats)
+        label = f"{draws:.0e} discrete Gaussians: {threads} thread(s) a pass vs one (s)"
+        rows.append(row(label, split, 1))
     return [
         *rows,
         row(f"{draws:.0e} discrete Gaussians (σ = 2^24) vs ChaCha20 normals (s)", times, 1.0),

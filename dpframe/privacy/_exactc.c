@@ -229,10 +229,13 @@ exactc_compact(PyObject *self, PyObject *args)
     const uint8_t *status = (const uint8_t *)sv.buf;
     int64_t *out = (int64_t *)ov.buf;
     Py_BEGIN_ALLOW_THREADS
+    /* without a branch on the (random) status: every value is written at out[got], and
+       got moves on only for a kept one (x holds a set magnitude for every status 0 or 1) */
     for (Py_ssize_t i = 0; i < n && got < capacity; i++) {
-        if (status[i] != 1 || (x[i] == 0.0 && signbit(x[i])))
-            continue;
-        out[got++] = (int64_t)x[i];
+        uint64_t bits;
+        memcpy(&bits, &x[i], sizeof bits);
+        out[got] = (int64_t)x[i];
+        got += (status[i] == 1) & (bits != UINT64_C(0x8000000000000000));
     }
     Py_END_ALLOW_THREADS
     PyBuffer_Release(&xv);
@@ -241,9 +244,25 @@ exactc_compact(PyObject *self, PyObject *args)
     return PyLong_FromSsize_t(got);
 }
 
+/* rint(y) in the default rounding mode without a library call: for |y| < 2^52 the sum
+   y + 2^52 (y - 2^52 when y < 0) has a unit ulp, so it is y rounded to an integer, ties
+   to even (2^52 is even), and subtracting 2^52 back is exact. Larger doubles are integers
+   already. It differs from rint only in giving +0.0 for y in (-1/2, 0), which place's sum
+   k + Z (Z a double holding an integer, never -0.0) turns into +0.0 either way. */
+static inline double
+round_even(double y)
+{
+    const double big = 0x1p52;
+    if (!(fabs(y) < big))
+        return y;
+    return y >= 0 ? (y + big) - big : (y - big) + big;
+}
+
 /* place(value, noise, out, gamma, limit): a release on a grid in one pass,
    out = (clip(rint(value/gamma), -limit, limit) + noise) * gamma, each step rounded as
-   noise.py's GridNoise.place rounds it (k + Z added in int64 when |Z| >= 2^53). */
+   noise.py's GridNoise.place rounds it (k + Z added in int64 when |Z| >= 2^53). value/gamma
+   is value * (1/gamma) when gamma is a power of two (the same real number, rounded
+   once). out may be the noise's own buffer (each element is read before it is written). */
 static PyObject *
 exactc_place(PyObject *self, PyObject *args)
 {
@@ -265,9 +284,13 @@ exactc_place(PyObject *self, PyObject *args)
     const int64_t *noise = (const int64_t *)nv.buf;
     double *out = (double *)ov.buf;
     const int64_t exact_limit = INT64_C(1) << 53;
+    int exponent;
+    const double inverse = 1.0 / gamma;
+    const int power_of_two = frexp(gamma, &exponent) == 0.5 && isfinite(inverse) &&
+                             inverse * gamma == 1.0 && frexp(inverse, &exponent) == 0.5;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
-        double k = rint(value[i] / gamma);
+        double k = round_even(power_of_two ? value[i] * inverse : value[i] / gamma);
         k = k < -limit ? -limit : (k > limit ? limit : k);
         int64_t z = noise[i];
         double sum = (z < exact_limit && z > -exact_limit) ? k + (double)z
@@ -278,6 +301,216 @@ exactc_place(PyObject *self, PyObject *args)
     PyBuffer_Release(&vv);
     PyBuffer_Release(&nv);
     PyBuffer_Release(&ov);
+    Py_RETURN_NONE;
+}
+
+/* finite(value): whether every element is finite (one pass, no temporary). */
+static PyObject *
+exactc_finite(PyObject *self, PyObject *args)
+{
+    Py_buffer vv;
+    if (!PyArg_ParseTuple(args, "y*", &vv))
+        return NULL;
+    if (check(&vv, 8, "value")) {
+        PyBuffer_Release(&vv);
+        return NULL;
+    }
+    const double *value = (const double *)vv.buf;
+    Py_ssize_t n = vv.len / 8;
+    int all = 1;
+    Py_BEGIN_ALLOW_THREADS
+    for (Py_ssize_t i = 0; i < n; i++)
+        all &= isfinite(value[i]) != 0;
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&vv);
+    return PyBool_FromLong(all);
+}
+
+/* ChaCha20 words, the stream randomgen's ChaCha(rounds=20) produces.
+
+   randomgen keeps a 128-bit counter of 32-bit outputs, ctr = (ctr1, ctr0): output ctr is
+   word ctr mod 16 of the block whose 128-bit number B = ctr / 16 fills input words 12..15
+   (low to high); its random_raw word is output ctr | output ctr+1 << 32. The blocks are
+   independent (counter mode), so this computes them eight at a time (AVX2, when the CPU
+   has it) or one at a time, then lays out the same 64-bit words. exact.py reads the
+   state, calls this, and writes back the advanced counter and the last block, exactly as
+   random_raw would leave them; tests/core/test_exact_kernel.py checks the words and the
+   state against random_raw. */
+
+static const uint32_t SIGMA[4] = {0x61707865, 0x3320646e, 0x79622d32, 0x6b206574};
+
+#define ROTL32(x, n) (((x) << (n)) | ((x) >> (32 - (n))))
+#define QUARTER(a, b, c, d)                                                              \
+    a += b; d ^= a; d = ROTL32(d, 16); c += d; b ^= c; b = ROTL32(b, 12);                \
+    a += b; d ^= a; d = ROTL32(d, 8); c += d; b ^= c; b = ROTL32(b, 7)
+
+static void
+chacha_block(const uint32_t *key, uint64_t lo, uint64_t hi, uint32_t *out)
+{
+    uint32_t in[16], x[16];
+    memcpy(in, SIGMA, sizeof SIGMA);
+    memcpy(in + 4, key, 8 * sizeof(uint32_t));
+    in[12] = (uint32_t)lo;
+    in[13] = (uint32_t)(lo >> 32);
+    in[14] = (uint32_t)hi;
+    in[15] = (uint32_t)(hi >> 32);
+    memcpy(x, in, sizeof x);
+    for (int r = 0; r < 20; r += 2) {
+        QUARTER(x[0], x[4], x[8], x[12]);
+        QUARTER(x[1], x[5], x[9], x[13]);
+        QUARTER(x[2], x[6], x[10], x[14]);
+        QUARTER(x[3], x[7], x[11], x[15]);
+        QUARTER(x[0], x[5], x[10], x[15]);
+        QUARTER(x[1], x[6], x[11], x[12]);
+        QUARTER(x[2], x[7], x[8], x[13]);
+        QUARTER(x[3], x[4], x[9], x[14]);
+    }
+    for (int i = 0; i < 16; i++)
+        out[i] = x[i] + in[i];
+}
+
+#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
+#include <immintrin.h>
+#define HAVE_AVX2_PATH 1
+
+#define AVX_ROT16(v)                                                                    \
+    _mm256_shuffle_epi8(v, _mm256_set_epi8(13, 12, 15, 14, 9, 8, 11, 10, 5, 4, 7, 6, 1, \
+                                           0, 3, 2, 13, 12, 15, 14, 9, 8, 11, 10, 5, 4, \
+                                           7, 6, 1, 0, 3, 2))
+#define AVX_ROT8(v)                                                                     \
+    _mm256_shuffle_epi8(v, _mm256_set_epi8(14, 13, 12, 15, 10, 9, 8, 11, 6, 5, 4, 7, 2, \
+                                           1, 0, 3, 14, 13, 12, 15, 10, 9, 8, 11, 6, 5, \
+                                           4, 7, 2, 1, 0, 3))
+#define AVX_ROT(v, n) _mm256_or_si256(_mm256_slli_epi32(v, n), _mm256_srli_epi32(v, 32 - (n)))
+#define AVX_QUARTER(a, b, c, d)                                                          \
+    a = _mm256_add_epi32(a, b); d = AVX_ROT16(_mm256_xor_si256(d, a));                   \
+    c = _mm256_add_epi32(c, d); b = AVX_ROT(_mm256_xor_si256(b, c), 12);                 \
+    a = _mm256_add_epi32(a, b); d = AVX_ROT8(_mm256_xor_si256(d, a));                    \
+    c = _mm256_add_epi32(c, d); b = AVX_ROT(_mm256_xor_si256(b, c), 7)
+
+/* Blocks lo, ..., lo + 7 (no carry into hi: the caller checks) into out[8][16]. */
+__attribute__((target("avx2"))) static void
+chacha_blocks8(const uint32_t *key, uint64_t lo, uint64_t hi, uint32_t *out)
+{
+    __m256i in[16], x[16];
+    for (int i = 0; i < 4; i++)
+        in[i] = _mm256_set1_epi32((int)SIGMA[i]);
+    for (int i = 0; i < 8; i++)
+        in[4 + i] = _mm256_set1_epi32((int)key[i]);
+    uint32_t c12[8], c13[8];
+    for (int l = 0; l < 8; l++) {
+        c12[l] = (uint32_t)(lo + l);
+        c13[l] = (uint32_t)((lo + l) >> 32);
+    }
+    in[12] = _mm256_loadu_si256((const __m256i *)c12);
+    in[13] = _mm256_loadu_si256((const __m256i *)c13);
+    in[14] = _mm256_set1_epi32((int)(uint32_t)hi);
+    in[15] = _mm256_set1_epi32((int)(uint32_t)(hi >> 32));
+    for (int i = 0; i < 16; i++)
+        x[i] = in[i];
+    for (int r = 0; r < 20; r += 2) {
+        AVX_QUARTER(x[0], x[4], x[8], x[12]);
+        AVX_QUARTER(x[1], x[5], x[9], x[13]);
+        AVX_QUARTER(x[2], x[6], x[10], x[14]);
+        AVX_QUARTER(x[3], x[7], x[11], x[15]);
+        AVX_QUARTER(x[0], x[5], x[10], x[15]);
+        AVX_QUARTER(x[1], x[6], x[11], x[12]);
+        AVX_QUARTER(x[2], x[7], x[8], x[13]);
+        AVX_QUARTER(x[3], x[4], x[9], x[14]);
+    }
+    uint32_t lanes[16][8];
+    for (int i = 0; i < 16; i++)
+        _mm256_storeu_si256((__m256i *)lanes[i], _mm256_add_epi32(x[i], in[i]));
+    for (int l = 0; l < 8; l++)
+        for (int i = 0; i < 16; i++)
+            out[16 * l + i] = lanes[i][l];
+}
+
+static int
+use_avx2(void)
+{
+    static int known = -1;
+    if (known < 0) {
+        __builtin_cpu_init();
+        known = __builtin_cpu_supports("avx2") ? 1 : 0;
+    }
+    return known;
+}
+#endif
+
+/* chacha(key, ctr0, ctr1, out, block, simd): len(out) words from the 32-bit position
+   (ctr1, ctr0) on (wrapping at 2^128 as randomgen's counter does); block
+   receives the last block computed (randomgen's cached block afterwards). simd = 0
+   forces the one-block code (for the tests). */
+static PyObject *
+exactc_chacha(PyObject *self, PyObject *args)
+{
+    Py_buffer kv, ov, bv;
+    unsigned long long ctr0, ctr1;
+    int simd;
+    if (!PyArg_ParseTuple(args, "y*KKw*w*p", &kv, &ctr0, &ctr1, &ov, &bv, &simd))
+        return NULL;
+    if (check(&kv, 4, "key") || check(&ov, 8, "out") || check(&bv, 4, "block") ||
+        kv.len != 32 || bv.len != 64) {
+        if (!PyErr_Occurred())
+            PyErr_SetString(PyExc_ValueError, "chacha: a key of 8 and a block of 16 words");
+        PyBuffer_Release(&kv);
+        PyBuffer_Release(&ov);
+        PyBuffer_Release(&bv);
+        return NULL;
+    }
+    const uint32_t *key = (const uint32_t *)kv.buf;
+    uint64_t *out = (uint64_t *)ov.buf;
+    uint32_t *last = (uint32_t *)bv.buf;
+    Py_ssize_t n = ov.len / 8;
+    Py_BEGIN_ALLOW_THREADS
+    /* 32-bit outputs [ctr0, ctr0 + 2n): blocks lo .. of the 128-bit block number */
+    uint64_t lo = (ctr0 >> 4) | (ctr1 << 60), hi = ctr1 >> 4;
+    unsigned skip = (unsigned)(ctr0 & 15);
+    uint32_t buffer[8 * 16], pending = 0; /* a 32-bit output waiting for its high half */
+    int have_pending = 0;
+    Py_ssize_t done = 0;
+    while (done < n) {
+        int count = 1;
+        const uint32_t *blocks = buffer;
+#ifdef HAVE_AVX2_PATH
+        if (simd && use_avx2() && n - done >= 32 && lo <= UINT64_MAX - 8) {
+            chacha_blocks8(key, lo, hi, buffer);
+            count = 8;
+        } else
+#endif
+            chacha_block(key, lo, hi, buffer);
+        unsigned total = 16u * (unsigned)count, i = skip;
+#if defined(__BYTE_ORDER__) && __BYTE_ORDER__ == __ORDER_LITTLE_ENDIAN__
+        if (!have_pending) { /* whole words: two outputs in order are one word */
+            Py_ssize_t whole = (Py_ssize_t)((total - i) / 2);
+            if (whole > n - done)
+                whole = n - done;
+            memcpy(out + done, blocks + i, (size_t)whole * 8);
+            done += whole;
+            i += 2 * (unsigned)whole;
+        }
+#endif
+        unsigned used = i; /* one past the last output taken from these blocks */
+        for (; i < total && done < n; i++, used = i) {
+            if (have_pending) {
+                out[done++] = (uint64_t)pending | (uint64_t)blocks[i] << 32;
+                have_pending = 0;
+            } else {
+                pending = blocks[i];
+                have_pending = 1;
+            }
+        }
+        skip = 0;
+        memcpy(last, blocks + 16 * ((used - 1) / 16), 64);
+        lo += (uint64_t)count;
+        if (lo < (uint64_t)count) /* the block number has 124 bits: it wraps as ctr does */
+            hi = (hi + 1) & ((UINT64_C(1) << 60) - 1);
+    }
+    Py_END_ALLOW_THREADS
+    PyBuffer_Release(&kv);
+    PyBuffer_Release(&ov);
+    PyBuffer_Release(&bv);
     Py_RETURN_NONE;
 }
 
@@ -309,6 +542,8 @@ static PyMethodDef methods[] = {
     {"refine", exactc_refine, METH_VARARGS, "The Gaussian's refined acceptances."},
     {"compact", exactc_compact, METH_VARARGS, "The accepted values, in order."},
     {"place", exactc_place, METH_VARARGS, "A release on a grid, in one pass."},
+    {"finite", exactc_finite, METH_VARARGS, "Whether every value is finite."},
+    {"chacha", exactc_chacha, METH_VARARGS, "ChaCha20 words (randomgen's stream)."},
     {"libm", exactc_libm, METH_VARARGS, "log(x), or exp(-x) if negate (for tests)."},
     {NULL, NULL, 0, NULL},
 };

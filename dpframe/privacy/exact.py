@@ -35,9 +35,12 @@ from __future__ import annotations
 import functools
 import math
 import os
+import threading
+from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 
 import numpy as np
+from randomgen import ChaCha
 
 from dpframe.errors import SamplerError
 
@@ -313,6 +316,128 @@ _kernel = _load_kernel()  # the tests set it to None to force the pure-numpy fil
 def filter_path() -> str:
     """Which filter the exact samplers use: ``"c"`` (the compiled kernel) or ``"numpy"``."""
     return "c" if _kernel is not None else "numpy"
+
+
+def _thread_count() -> int:
+    """Threads for one pass of proposals: ``DPFRAME_EXACT_THREADS``, else ``min(2, cores)``.
+    The draws do not depend on it (docs/samplers.md, "The C kernel")."""
+    value = os.environ.get("DPFRAME_EXACT_THREADS", "").strip()
+    if value.isdigit() and int(value) >= 1:
+        return int(value)
+    return min(2, os.cpu_count() or 1)
+
+
+_threads = _thread_count()  # the tests set it to compare one thread with two
+_SPLIT = 2**13  # passes of at least this many proposals are split between two threads
+_WORDS_MIN = 2048  # fewer words come from random_raw (reading and setting the state costs)
+_pool: ThreadPoolExecutor | None = None
+_pool_lock = threading.Lock()
+
+
+def _worker() -> ThreadPoolExecutor:
+    """The one worker thread that computes the second half of a pass (made on first use,
+    forgotten in a forked child, where it does not run)."""
+    global _pool
+    with _pool_lock:
+        if _pool is None:
+            _pool = ThreadPoolExecutor(1, thread_name_prefix="dpframe-exact")
+        return _pool
+
+
+def _forget_worker() -> None:
+    global _pool, _pool_lock
+    _pool, _pool_lock = None, threading.Lock()
+
+
+os.register_at_fork(after_in_child=_forget_worker)
+
+
+class _Words:
+    """The next ``count`` words of a randomgen ``ChaCha(rounds=20)`` stream computed by the
+    kernel (``_exactc.chacha``, eight blocks at a time where the CPU has AVX2) instead of
+    ``random_raw``: the same words, and the generator's state (its 128-bit counter of
+    32-bit outputs and its cached block) advanced exactly as ``random_raw`` leaves it. Used
+    as ``with _Words(bit_generator, count) as stream: stream.fill(...)``: the generator's
+    lock is held from reading the state to writing it back, so no other thread draws the
+    same words. Counter mode lets parts be computed by different threads (:meth:`fill`)."""
+
+    def __init__(self, bit_generator: np.random.BitGenerator, count: int) -> None:
+        self.bit_generator, self.count = bit_generator, count
+        self.last = np.empty(16, dtype=np.uint32)
+
+    def __enter__(self) -> _Words:
+        self.bit_generator.lock.acquire()
+        try:
+            self.state = self.bit_generator.state
+            inner = self.state["state"]
+            self.key = np.ascontiguousarray(inner["keysetup"], dtype=np.uint32)
+            self.start = int(inner["ctr"][0]) | int(inner["ctr"][1]) << 64
+        except BaseException:
+            self.bit_generator.lock.release()
+            raise
+        return self
+
+    def __exit__(self, kind: object, error: object, trace: object) -> None:
+        """Advance the generator past the words (unless the pass failed: then none was
+        used) and release its lock."""
+        try:
+            if kind is None and self.count:
+                end = (self.start + 2 * self.count) % 2**128
+                inner = self.state["state"]
+                inner["ctr"] = np.array([end % 2**64, end >> 64], dtype=np.uint64)
+                inner["block"] = self.last
+                self.bit_generator.state = self.state
+        finally:
+            self.bit_generator.lock.release()
+
+    @staticmethod
+    def usable(bit_generator: object) -> bool:
+        return (
+            _kernel is not None
+            and type(bit_generator) is ChaCha
+            and bit_generator.state["state"]["rounds"] == 20
+            and _words_match()
+        )
+
+    def fill(self, out: np.ndarray, first: int, last_part: bool) -> None:
+        """Words ``first, ..., first + len(out) - 1`` into ``out``; the part that ends the
+        words keeps its last block for the generator's cache."""
+        position = (self.start + 2 * first) % 2**128
+        block = self.last if last_part else np.empty(16, dtype=np.uint32)
+        _kernel.chacha(self.key, position % 2**64, position >> 64, out, block, True)
+
+
+def _kernel_words(bit_generator: np.random.BitGenerator, count: int) -> np.ndarray:
+    out = np.empty(count, dtype=np.uint64)
+    with _Words(bit_generator, count) as stream:
+        stream.fill(out, 0, True)
+    return out
+
+
+@functools.cache
+def _words_match() -> bool:
+    """Whether the kernel's words and the state it leaves are ``random_raw``'s, checked
+    once on a scratch generator (from an odd 32-bit position, over several blocks): if a
+    randomgen release laid its stream or state out otherwise, the kernel's words would
+    not be used (never the same words twice, never a different stream)."""
+    ours, reference = ChaCha(key=2**200 + 12345, rounds=20), ChaCha(key=2**200 + 12345, rounds=20)
+    for generator in (ours, reference):
+        np.random.Generator(generator).integers(7)  # one 32-bit output
+    same = all(
+        np.array_equal(_kernel_words(ours, count), reference.random_raw(count))
+        for count in (5, 3 * 64 + 3, 1)
+    )
+    mine, theirs = ours.state["state"], reference.state["state"]
+    return same and all(np.array_equal(mine[key], theirs[key]) for key in theirs)
+
+
+def _raw(generator: np.random.Generator, count: int) -> np.ndarray:
+    """``generator.bit_generator.random_raw(count)``, by the kernel when it can
+    (:class:`_Words`)."""
+    bit_generator = generator.bit_generator
+    if count < _WORDS_MIN or not _Words.usable(bit_generator):
+        return bit_generator.random_raw(count)
+    return _kernel_words(bit_generator, count)
 
 
 def _exp_neg_bounds(p: int, q: int, bits: int) -> tuple[int, int]:
@@ -730,12 +855,39 @@ class _Fused:
     def _filter(self, words: np.ndarray, x: np.ndarray, status: np.ndarray, stage: int) -> int:
         return _kernel.filter(words, x, status, *self.arguments, stage)
 
+    def _first_pass(self, n: int, x: np.ndarray, status: np.ndarray) -> tuple[np.ndarray, int]:
+        """The pass's ``n`` words and the stage-0 filter on them: by the kernel's ChaCha20
+        on up to two threads (a fixed split of the same words: the result does not depend
+        on the thread count), or ``random_raw`` and one filter call."""
+        bit_generator = self.generator.bit_generator
+        if n < _WORDS_MIN or not _Words.usable(bit_generator):
+            words = bit_generator.random_raw(n)
+            return words, self._filter(words, x, status, 0)
+        words = np.empty(n, dtype=np.uint64)
+        with _Words(bit_generator, n) as stream:
+
+            def part(first: int, stop: int) -> int:
+                stream.fill(words[first:stop], first, stop == n)
+                return self._filter(words[first:stop], x[first:stop], status[first:stop], 0)
+
+            if _threads > 1 and n >= _SPLIT:
+                half = n // 2
+                second = _worker().submit(part, half, n)
+                try:
+                    first_half = part(0, half)
+                finally:
+                    later = second.result()  # always awaited: it writes into these arrays
+                undecided = first_half + later
+            else:
+                undecided = part(0, n)
+        return words, undecided
+
     def propose(self, n: int, out: np.ndarray) -> int:
-        words = self.generator.bit_generator.random_raw(n)
         if self.x.size < n:
             self.x, self.status = np.empty(n), np.empty(n, dtype=np.uint8)
         x, status = self.x[:n], self.status[:n]
-        if self._filter(words, x, status, 0):
+        words, undecided = self._first_pass(n, x, status)
+        if undecided:
             todo = np.flatnonzero(status == 2)  # the inversion's second filter, then exact
             if todo.size:
                 some = words[todo]
@@ -746,7 +898,7 @@ class _Fused:
                 x[todo], status[todo] = magnitude, settled
             unsure = np.flatnonzero(status == 3)  # the Gaussian's table: refined
             if unsure.size:
-                some, more = words[unsure], self.generator.bit_generator.random_raw(unsure.size)
+                some, more = words[unsure], _raw(self.generator, unsure.size)
                 magnitude, settled = np.abs(x[unsure]), status[unsure]
                 if _kernel.refine(some, more, magnitude, settled, *self.arguments[3:5]):
                     left = np.flatnonzero(settled == 3)

@@ -312,6 +312,7 @@ def grid_release(
     *,
     copies: bool = False,
     float_error: float = 0.0,
+    out: np.ndarray | None = None,
 ) -> np.ndarray:
     """``value`` released with noise of ``noise_multiplier × sensitivity``, exactly.
 
@@ -324,6 +325,7 @@ def grid_release(
     on the sampler for the release metadata. With ``sampler.unsafe_float_noise`` the old
     ``value + float noise`` is used instead (not private on real hardware; flagged in the
     ledger).
+    ``out`` (float64, ``value``'s shape) receives the release instead of a new array.
     """
     value = np.asarray(value, dtype=np.float64)
     if not sampler.unsafe_float_noise:
@@ -337,7 +339,7 @@ def grid_release(
         copies=copies,
         float_error=float_error,
     )
-    return noise.place(value)
+    return noise.place(value, out=out)
 
 
 @attrs.frozen(eq=False)
@@ -360,16 +362,20 @@ class GridNoise:
             _check_finite(value)
         return self.place(value)
 
-    def place(self, value: np.ndarray) -> np.ndarray:
-        """:meth:`add` for a float64 ``value`` already checked (finite, right shape)."""
+    def place(self, value: np.ndarray, *, out: np.ndarray | None = None) -> np.ndarray:
+        """:meth:`add` for a float64 ``value`` already checked (finite, right shape),
+        written into ``out`` when given (float64, the same shape)."""
+        if out is not None and (out.shape != value.shape or out.dtype != np.float64):
+            raise ValueError(f"out must be a float64 array of shape {value.shape}")
         if self.grid is None:
-            return value + self.noise
+            return np.add(value, self.noise, out=out)
         gamma = self.grid.granularity
         kernel = exact._kernel
-        if kernel is not None and value.flags.c_contiguous and self.noise.flags.c_contiguous:
-            out = np.empty(value.shape)  # the same steps in one pass (exact._kernel)
-            kernel.place(value, self.noise, out, gamma, float(GRID_LIMIT))
-            return out if out.ndim else out[()]
+        contiguous = value.flags.c_contiguous and self.noise.flags.c_contiguous
+        if kernel is not None and contiguous and (out is None or out.flags.c_contiguous):
+            target = np.empty(value.shape) if out is None else out  # one pass (exact._kernel)
+            kernel.place(value, self.noise, target, gamma, float(GRID_LIMIT))
+            return target if target.ndim or out is not None else target[()]
         # k = the statistic in grid steps, a double holding an integer (value/γ is exact:
         # γ is a power of two); one new array (0-d too), transformed in place.
         steps = np.divide(value, gamma, out=np.empty(value.shape))
@@ -382,6 +388,9 @@ class GridNoise:
         else:  # Z is exact as a double, so k + Z is rounded once, as float(k + Z) is
             steps += noise
         steps *= gamma  # a power of two: exact
+        if out is not None:
+            out[...] = steps
+            return out
         return steps if steps.ndim else steps[()]  # a scalar query gives a scalar
 
 
@@ -413,5 +422,10 @@ def grid_noise(
 
 
 def _check_finite(value: np.ndarray) -> None:
-    if not np.all(np.isfinite(value)):
+    kernel = exact._kernel
+    if kernel is not None and value.flags.c_contiguous:
+        finite = kernel.finite(value)  # one pass, no boolean temporary
+    else:
+        finite = bool(np.all(np.isfinite(value)))
+    if not finite:
         raise ParameterError("a noisy statistic is NaN or infinite; check the data's domain.")

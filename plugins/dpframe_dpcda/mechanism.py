@@ -341,7 +341,7 @@ class DPCDAMechanism(Mechanism):
                 )
             else:
                 selection = _subset_selection(rows, len(dataset), pools, k, sampler)
-            block[...] = grid_release(
+            grid_release(
                 selection @ v,
                 "gaussian",
                 declared,
@@ -349,6 +349,7 @@ class DPCDAMechanism(Mechanism):
                 sampler,
                 copies=True,
                 float_error=geometry.float_error(pools.order, domain.relation),
+                out=block,  # written in place: no full-size temporary
             )
         synthetic /= pools.order
         geometry.decode(synthetic, out=synthetic)

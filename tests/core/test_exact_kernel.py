@@ -175,3 +175,181 @@ def test_the_kernel_places_a_release_on_its_grid_as_numpy_does(monkeypatch):
         assert c.dtype == numpy.dtype and np.shape(c) == np.shape(numpy)
         assert np.array_equal(np.signbit(c), np.signbit(numpy)) and np.array_equal(c, numpy)
     assert results[0][4] == (GRID_LIMIT - 2**53) * gamma  # clamped, then the noise
+
+
+def chacha_at(seed: int, ctr: tuple[int, int]):
+    """A ChaCha20 bit generator of ``seed`` moved to the 32-bit output ``ctr`` (a multiple
+    of 16, so that its next output starts a new block)."""
+    bit_generator = SeededSampler(seed)._generator.bit_generator
+    state = bit_generator.state
+    state["state"]["ctr"] = np.array(ctr, dtype=np.uint64)
+    bit_generator.state = state
+    return bit_generator
+
+
+def same_state(a, b) -> bool:
+    sa, sb = a.state["state"], b.state["state"]
+    return all(np.array_equal(sa[key], sb[key]) for key in ("block", "keysetup", "ctr", "rounds"))
+
+
+@needs_kernel
+@pytest.mark.parametrize("simd", [True, False])
+@pytest.mark.parametrize(
+    "ctr", [(0, 0), (2**64 - 48, 0), (2**64 - 48, 15), (2**64 - 48, 2**64 - 1)]
+)
+def test_the_kernels_chacha_words_are_random_raws_words(simd, ctr):
+    # The kernel computes randomgen's ChaCha20 stream itself (eight blocks at a time with
+    # AVX2, or one at a time): from any position, odd 32-bit ones included, it must give
+    # random_raw's words and leave the same state; carries into the counter's high word
+    # and across the 128-bit block number are included.
+    ours, reference = chacha_at(5, ctr), chacha_at(5, ctr)
+    for count in (0, 1, 3, 8, 33, 64, 100, 1000, 4099, 5):
+        state = ours.state
+        inner = state["state"]
+        position = int(inner["ctr"][0]) | int(inner["ctr"][1]) << 64
+        out, block = np.empty(count, dtype=np.uint64), np.empty(16, dtype=np.uint32)
+        key = np.ascontiguousarray(inner["keysetup"])
+        exact._kernel.chacha(key, position % 2**64, position >> 64, out, block, simd)
+        assert np.array_equal(out, reference.random_raw(count)), count
+        end = (position + 2 * count) % 2**128
+        inner["ctr"] = np.array([end % 2**64, end >> 64], dtype=np.uint64)
+        if count:
+            inner["block"] = block
+        ours.state = state
+        assert same_state(ours, reference)
+        # one 32-bit output: the next words start mid-pair
+        assert np.random.Generator(ours).integers(7) == np.random.Generator(reference).integers(7)
+
+
+@needs_kernel
+@pytest.mark.parametrize("ctr", [(6, 0), (2**64 - 48, 15)])
+def test_raw_words_through_the_kernel_leave_the_stream_where_random_raw_does(ctr):
+    ours, reference = chacha_at(8, ctr), chacha_at(8, ctr)
+    for count in (5000, 2048, 4097):
+        words = exact._raw(np.random.Generator(ours), count)
+        assert np.array_equal(words, reference.random_raw(count))
+        assert same_state(ours, reference)
+    assert np.array_equal(ours.random_raw(40), reference.random_raw(40))
+
+
+@needs_kernel
+@pytest.mark.parametrize(("family", "parameter"), [LAWS[0], LAWS[6]])
+def test_one_thread_and_two_return_the_same_draws(monkeypatch, family, parameter):
+    # A pass is split between two threads at a fixed point of the same words, so the
+    # draws and the stream's position do not depend on the thread count.
+    results = []
+    for threads in (1, 2):
+        monkeypatch.setattr(exact, "_threads", threads)
+        results.append(draws(exact._kernel, family, parameter, [3 * exact._SPLIT + 7, 100_000]))
+    for one, two in zip(*results, strict=True):
+        assert np.array_equal(one, two)
+
+
+@pytest.mark.parametrize("contiguous", [True, False])
+def test_grid_release_is_the_same_on_both_paths_and_leaves_the_value_alone(monkeypatch, contiguous):
+    # DP-CDA's pattern (copies of a sum, a pass split over threads), written into the
+    # noise's own buffer by the kernel: the same release as numpy's steps, the caller's
+    # value untouched; a non-finite value is refused before any draw on both paths.
+    from dpframe.errors import ParameterError
+    from dpframe.privacy.noise import grid_release
+
+    base = np.random.default_rng(2).uniform(-3, 3, (3 * exact._SPLIT, 8))
+    value = base if contiguous else base[:, ::2]
+    kept = value.copy()
+    results = []
+    for kernel in (exact._kernel, None):
+        monkeypatch.setattr(exact, "_kernel", kernel)
+        sampler = SeededSampler(11)
+        out = grid_release(value, "gaussian", 2.0, 0.5, sampler, copies=True, float_error=1e-12)
+        results.append((out, sampler.standard_normal(2)))
+        bad = value.copy()
+        bad[5, 1] = np.nan
+        sampler, fresh = SeededSampler(12), SeededSampler(12)
+        with pytest.raises(ParameterError, match="NaN or infinite"):
+            grid_release(bad, "gaussian", 2.0, 0.5, sampler, copies=True)
+        assert sampler.standard_normal(2).tolist() == fresh.standard_normal(2).tolist()
+    assert np.array_equal(value, kept)
+    (c, c_next), (numpy, numpy_next) = results
+    assert (
+        c.shape == value.shape and np.array_equal(c, numpy) and np.array_equal(c_next, numpy_next)
+    )
+
+
+@needs_kernel
+def test_words_that_differ_from_random_raws_are_refused(monkeypatch):
+    # The one-time check: a kernel whose stream or state differed from randomgen's (a new
+    # randomgen layout, say) must not be used, or words could repeat or change.
+    real = exact._kernel
+
+    class Flipped:
+        def __getattr__(self, name):
+            return getattr(real, name)
+
+        def chacha(self, key, ctr0, ctr1, out, block, simd):
+            real.chacha(key, ctr0, ctr1, out, block, simd)
+            out ^= np.uint64(1 << 40)
+
+    assert exact._words_match.__wrapped__()
+    monkeypatch.setattr(exact, "_kernel", Flipped())
+    assert not exact._words_match.__wrapped__()
+
+
+@needs_kernel
+def test_the_generators_lock_is_held_while_the_kernel_computes_its_words(monkeypatch):
+    # Between reading the counter and writing it back no other thread may draw from the
+    # generator, or two threads would get the same words.
+    sampler = SeededSampler(4)
+    generator = sampler._generator.bit_generator
+    lock = generator.lock
+    held = []
+    fill = exact._Words.fill
+    exact._words_match()  # the one-time check draws from generators of its own
+
+    def spy(self, out, first, last_part):
+        assert self.bit_generator is generator
+        if first == 0:  # the calling thread
+            held.append(lock._is_owned())
+        else:  # the worker: another thread holds it
+            free = lock.acquire(blocking=False)
+            if free:
+                lock.release()
+            held.append(not free)
+        fill(self, out, first, last_part)
+
+    monkeypatch.setattr(exact._Words, "fill", spy)
+    sampler.discrete_gaussian(185_383**2, 3 * exact._SPLIT)
+    assert held and all(held)
+    assert lock.acquire(blocking=False)  # released afterwards
+    lock.release()
+
+
+@pytest.mark.usefixtures("filter_path")
+def test_grid_release_writes_into_out_and_leaves_the_drawn_noise_alone(monkeypatch):
+    # The testing kit's recorder keeps the noise arrays a release draws; the release must
+    # not overwrite them. With out=, the release goes into the caller's (strided or not)
+    # array and equals the release without it.
+    from dpframe.privacy.noise import grid_release
+
+    value = np.random.default_rng(4).uniform(-1, 1, (5000, 6))
+    kept = []
+
+    def keeping() -> SeededSampler:
+        sampler = SeededSampler(21)
+        draw = sampler.discrete_gaussian
+
+        def keep(*args, **kwargs):
+            out = draw(*args, **kwargs)
+            kept.append((out, out.copy()))
+            return out
+
+        monkeypatch.setattr(sampler, "discrete_gaussian", keep)
+        return sampler
+
+    plain = grid_release(value, "gaussian", 1.0, 0.5, keeping(), copies=True)
+    wide = np.zeros((5000, 12))
+    for out in (np.empty((5000, 6)), wide[:, ::2]):
+        release = grid_release(value, "gaussian", 1.0, 0.5, keeping(), copies=True, out=out)
+        assert release is out
+        assert np.array_equal(out, plain)
+    assert not wide[:, 1::2].any()
+    assert len(kept) == 3 and all(np.array_equal(a, b) for a, b in kept)
