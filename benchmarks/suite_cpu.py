@@ -3,8 +3,8 @@ test's setup, call and teardown, plus its reaped subprocesses.
 
     python benchmarks/suite_cpu.py -m thorough tests/conformance    # any pytest arguments
 
-prints one line per test and the totals per file and class (CPU seconds), sorted by
-cost, and the load average at the start and the end (the machine may be shared).
+prints one line per test, the totals per class (or file) and per file (CPU seconds),
+sorted by cost, and the load average at the start and the end (the machine may be shared).
 """
 
 from __future__ import annotations
@@ -37,15 +37,18 @@ class CpuPerTest:
     def pytest_terminal_summary(self, terminalreporter) -> None:
         write = terminalreporter.write_line
         groups: dict[str, float] = defaultdict(float)
+        files: dict[str, float] = defaultdict(float)
         for nodeid, seconds in self.cost.items():
             groups[nodeid.rsplit("::", 1)[0]] += seconds
+            files[nodeid.split("::", 1)[0]] += seconds
         write("")
         write("CPU seconds per test (own + reaped subprocesses):")
         for nodeid, seconds in sorted(self.cost.items(), key=lambda kv: -kv[1]):
             write(f"{seconds:9.2f}  {nodeid}")
-        write("CPU seconds per class or file:")
-        for name, seconds in sorted(groups.items(), key=lambda kv: -kv[1]):
-            write(f"{seconds:9.2f}  {name}")
+        for title, totals in (("class or file", groups), ("file", files)):
+            write(f"CPU seconds per {title}:")
+            for name, seconds in sorted(totals.items(), key=lambda kv: -kv[1]):
+                write(f"{seconds:9.2f}  {name}")
         own = time.process_time() - self.start[0]
         kids = _children() - self.start[1]
         write(f"tests {sum(self.cost.values()):.1f} s; whole session {own + kids:.1f} s of CPU")

@@ -1,4 +1,5 @@
-"""A separate process charging a ledger, for the concurrency and crash tests.
+"""A separate process charging a ledger, for the concurrency and crash tests (which fork
+it from pytest and call :func:`main`; it also runs as a script):
 
 python ledger_worker.py race LEDGER START_FILE REQUESTS EPSILON
     waits until START_FILE exists, then makes REQUESTS Laplace releases of EPSILON;

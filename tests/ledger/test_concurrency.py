@@ -3,36 +3,99 @@ file and on a real PostgreSQL server (the ``location`` fixture)."""
 
 from __future__ import annotations
 
+import contextlib
 import json
 import math
 import os
 import random
 import signal
-import subprocess
 import sys
+import tempfile
+import threading
 import time
+import traceback
 from pathlib import Path
 
+import ledger_worker
 import pytest
 
 from dpframe.ledger import Ledger
 from dpframe.ledger.audit import audit
 from dpframe.ledger.keys import read_anchor
 
-WORKER = Path(__file__).with_name("ledger_worker.py")
+# JAX (imported by the MBI example's tests) warns at every fork that a child using it could
+# deadlock; the workers never touch JAX, SQLite or PostgreSQL connections of this process.
+pytestmark = pytest.mark.filterwarnings("ignore:os.fork:RuntimeWarning")
 
 
-def spawn(*args: object) -> subprocess.Popen:
-    return subprocess.Popen(
-        [sys.executable, str(WORKER), *map(str, args)],
-        stdout=subprocess.PIPE,
-        stderr=subprocess.PIPE,
-        text=True,
-        cwd=WORKER.parent,
-    )
+class Worker:
+    """``ledger_worker.main(args)`` in a child forked from this process: a real process
+    with its own ledger connection, racing and killed like one started from a shell, but
+    without a new interpreter importing dpframe (most of a worker's CPU when it was one)."""
+
+    def __init__(self, *args: object) -> None:
+        read, write = os.pipe()
+        self.errors = tempfile.TemporaryFile("w+")  # noqa: SIM115 (closed by communicate)
+        pid = os.fork()
+        if pid == 0:  # the child: stdout to the pipe, stderr to a file, never back to pytest
+            status = 1
+            try:
+                os.close(read)
+                sys.stdout = os.fdopen(write, "w")
+                sys.stderr = self.errors
+                ledger_worker.main([str(a) for a in args])
+                status = 0
+            except BaseException:
+                traceback.print_exc()
+            finally:
+                sys.stdout.flush()
+                sys.stderr.flush()
+                os._exit(status)
+        os.close(write)
+        self.pid, self.returncode = pid, None
+        self.stdout = os.fdopen(read)
+
+    def poll(self) -> int | None:
+        if self.returncode is None:
+            pid, status = os.waitpid(self.pid, os.WNOHANG)
+            if pid:
+                self.returncode = os.waitstatus_to_exitcode(status)
+        return self.returncode
+
+    def wait(self, timeout: float = 120.0) -> int:
+        timer = threading.Timer(timeout, self.kill)  # a hung worker dies, and fails
+        timer.start()
+        try:
+            if self.returncode is None:
+                self.returncode = os.waitstatus_to_exitcode(os.waitpid(self.pid, 0)[1])
+        finally:
+            timer.cancel()
+        return self.returncode
+
+    def communicate(self, timeout: float = 120.0) -> tuple[str, str]:
+        timer = threading.Timer(timeout, self.kill)
+        timer.start()
+        try:
+            out = self.stdout.read()
+        finally:
+            timer.cancel()
+        self.stdout.close()
+        self.wait(timeout)
+        self.errors.seek(0)
+        errors = self.errors.read()
+        self.errors.close()
+        return out, errors
+
+    def kill(self) -> None:
+        if self.returncode is None:
+            with contextlib.suppress(ProcessLookupError):  # reaped meanwhile
+                os.kill(self.pid, signal.SIGKILL)
 
 
-def wait_for(path: Path, process: subprocess.Popen, timeout: float = 120.0) -> None:
+spawn = Worker
+
+
+def wait_for(path: Path, process: Worker, timeout: float = 120.0) -> None:
     deadline = time.monotonic() + timeout
     while not path.exists():
         if process.poll() is not None:

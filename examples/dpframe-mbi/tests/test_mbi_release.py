@@ -7,7 +7,9 @@ import subprocess
 import sys
 
 import numpy as np
+from click.testing import CliRunner, Result
 from dpframe import SeededSampler
+from dpframe.apps.cli import cli as main_cli
 
 from dpframe_mbi.discretise import Discretisation
 from dpframe_mbi.mst import MST
@@ -38,7 +40,13 @@ def test_mst_finds_the_dependency_and_releases_records_in_the_domain(dependent):
     assert abs(np.corrcoef(synthetic[:, 0], synthetic[:, 2])[0, 1]) < 0.3
 
 
-def test_the_cli_discovers_plans_and_charges_mst(tmp_path):
+def cli(*args: str) -> Result:
+    """``dpframe ARGS`` in this process (the plugin found through its entry point, as in a
+    shell); the real process's exit codes are tested in tests/cli."""
+    return CliRunner().invoke(main_cli, list(args), catch_exceptions=False)
+
+
+def test_the_cli_discovers_plans_and_charges_mst(tmp_path, monkeypatch):
     rng = np.random.default_rng(0)
     rows = rng.uniform(0, 1, (300, 2))
     data = tmp_path / "d.csv"
@@ -50,55 +58,46 @@ def test_the_cli_discovers_plans_and_charges_mst(tmp_path):
         '[labels]\ncolumn = "y"\nclasses = [0, 1]\n',
         encoding="utf-8",
     )
-    cli = [sys.executable, "-m", "dpframe"]
-    listed = subprocess.run([*cli, "plugins", "--json"], capture_output=True, text=True)
-    assert listed.returncode == 0, listed.stderr
+    monkeypatch.delenv("DPFRAME_LEDGER", raising=False)
+    monkeypatch.chdir(tmp_path)
+    listed = cli("plugins", "--json")
+    assert listed.exit_code == 0, listed.stderr
     found = {(p["kind"], p["name"], p["distribution"]) for p in json.loads(listed.stdout)}
     assert {("mechanism", "mst", "dpframe-mbi"), ("mechanism", "aim", "dpframe-mbi")} <= found
-    ran = subprocess.run(
-        [
-            *cli,
-            "release",
-            "mst",
-            "--data",
-            str(data),
-            "--domain",
-            str(tmp_path / "d.toml"),
-            "--epsilon",
-            "1",
-            "--delta",
-            "1e-6",
-            "--param",
-            "bins=3",
-            "--param",
-            "iters=50",
-            "--ledger",
-            str(tmp_path / "l.ledger"),
-            "--budget-epsilon",
-            "2",
-            "--budget-delta",
-            "1e-5",
-            "--accountant",
-            "zcdp",
-            "--out",
-            str(tmp_path / "r"),
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
+    ran = cli(
+        "release",
+        "mst",
+        "--data",
+        str(data),
+        "--domain",
+        str(tmp_path / "d.toml"),
+        "--epsilon",
+        "1",
+        "--delta",
+        "1e-6",
+        "--param",
+        "bins=3",
+        "--param",
+        "iters=50",
+        "--ledger",
+        str(tmp_path / "l.ledger"),
+        "--budget-epsilon",
+        "2",
+        "--budget-delta",
+        "1e-5",
+        "--accountant",
+        "zcdp",
+        "--out",
+        str(tmp_path / "r"),
     )
-    assert ran.returncode == 0, ran.stderr
-    audit = subprocess.run(
-        [*cli, "ledger", "audit", "--json", "--ledger", str(tmp_path / "l.ledger")],
-        capture_output=True,
-        text=True,
-    )
+    assert ran.exit_code == 0, ran.stderr
+    audit = cli("ledger", "audit", "--json", "--ledger", str(tmp_path / "l.ledger"))
     report = json.loads(audit.stdout)
     (budget,) = report["budgets"]
     assert budget["spent_epsilon"] <= 1.0 + 1e-9
 
 
-def test_the_cli_releases_mst_on_a_csv_with_categorical_strings_by_flags(tmp_path):
+def test_the_cli_releases_mst_on_a_csv_with_categorical_strings_by_flags(tmp_path, monkeypatch):
     """No domain file: categories, bins and a binned numeric label from the CLI's flags."""
     rng = np.random.default_rng(4)
     colour = rng.choice(["red", "green", "blue"], 300)
@@ -115,19 +114,16 @@ def test_the_cli_releases_mst_on_a_csv_with_categorical_strings_by_flags(tmp_pat
         "--bounds", "0,0:1,100", "--categories", "colour=red,green,blue",
         "--bins", "age=0,18,65,100",
     ]  # fmt: skip
-    ran = subprocess.run(
-        [
-            *[sys.executable, "-m", "dpframe", "release", "mst", "--data", str(data)],
-            *flags,
-            *["--epsilon", "4", "--delta", "1e-6", "--param", "iters=100", "--seed", "3"],
-            *["--ledger", str(tmp_path / "l.ledger"), "--budget-epsilon", "5"],
-            *["--budget-delta", "1e-5", "--accountant", "zcdp", "--out", str(tmp_path / "r")],
-        ],
-        capture_output=True,
-        text=True,
-        cwd=tmp_path,
+    monkeypatch.delenv("DPFRAME_LEDGER", raising=False)
+    monkeypatch.chdir(tmp_path)
+    ran = cli(
+        *["release", "mst", "--data", str(data)],
+        *flags,
+        *["--epsilon", "4", "--delta", "1e-6", "--param", "iters=100", "--seed", "3"],
+        *["--ledger", str(tmp_path / "l.ledger"), "--budget-epsilon", "5"],
+        *["--budget-delta", "1e-5", "--accountant", "zcdp", "--out", str(tmp_path / "r")],
     )
-    assert ran.returncode == 0, ran.stderr
+    assert ran.exit_code == 0, ran.stderr
     release = json.loads((tmp_path / "r" / "release.json").read_text(encoding="utf-8"))
     assert release["info"]["cells"] == [3, 3, 2]  # categories, age's edges, the label's
     lines = (tmp_path / "r" / "synthetic.csv").read_text(encoding="utf-8").splitlines()
