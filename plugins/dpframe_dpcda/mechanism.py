@@ -22,6 +22,7 @@ sparse-dense product gives all ``T_k`` sums. Noise scales come from
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from typing import Literal
 
 import attrs
@@ -332,15 +333,9 @@ class DPCDAMechanism(Mechanism):
         # every extra full-size temporary costs more than the arithmetic.
         synthetic = np.empty((sum(pools.mixtures), dataset.n_features))
         start = 0
-        for k, rows in enumerate(_pool_members(y, pools, sampler)):
+        for k, selection in _class_selections(y, pools, domain.relation, sampler):
             block = synthetic[start : start + pools.mixtures[k]]
             start += pools.mixtures[k]
-            if domain.relation is Relation.ADD_REMOVE:
-                selection = _poisson_selection(
-                    rows, len(dataset), pools.rates[k], pools.mixtures[k], sampler
-                )
-            else:
-                selection = _subset_selection(rows, len(dataset), pools, k, sampler)
             grid_release(
                 selection @ v,
                 "gaussian",
@@ -385,13 +380,7 @@ class DPCDAMechanism(Mechanism):
         v = geometry.encode(dataset.features)
         sums = []
         for _ in range(count):
-            for k, rows in enumerate(_pool_members(y, pools, sampler)):
-                if domain.relation is Relation.ADD_REMOVE:
-                    selection = _poisson_selection(
-                        rows, len(dataset), pools.rates[k], pools.mixtures[k], sampler
-                    )
-                else:
-                    selection = _subset_selection(rows, len(dataset), pools, k, sampler)
+            for _k, selection in _class_selections(y, pools, domain.relation, sampler):
                 sums.append(selection @ v)
         synthetic = grid_release(
             np.concatenate(sums),
@@ -411,6 +400,19 @@ class DPCDAMechanism(Mechanism):
             "labels": np.broadcast_to(labels, (count, labels.size)),
         }
         return in_data_terms(self, params, dataset, lambda data: arrays)
+
+
+def _class_selections(
+    y: np.ndarray, pools: Pools, relation: Relation, sampler: Sampler
+) -> Iterator[tuple[int, sparse.csr_matrix]]:
+    """Each class's index and selection matrix for one release, drawn lazily in the order
+    :meth:`DPCDA.run` interleaves them with its noise (the pools first, then class by
+    class)."""
+    for k, rows in enumerate(_pool_members(y, pools, sampler)):
+        if relation is Relation.ADD_REMOVE:
+            yield k, _poisson_selection(rows, len(y), pools.rates[k], pools.mixtures[k], sampler)
+        else:
+            yield k, _subset_selection(rows, len(y), pools, k, sampler)
 
 
 def _pool_members(y: np.ndarray, pools: Pools, sampler: Sampler) -> list[np.ndarray]:
