@@ -312,10 +312,8 @@ class DPCDAMechanism(Mechanism):
         sums = self.query(dataset, params)["mixture"].reshape(-1, dataset.n_features)
         per_run = np.repeat(sums, pools.mixtures, axis=0)  # one row per mixture
         copies = np.broadcast_to(per_run, (count, *per_run.shape)).reshape(-1, sums.shape[1])
-        error = Geometry.build(params, dataset.domain).float_error(pools.order, pools.relation)
-        noisy = grid_release(
-            copies, "gaussian", declared, noise_multiplier, sampler, copies=True, float_error=error
-        )
+        geometry = Geometry.build(params, dataset.domain)
+        noisy = _noisy_mixtures(copies, declared, noise_multiplier, geometry, pools, sampler)
         first = np.concatenate([[0], np.cumsum(pools.mixtures)[:-1]])
         return {"mixture": noisy.reshape(count, *per_run.shape)[:, first].reshape(count, -1)}
 
@@ -333,17 +331,16 @@ class DPCDAMechanism(Mechanism):
         # every extra full-size temporary costs more than the arithmetic.
         synthetic = np.empty((sum(pools.mixtures), dataset.n_features))
         start = 0
-        for k, selection in _class_selections(y, pools, domain.relation, sampler):
+        for k, selection in _class_selections(y, pools, sampler):
             block = synthetic[start : start + pools.mixtures[k]]
             start += pools.mixtures[k]
-            grid_release(
+            _noisy_mixtures(
                 selection @ v,
-                "gaussian",
                 declared,
                 noise_multiplier,
+                geometry,
+                pools,
                 sampler,
-                copies=True,
-                float_error=geometry.float_error(pools.order, domain.relation),
                 out=block,  # written in place: no full-size temporary
             )
         synthetic /= pools.order
@@ -380,16 +377,10 @@ class DPCDAMechanism(Mechanism):
         v = geometry.encode(dataset.features)
         sums = []
         for _ in range(count):
-            for _k, selection in _class_selections(y, pools, domain.relation, sampler):
+            for _k, selection in _class_selections(y, pools, sampler):
                 sums.append(selection @ v)
-        synthetic = grid_release(
-            np.concatenate(sums),
-            "gaussian",
-            declared,
-            noise_multiplier,
-            sampler,
-            copies=True,
-            float_error=geometry.float_error(pools.order, domain.relation),
+        synthetic = _noisy_mixtures(
+            np.concatenate(sums), declared, noise_multiplier, geometry, pools, sampler
         )
         synthetic /= pools.order
         geometry.decode(synthetic, out=synthetic)
@@ -402,14 +393,38 @@ class DPCDAMechanism(Mechanism):
         return in_data_terms(self, params, dataset, lambda data: arrays)
 
 
+def _noisy_mixtures(
+    sums: np.ndarray,
+    declared: float,
+    noise_multiplier: float,
+    geometry: Geometry,
+    pools: Pools,
+    sampler: Sampler,
+    out: np.ndarray | None = None,
+) -> np.ndarray:
+    """The mixtures' sums released on their grid with discrete Gaussian noise of scale
+    ``noise_multiplier * declared`` (one noise call for :meth:`DPCDA.run`, its batch and
+    its noisy stages, so the three cannot drift apart)."""
+    return grid_release(
+        sums,
+        "gaussian",
+        declared,
+        noise_multiplier,
+        sampler,
+        copies=True,
+        float_error=geometry.float_error(pools.order, pools.relation),
+        out=out,
+    )
+
+
 def _class_selections(
-    y: np.ndarray, pools: Pools, relation: Relation, sampler: Sampler
+    y: np.ndarray, pools: Pools, sampler: Sampler
 ) -> Iterator[tuple[int, sparse.csr_matrix]]:
     """Each class's index and selection matrix for one release, drawn lazily in the order
     :meth:`DPCDA.run` interleaves them with its noise (the pools first, then class by
     class)."""
     for k, rows in enumerate(_pool_members(y, pools, sampler)):
-        if relation is Relation.ADD_REMOVE:
+        if pools.relation is Relation.ADD_REMOVE:
             yield k, _poisson_selection(rows, len(y), pools.rates[k], pools.mixtures[k], sampler)
         else:
             yield k, _subset_selection(rows, len(y), pools, k, sampler)
