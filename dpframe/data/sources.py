@@ -1039,9 +1039,7 @@ def _partition_reduce(
     features = np.asarray(features)
     n_features = len(domain.feature_names or ())
     total, report = None, ClipReport(0)
-    from threadpoolctl import threadpool_limits
-
-    with threadpool_limits(1, user_api="blas"):  # a worker runs one task per thread
+    with blas_threads(at_most=1):  # a worker runs one task per thread
         for start in range(0, len(features), chunk_rows):
             stop = start + chunk_rows
             chunk_labels = None if labels is None else np.asarray(labels)[start:stop]

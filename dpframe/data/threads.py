@@ -6,6 +6,7 @@ from __future__ import annotations
 import contextlib
 import os
 import queue
+import sys
 import threading
 from collections.abc import Iterator
 from typing import TypeVar
@@ -13,18 +14,37 @@ from typing import TypeVar
 T = TypeVar("T")
 
 
-@contextlib.contextmanager
-def blas_threads(others: int = 0) -> Iterator[int]:
-    """Limit BLAS, for the duration, to the cores this process may use less ``others``
-    threads that are busy alongside it (a file reader's decoding), at least one; yields
-    the limit. A pass makes many small products between which BLAS's worker threads
-    spin: more threads than free cores make each product wait for a preempted thread
-    (measured: a rank-k step of 1.3 s took 36 s on a busy two-core machine)."""
-    from threadpoolctl import threadpool_limits
+_controller: tuple[int, object] | None = None
 
+
+def _blas_controller() -> object:
+    """One threadpoolctl controller per process, found again only when modules were
+    imported since (a new module may load another BLAS): finding the libraries reads
+    ``/proc/self/maps``, about 3 ms in a process with many libraries, which a release on a
+    few rows paid at every pass (a third of the CPU of the test suite's sensitivity
+    searches)."""
+    global _controller
+    if _controller is None or _controller[0] != len(sys.modules):
+        from threadpoolctl import ThreadpoolController
+
+        found = ThreadpoolController().select(user_api="blas")
+        _controller = (len(sys.modules), found)
+    return _controller[1]
+
+
+@contextlib.contextmanager
+def blas_threads(others: int = 0, *, at_most: int | None = None) -> Iterator[int]:
+    """Limit BLAS, for the duration, to the cores this process may use less ``others``
+    threads that are busy alongside it (a file reader's decoding), at least one and at
+    most ``at_most``; yields the limit. A pass makes many small products between which
+    BLAS's worker threads spin: more threads than free cores make each product wait for a
+    preempted thread (measured: a rank-k step of 1.3 s took 36 s on a busy two-core
+    machine)."""
     cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
     limit = max(1, (cores or 1) - others)
-    with threadpool_limits(limit, user_api="blas"):
+    if at_most is not None:
+        limit = max(1, min(limit, at_most))
+    with _blas_controller().limit(limits=limit):  # type: ignore[attr-defined]
         yield limit
 
 
