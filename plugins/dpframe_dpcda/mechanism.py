@@ -305,7 +305,11 @@ class DPCDAMechanism(Mechanism):
     ) -> dict[str, np.ndarray]:
         """``count`` noisy copies of :meth:`query`: each copy draws the noise one ``run()``
         adds (``T_k`` mixtures per class, each sum on its grid with discrete Gaussian
-        noise) on the full class sums and reports each class's first mixture."""
+        noise) on the full class sums. A class whose replace-one pool holds exactly ``l``
+        rows reports all its ``T_k`` mixtures: each one's subset is then the whole pool, so
+        these are the sums ``run()`` releases, and the loss composes over them (an audit
+        shown one sees ``sqrt(T_k)`` times less of it). Any other class reports its first
+        mixture, since its ``run()`` sums ``l`` sampled rows, not the whole class."""
         pools = plan_pools(params, dataset.domain)
         noise_multiplier = self._noise_multiplier(params, pools)
         declared = self.sensitivity(params, dataset.domain)["mixture"].value
@@ -314,8 +318,15 @@ class DPCDAMechanism(Mechanism):
         copies = np.broadcast_to(per_run, (count, *per_run.shape)).reshape(-1, sums.shape[1])
         geometry = Geometry.build(params, dataset.domain)
         noisy = _noisy_mixtures(copies, declared, noise_multiplier, geometry, pools, sampler)
-        first = np.concatenate([[0], np.cumsum(pools.mixtures)[:-1]])
-        return {"mixture": noisy.reshape(count, *per_run.shape)[:, first].reshape(count, -1)}
+        replace_one = pools.relation is Relation.REPLACE_ONE
+        starts = np.cumsum((0, *pools.mixtures[:-1]))
+        keep = np.concatenate(
+            [
+                np.arange(start, start + (t if replace_one and size == pools.order else 1))
+                for start, t, size in zip(starts, pools.mixtures, pools.sizes, strict=True)
+            ]
+        )
+        return {"mixture": noisy.reshape(count, *per_run.shape)[:, keep].reshape(count, -1)}
 
     def run(self, dataset: Dataset, params: DPCDAParams, sampler: Sampler) -> Release:
         domain = dataset.domain
