@@ -306,10 +306,12 @@ class DPCDAMechanism(Mechanism):
         """``count`` noisy copies of :meth:`query`: each copy draws the noise one ``run()``
         adds (``T_k`` mixtures per class, each sum on its grid with discrete Gaussian
         noise) on the full class sums. A class whose replace-one pool holds exactly ``l``
-        rows reports all its ``T_k`` mixtures: each one's subset is then the whole pool, so
-        these are the sums ``run()`` releases, and the loss composes over them (an audit
-        shown one sees ``sqrt(T_k)`` times less of it). Any other class reports its first
-        mixture, since its ``run()`` sums ``l`` sampled rows, not the whole class."""
+        rows reports all its ``T_k`` mixtures: each one's subset is then the whole pool (the
+        accounting's ratio ``l/M_k`` is 1, no amplification), so every mixture moves by up
+        to the full sensitivity, as these do, and the loss composes over them (an audit
+        shown one sees ``sqrt(T_k)`` times less of it); for a class of at most ``l`` rows
+        these are the sums ``run()`` releases. Any other class reports its first mixture,
+        since its ``run()`` sums ``l`` sampled rows, not the whole class."""
         pools = plan_pools(params, dataset.domain)
         noise_multiplier = self._noise_multiplier(params, pools)
         declared = self.sensitivity(params, dataset.domain)["mixture"].value
