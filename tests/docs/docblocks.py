@@ -210,11 +210,7 @@ while True:
         except BaseException:
             traceback.print_exc()
             code = 1
-        try:
-            sys.stdout.flush()
-            sys.stderr.flush()
-        finally:
-            os._exit(code)
+        sys.exit(code)  # the interpreter's own exit: atexit handlers and flushes, as a real one
     for fd in fds:
         os.close(fd)
     _, status = os.waitpid(pid, 0)
