@@ -9,7 +9,7 @@ from __future__ import annotations
 from pathlib import Path
 
 import pytest
-from docblocks import BlockFailed, Terminal, blocks, run_document, runnable
+from docblocks import BlockFailed, Commands, Terminal, blocks, run_document, runnable
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
@@ -18,14 +18,23 @@ DOCUMENTS = sorted(
 )
 
 
+@pytest.fixture(scope="module")
+def commands():
+    """One server forking the documents' ``dpframe`` commands (each still its own process;
+    the command line's real start-up is tested in tests/cli and tests/core/test_startup.py)."""
+    server = Commands()
+    yield server
+    server.close()
+
+
 @pytest.mark.parametrize(
     "path",
     [p for p in DOCUMENTS if runnable(p)],
     ids=lambda p: str(p.relative_to(REPO)),
 )
-def test_document_runs(path, tmp_path):
+def test_document_runs(path, tmp_path, commands):
     setup = None if path == README else README
-    ran = [block.line for block, _ in run_document(path, tmp_path, setup)]
+    ran = [block.line for block, _ in run_document(path, tmp_path, setup, commands)]
     assert ran == [b.line for b in blocks(path.read_text()) if b.runs]
 
 
@@ -98,3 +107,17 @@ def test_the_virtualenv_comes_first_on_path_and_dpframe_variables_are_cleared(tm
     (block,) = blocks('```bash\ncommand -v python; echo "[${DPFRAME_LEDGER:-}]"\n```\n')
     out = terminal.run(block, "doc.md").splitlines()
     assert Path(out[0]).parent == Path(sys.executable).parent and out[1] == "[]"
+
+
+def test_forked_commands_keep_their_arguments_streams_directory_and_exit_status(tmp_path, commands):
+    doc = _doc(
+        tmp_path,
+        "```bash\nmkdir sub && cd sub\nexport DPFRAME_LEDGER=$PWD/l.ledger\n"
+        "dpframe ledger budget create b --epsilon 1 --accountant pure\n"
+        "dpframe ledger budget list | grep -c \"^budget 'b' (pure\"\nls\n"
+        'dpframe release nosuch --data x.csv 2>&1 || echo "exit status $?"\n```\n',
+    )
+    ((_, out),) = run_document(doc, tmp_path, commands=commands)
+    lines = out.splitlines()
+    assert "l.ledger" in lines and "1" in lines
+    assert lines[-1] == "exit status 2" and "Traceback" not in out
