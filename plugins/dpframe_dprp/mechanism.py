@@ -438,7 +438,7 @@ class DPRPMechanism(Mechanism):
             lambda: _project(encoding, dataset, r),
             thread=records > CHUNK_ROWS,
         )
-        projection = noise.add(projected)
+        projection = noise.add(projected, in_place=True)  # no third n x k1 array
         noisy_upper = stages["covariance"].perturb(upper_triangle(second), sampler)
         covariance = from_upper_triangle(noisy_upper, width)
         _, components = top_eigen(covariance, default_k2(params, width))

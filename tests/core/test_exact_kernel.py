@@ -177,6 +177,18 @@ def test_the_kernel_places_a_release_on_its_grid_as_numpy_does(monkeypatch):
     assert results[0][4] == (GRID_LIMIT - 2**53) * gamma  # clamped, then the noise
 
 
+@needs_kernel
+def test_the_kernels_place_reports_whether_every_value_was_finite():
+    # GridNoise.add relies on it instead of a separate finite pass
+    noise = np.zeros(5, dtype=np.int64)
+    for bad in (np.nan, np.inf, -np.inf):
+        for where in (0, 4):
+            value = np.ones(5)
+            value[where] = bad
+            assert exact._kernel.place(value, noise, np.empty(5), 1.0, 2.0**52) is False
+    assert exact._kernel.place(np.full(5, 1e300), noise, np.empty(5), 1.0, 2.0**52) is True
+
+
 def chacha_at(seed: int, ctr: tuple[int, int]):
     """A ChaCha20 bit generator of ``seed`` moved to the 32-bit output ``ctr`` (a multiple
     of 16, so that its next output starts a new block)."""
