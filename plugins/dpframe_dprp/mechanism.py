@@ -34,8 +34,9 @@ from dpframe.data.relation import Relation
 from dpframe.data.threads import blas_threads
 from dpframe.data.units import data_coordinates, in_domain_param
 from dpframe.errors import DomainError, ParameterError
+from dpframe.privacy import exact
 from dpframe.privacy.events import PrivacyEvent
-from dpframe.privacy.noise import NoisyStage, batch_perturb
+from dpframe.privacy.noise import GridNoise, NoisyStage, batch_perturb
 from dpframe.privacy.samplers import Sampler, SeededSampler
 from dpframe.privacy.sensitivities import (
     Region,
@@ -438,7 +439,7 @@ class DPRPMechanism(Mechanism):
         # several chunks it is drawn on a thread of its own while the pass runs (the same
         # draws in the same order: the pass draws nothing).
         noise, (projected, second) = _alongside(
-            lambda: stages["projection"].noise_for((records, params.k1), sampler),
+            lambda: _drawn_beside(stages["projection"], (records, params.k1), sampler),
             lambda: _project(encoding, dataset, r, _PASS_WORKERS),
             thread=records > CHUNK_ROWS,
         )
@@ -572,6 +573,14 @@ def _alongside(draw: Callable[[], A], work: Callable[[], B], *, thread: bool) ->
         drawn = pool.submit(draw)
         done = work()
         return drawn.result(), done
+
+
+def _drawn_beside(stage: NoisyStage, shape: tuple[int, int], sampler: Sampler) -> GridNoise:
+    """The projection's noise, drawn on one thread while the pass keeps the other cores
+    busy (the same draws: the exact sampler's split does not change them; measured: less
+    CPU than splitting it too, with four busy threads on two cores)."""
+    with exact.one_thread():
+        return stage.noise_for(shape, sampler)
 
 
 def _project(
