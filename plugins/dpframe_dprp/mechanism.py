@@ -58,7 +58,9 @@ from dpframe.releases.params import one_of, optional, positive, positive_int, pr
 from dpframe_dprp.calibration import Calibration, calibrate
 
 CHUNK_ROWS = 4096
-_PASS_WORKERS = min(2, os.cpu_count() or 1)
+_PASS_WORKERS = min(
+    2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
+)
 """Threads computing the chunks of the model's pass (one BLAS thread each)."""
 
 A = TypeVar("A")
@@ -637,9 +639,11 @@ def _project(
 
     start = 0
     with contextlib.ExitStack() as stack:
-        if len(dataset) > CHUNK_ROWS:
+        pool = None
+        if len(dataset) > CHUNK_ROWS:  # several chunks
             stack.enter_context(blas_threads(at_most=1))
-        pool = stack.enter_context(ThreadPoolExecutor(workers)) if workers > 1 else None
+            if workers > 1:
+                pool = stack.enter_context(ThreadPoolExecutor(workers))
         pending: collections.deque = collections.deque()
         for features, labels in dataset.chunks(CHUNK_ROWS):
             if pool is None:
