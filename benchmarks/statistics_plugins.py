@@ -85,7 +85,7 @@ def dprp_parts(data: Dataset) -> list[tuple[str, Callable[[], object]]]:
     eigenvectors) and its n x d reconstruction (post-processing), timed apart; and the
     model's two big parts alone: its data pass (``Z R`` and ``Z^T Z``) and the exact noise
     on the ``n x k1`` projection (at the model's own grid), which the model overlaps."""
-    from dpframe_dprp.mechanism import CHUNK_ROWS, Encoding, _project
+    from dpframe_dprp.mechanism import _PASS_WORKERS, CHUNK_ROWS, Encoding, _project
 
     mechanism = dpframe.mechanism("dprp")
     params = mechanism.params(epsilon=1.0, delta=1e-6, k1=10)
@@ -95,7 +95,14 @@ def dprp_parts(data: Dataset) -> list[tuple[str, Callable[[], object]]]:
     encoding = Encoding.build(params, data.domain)
     return [
         ("dprp DP model (k1 10)", lambda: mechanism.model(data, params, SeededSampler(1))),
-        ("dprp data pass alone (Z R and Z^T Z)", lambda: _project(encoding, data, model.r)),
+        (
+            "dprp data pass alone (Z R and Z^T Z, one thread)",
+            lambda: _project(encoding, data, model.r),
+        ),
+        (
+            f"dprp data pass alone ({_PASS_WORKERS} threads, as in the model)",
+            lambda: _project(encoding, data, model.r, _PASS_WORKERS),
+        ),
         (
             "dprp pass's two products alone (per chunk X_c^T X_c and X_c R, no clip, no labels)",
             lambda: _products(data.features, model.r[: data.n_features], CHUNK_ROWS),

@@ -29,7 +29,7 @@
    excluded) as int64 into out, at most len(out) of them, and returns how many.
 
    refine(...) settles most of the Gaussian's table-undecided proposals, place(...) puts
-   a release on its grid (both below); libm(...) exposes log and exp for the tests.
+   a release on its grid and checks it finite (both below); libm(...) exposes log and exp for the tests.
 
    log() and exp() are the C library's; the filter assumes relative errors below 2^-42
    and 2^-32 (glibc's are below 1 ulp, 2^-52). Compiled with -ffp-contract=off so that
@@ -247,7 +247,8 @@ exactc_compact(PyObject *self, PyObject *args)
 /* rint(y) in the default rounding mode without a library call: for |y| < 2^52 the sum
    y + 2^52 (y - 2^52 when y < 0) has a unit ulp, so it is y rounded to an integer, ties
    to even (2^52 is even), and subtracting 2^52 back is exact. Larger doubles are integers
-   already. It differs from rint only in giving +0.0 for y in (-1/2, 0), which place's sum
+   already. It differs from rint only in giving +0.0 for y in (-1/2, 0] (-0.0 - 2^52 + 2^52
+   is +0.0 too), which place's sum
    k + Z (Z a double holding an integer, never -0.0) turns into +0.0 either way. */
 static inline double
 round_even(double y)
@@ -255,14 +256,17 @@ round_even(double y)
     const double big = 0x1p52;
     if (!(fabs(y) < big))
         return y;
-    return y >= 0 ? (y + big) - big : (y - big) + big;
+    const double shift = copysign(big, y); /* no branch on the (random) sign */
+    return (y + shift) - shift;
 }
 
 /* place(value, noise, out, gamma, limit): a release on a grid in one pass,
    out = (clip(rint(value/gamma), -limit, limit) + noise) * gamma, each step rounded as
    noise.py's GridNoise.place rounds it (k + Z added in int64 when |Z| >= 2^53). value/gamma
    is value * (1/gamma) when gamma is a power of two (the same real number, rounded
-   once). out may be the noise's own buffer (each element is read before it is written). */
+   once). out may be the noise's or the value's own buffer (each element is read before it
+   is written). Returns whether every value was finite (checked in the same pass; a
+   non-finite value gives a meaningless out, which the caller discards). */
 static PyObject *
 exactc_place(PyObject *self, PyObject *args)
 {
@@ -288,10 +292,13 @@ exactc_place(PyObject *self, PyObject *args)
     const double inverse = 1.0 / gamma;
     const int power_of_two = frexp(gamma, &exponent) == 0.5 && isfinite(inverse) &&
                              inverse * gamma == 1.0 && frexp(inverse, &exponent) == 0.5;
+    int all = 1;
     Py_BEGIN_ALLOW_THREADS
     for (Py_ssize_t i = 0; i < n; i++) {
-        double k = round_even(power_of_two ? value[i] * inverse : value[i] / gamma);
-        k = k < -limit ? -limit : (k > limit ? limit : k);
+        double v = value[i];
+        all &= isfinite(v) != 0;
+        double k = round_even(power_of_two ? v * inverse : v / gamma);
+        k = k < -limit ? -limit : (k > limit ? limit : (k == k ? k : 0.0)); /* NaN: 0 */
         int64_t z = noise[i];
         double sum = (z < exact_limit && z > -exact_limit) ? k + (double)z
                                                             : (double)((int64_t)k + z);
@@ -301,7 +308,7 @@ exactc_place(PyObject *self, PyObject *args)
     PyBuffer_Release(&vv);
     PyBuffer_Release(&nv);
     PyBuffer_Release(&ov);
-    Py_RETURN_NONE;
+    return PyBool_FromLong(all);
 }
 
 /* finite(value): whether every element is finite (one pass, no temporary). */

@@ -32,10 +32,12 @@ fallback" and docs/samplers.md for the argument and the accuracy assumed of nump
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import math
 import os
 import threading
+from collections.abc import Iterator
 from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 
@@ -328,6 +330,22 @@ def _thread_count() -> int:
 
 
 _threads = _thread_count()  # the tests set it to compare one thread with two
+_local = threading.local()  # a calling thread's own limit (:func:`one_thread`)
+
+
+@contextlib.contextmanager
+def one_thread() -> Iterator[None]:
+    """Draw on the calling thread only, for the duration (this thread's draws; others keep
+    theirs): for a caller that keeps the other cores busy itself, such as DPRP's pass
+    beside its noise. The draws do not depend on it."""
+    before = getattr(_local, "threads", None)
+    _local.threads = 1
+    try:
+        yield
+    finally:
+        _local.threads = before
+
+
 _SPLIT = 2**13  # passes of at least this many proposals are split between two threads
 _WORDS_MIN = 2048  # fewer words come from random_raw (reading and setting the state costs)
 _pool: ThreadPoolExecutor | None = None
@@ -870,7 +888,7 @@ class _Fused:
                 stream.fill(words[first:stop], first, stop == n)
                 return self._filter(words[first:stop], x[first:stop], status[first:stop], 0)
 
-            if _threads > 1 and n >= _SPLIT:
+            if (getattr(_local, "threads", None) or _threads) > 1 and n >= _SPLIT:
                 half = n // 2
                 second = _worker().submit(part, half, n)
                 try:

@@ -353,18 +353,28 @@ class GridNoise:
     """``None`` on the unsafe float path (``noise`` is then floating point)."""
     noise: np.ndarray
 
-    def add(self, value: np.ndarray) -> np.ndarray:
-        """``value`` (of the shape drawn for) rounded to the grid plus the noise."""
+    def add(self, value: np.ndarray, *, in_place: bool = False) -> np.ndarray:
+        """``value`` (of the shape drawn for) rounded to the grid plus the noise; with
+        ``in_place`` the release overwrites ``value`` (a writeable, C-contiguous float64
+        array) and is returned: no new array. A NaN or infinite value is refused (in
+        place: after ``value`` was overwritten)."""
+        if in_place:
+            ok = isinstance(value, np.ndarray) and value.dtype == np.float64
+            if not (ok and value.flags.c_contiguous and value.flags.writeable):
+                raise ValueError("in_place needs a writeable C-contiguous float64 array")
         value = np.asarray(value, dtype=np.float64)
         if value.shape != self.noise.shape:
             raise ValueError(f"noise drawn for shape {self.noise.shape}, not {value.shape}")
-        if self.grid is not None:
-            _check_finite(value)
-        return self.place(value)
+        return self._place(value, value if in_place else None, check=self.grid is not None)
 
     def place(self, value: np.ndarray, *, out: np.ndarray | None = None) -> np.ndarray:
         """:meth:`add` for a float64 ``value`` already checked (finite, right shape),
-        written into ``out`` when given (float64, the same shape)."""
+        written into ``out`` when given (float64, the same shape; it may be ``value``)."""
+        return self._place(value, out, check=False)
+
+    def _place(self, value: np.ndarray, out: np.ndarray | None, *, check: bool) -> np.ndarray:
+        """:meth:`place`, refusing a non-finite ``value`` when ``check`` (in the kernel's
+        one pass when it places)."""
         if out is not None and (out.shape != value.shape or out.dtype != np.float64):
             raise ValueError(f"out must be a float64 array of shape {value.shape}")
         if self.grid is None:
@@ -373,9 +383,15 @@ class GridNoise:
         kernel = exact._kernel
         contiguous = value.flags.c_contiguous and self.noise.flags.c_contiguous
         if kernel is not None and contiguous and (out is None or out.flags.c_contiguous):
+            if check and not _place_checks(kernel):
+                _check_finite(value)  # a kernel built before place checked
             target = np.empty(value.shape) if out is None else out  # one pass (exact._kernel)
-            kernel.place(value, self.noise, target, gamma, float(GRID_LIMIT))
+            finite = kernel.place(value, self.noise, target, gamma, float(GRID_LIMIT))
+            if check and finite is False:
+                _refuse_non_finite()
             return target if target.ndim or out is not None else target[()]
+        if check:
+            _check_finite(value)
         # k = the statistic in grid steps, a double holding an integer (value/γ is exact:
         # γ is a power of two); one new array (0-d too), transformed in place.
         steps = np.divide(value, gamma, out=np.empty(value.shape))
@@ -428,4 +444,16 @@ def _check_finite(value: np.ndarray) -> None:
     else:
         finite = bool(np.all(np.isfinite(value)))
     if not finite:
-        raise ParameterError("a noisy statistic is NaN or infinite; check the data's domain.")
+        _refuse_non_finite()
+
+
+@functools.cache
+def _place_checks(kernel: Any) -> bool:
+    """Whether the kernel's ``place`` reports a non-finite value (older builds return
+    ``None``: their callers check first)."""
+    one = np.array([math.nan])
+    return kernel.place(one, np.zeros(1, dtype=np.int64), np.empty(1), 1.0, 1.0) is False
+
+
+def _refuse_non_finite() -> None:
+    raise ParameterError("a noisy statistic is NaN or infinite; check the data's domain.")

@@ -13,6 +13,7 @@ from __future__ import annotations
 import os
 import shutil
 import sysconfig
+from concurrent.futures import ThreadPoolExecutor
 from fractions import Fraction
 
 import mpmath
@@ -177,6 +178,18 @@ def test_the_kernel_places_a_release_on_its_grid_as_numpy_does(monkeypatch):
     assert results[0][4] == (GRID_LIMIT - 2**53) * gamma  # clamped, then the noise
 
 
+@needs_kernel
+def test_the_kernels_place_reports_whether_every_value_was_finite():
+    # GridNoise.add relies on it instead of a separate finite pass
+    noise = np.zeros(5, dtype=np.int64)
+    for bad in (np.nan, np.inf, -np.inf):
+        for where in (0, 4):
+            value = np.ones(5)
+            value[where] = bad
+            assert exact._kernel.place(value, noise, np.empty(5), 1.0, 2.0**52) is False
+    assert exact._kernel.place(np.full(5, 1e300), noise, np.empty(5), 1.0, 2.0**52) is True
+
+
 def chacha_at(seed: int, ctr: tuple[int, int]):
     """A ChaCha20 bit generator of ``seed`` moved to the 32-bit output ``ctr`` (a multiple
     of 16, so that its next output starts a new block)."""
@@ -243,6 +256,29 @@ def test_one_thread_and_two_return_the_same_draws(monkeypatch, family, parameter
         results.append(draws(exact._kernel, family, parameter, [3 * exact._SPLIT + 7, 100_000]))
     for one, two in zip(*results, strict=True):
         assert np.array_equal(one, two)
+
+
+@needs_kernel
+def test_one_thread_limits_only_the_calling_thread_and_is_restored(monkeypatch):
+    # DPRP draws its noise with exact.one_thread() beside its threaded pass: no pass of
+    # that thread is handed to the worker; another thread still splits; same draws.
+    monkeypatch.setattr(exact, "_threads", 2)
+    split = []
+    real = exact._worker
+    monkeypatch.setattr(exact, "_worker", lambda: split.append(1) or real())
+    family, parameter = LAWS[0]
+    count = [3 * exact._SPLIT + 7]
+    with exact.one_thread():
+        alone = draws(exact._kernel, family, parameter, count)
+        assert not split
+        with ThreadPoolExecutor(1) as pool:  # another thread keeps its split
+            other = pool.submit(draws, exact._kernel, family, parameter, count).result()
+        assert split
+    split.clear()
+    again = draws(exact._kernel, family, parameter, count)
+    assert split  # restored on leaving
+    for a, b, c in zip(alone, other, again, strict=True):
+        assert np.array_equal(a, b) and np.array_equal(a, c)
 
 
 @pytest.mark.parametrize("contiguous", [True, False])

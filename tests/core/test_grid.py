@@ -98,6 +98,80 @@ def test_noise_drawn_ahead_refuses_a_non_finite_value_or_another_shape():
         noise.add(np.zeros(3))
 
 
+@pytest.mark.parametrize("kernel", [True, False])
+@pytest.mark.parametrize("unsafe", [False, True])
+def test_a_release_in_place_is_the_new_arrays_release_bit_for_bit(monkeypatch, kernel, unsafe):
+    # DPRP releases its n x k1 projection in place (no third array): the same bits as
+    # .add(value), written into value itself, with the C kernel and with numpy.
+    from dpframe.privacy import exact
+
+    if not kernel:
+        monkeypatch.setattr(exact, "_kernel", None)
+    value = np.linspace(-3.0, 7.0, 3000).reshape(300, 10) / 7
+    value[0, 0] = -0.0
+    noise = grid_noise(
+        value.shape, "gaussian", 0.2, 1.5, make_sampler(5, unsafe_float_noise=unsafe)
+    )
+    expected = noise.add(value)
+    target = value.copy()
+    released = noise.add(target, in_place=True)
+    assert released is target and not np.shares_memory(expected, target)
+    assert np.array_equal(released, expected) and np.array_equal(
+        np.signbit(released), np.signbit(expected)
+    )
+
+
+@pytest.mark.parametrize("kernel", [True, False])
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+def test_a_release_in_place_refuses_a_non_finite_value(monkeypatch, kernel, bad):
+    # the kernel checks finiteness in its placing pass: a NaN or infinity anywhere (here
+    # the last element, after every finite one) is still one clear sentence
+    from dpframe.privacy import exact
+
+    if not kernel:
+        monkeypatch.setattr(exact, "_kernel", None)
+    noise = grid_noise((50, 4), "gaussian", 1.0, 1.0, SeededSampler(0))
+    for in_place in (True, False):
+        value = np.ones((50, 4))
+        value[-1, -1] = bad
+        with pytest.raises(ParameterError, match="NaN or infinite"):
+            noise.add(value, in_place=in_place)
+
+
+def test_a_kernel_built_before_place_checked_finiteness_still_refuses(monkeypatch):
+    # an older build's place returns None: the value is then checked before it is placed
+    from dpframe.privacy import exact
+
+    if exact._kernel is None:
+        pytest.skip("the C kernel is not built")
+
+    class Older:
+        def place(self, *arguments):
+            exact._kernel_real.place(*arguments)
+
+        def __getattr__(self, name):
+            return getattr(exact._kernel_real, name)
+
+    monkeypatch.setattr(exact, "_kernel_real", exact._kernel, raising=False)
+    monkeypatch.setattr(exact, "_kernel", Older())
+    noise = grid_noise((3,), "gaussian", 1.0, 1.0, SeededSampler(0))
+    value = np.array([0.5, np.nan, 1.0])
+    with pytest.raises(ParameterError, match="NaN or infinite"):
+        noise.add(value, in_place=True)
+    assert np.isnan(value[1])  # refused before anything was written
+    assert np.isfinite(noise.add(np.zeros(3), in_place=True)).all()
+
+
+def test_a_release_in_place_needs_a_writeable_contiguous_float64_array():
+    noise = grid_noise((4, 2), "gaussian", 1.0, 1.0, SeededSampler(0))
+    wide = np.zeros((4, 4))
+    frozen = np.zeros((4, 2))
+    frozen.flags.writeable = False
+    for value in (np.zeros((4, 2), dtype=np.float32), wide[:, :2], frozen, [[0.0] * 2] * 4):
+        with pytest.raises(ValueError, match="in_place"):
+            noise.add(value, in_place=True)
+
+
 def test_values_beyond_the_grid_range_are_clamped_not_wrapped():
     sampler = SeededSampler(4)
     out = grid_release(np.array([1e300, -1e300]), "laplace", 1.0, 1.0, sampler)

@@ -243,7 +243,8 @@ def test_fused_pass_is_the_plain_formula_across_chunk_boundaries(
 ):
     # _project never assembles Z = [U | L]: it multiplies the blocks chunk by chunk, reads
     # the records in place when the map is the identity, and clips after the syrk (redoing
-    # a chunk with a row over the bound). Z R and Z^T Z must be the plain formula's.
+    # a chunk with a row over the bound). Z R and Z^T Z must be the plain formula's, with
+    # one worker thread or several.
     from dpframe_dprp import mechanism
 
     monkeypatch.setattr(mechanism, "CHUNK_ROWS", 64)
@@ -279,6 +280,11 @@ def test_fused_pass_is_the_plain_formula_across_chunk_boundaries(
     np.testing.assert_allclose(projected, z @ r, rtol=1e-12, atol=1e-12)
     np.testing.assert_allclose(second, z.T @ z, rtol=1e-12, atol=1e-12)
     np.testing.assert_array_equal(second, second.T)
+    # chunks computed by several threads are summed in chunk order: the same bits
+    for workers in (2, 3):
+        threaded = mechanism._project(encoding, data, r, workers)
+        np.testing.assert_array_equal(threaded[0], projected)
+        np.testing.assert_array_equal(threaded[1], second)
 
 
 # -- bad input --------------------------------------------------------------------------------
