@@ -2,18 +2,21 @@
 
     python benchmarks/streaming.py [--rows 10000000] [--cols 100] [--csv-rows 1000000]
                                    [--dask-rows 2000000] [--workdir /tmp/dpframe-bench]
-                                   [--repeats 3] [--only NAME,...] [--write docs/benchmarks.md]
+                                   [--repeats 3] [--only NAME,...] [--paths cli,api]
+                                   [--write docs/benchmarks.md]
 
 1. Generates a Parquet file of ``rows x cols`` (float32 columns, row groups of 65,536
    rows; uniform on [-1.2, 1.2], so some values are clipped) and a CSV file of
    ``csv-rows x cols`` (a 10^7-row CSV would be about 10 GB). A size of 0 skips that part;
    each part writes its own section (streaming, streaming-csv, dask).
-2. Runs ``dpframe release`` on each in a child process (``--chunk-rows 65536``) and reads
-   the child's peak resident memory from the kernel (``os.wait4``'s rusage: measured
+2. Runs each release in a child process through the CLI (``dpframe release ...
+   --chunk-rows 65536``, with a new ledger) and through the API (``dpframe.execute`` on a
+   ``SourceDataset``, no ledger; ``--paths`` picks them), reads the child's peak resident
+   memory and CPU time (user + system) from the kernel (``os.wait4``'s rusage: measured
    outside the process) and its wall time, ``repeats`` times, interleaved with the
    baseline (min and median reported: the machine may be shared); throughput = records /
-   wall time (the release reads the data once per statistic pass: the ledger's keyed
-   fingerprint is computed in the first).
+   wall time (the release reads the data once per statistic pass: the keyed fingerprint
+   is computed in the first).
    The baseline, timed the same way just before each release: a child process that reads
    the file once with pyarrow in batches of the same size and converts every batch to a
    float64 array (Parquet; CSV: parses it once). The children run as a user would run
@@ -31,6 +34,7 @@ Generated files are deleted at the end.
 from __future__ import annotations
 
 import argparse
+import json
 import os
 import shutil
 import statistics
@@ -51,6 +55,13 @@ RELEASES = [
     ("gmm", ["--param", "n_synthetic=1000"], 1),
     ("mvg", ["--param", "query=covariance", "--delta", "1e-6"], 1),
 ]
+API_PARAMS = {
+    "lap_pca": {"dimension": 10},
+    "ron_gauss": {"dimension": 10, "n_synthetic": 1000},
+    "gmm": {"n_synthetic": 1000},
+    "mvg": {"query": "covariance", "delta": 1e-6},
+}
+"""The same parameters for the API's ``mechanism.params(epsilon=1, ...)``."""
 
 
 def generate(path: Path, rows: int, cols: int, csv: bool = False) -> float:
@@ -94,9 +105,26 @@ for batch in batches:
 """
 """The baseline: one read of the file, every batch converted to a float64 array."""
 
+API = """
+import json
+import sys
 
-def run_child(args: list[str], blas_threads: int | None) -> tuple[float, float, str]:
-    """Wall seconds and peak RSS (MiB, from the kernel) of a child process."""
+import dpframe
+from dpframe import Classes, Domain, SeededSampler
+from dpframe.data.sources import SourceDataset, open_source
+
+path, name, params, rows = sys.argv[1], sys.argv[2], json.loads(sys.argv[3]), int(sys.argv[4])
+domain = Domain(lower=-1.0, upper=1.0, labels=Classes((0, 1, 2, 3, 4), column="y"))
+data = SourceDataset(open_source(path, domain), domain, chunk_rows=rows)
+mechanism = dpframe.mechanism(name)
+dpframe.execute(mechanism, data, mechanism.params(epsilon=1.0, **params), SeededSampler(1))
+"""
+"""A release through the Python API: the same file, domain and parameters, no ledger."""
+
+
+def run_child(args: list[str], blas_threads: int | None) -> tuple[float, float, float, str]:
+    """Wall seconds, peak RSS (MiB) and CPU seconds (user + system; both from the kernel)
+    of a child process."""
     env = dict(os.environ)
     if blas_threads is not None:
         env["OPENBLAS_NUM_THREADS"] = env["OMP_NUM_THREADS"] = str(blas_threads)
@@ -111,7 +139,8 @@ def run_child(args: list[str], blas_threads: int | None) -> tuple[float, float, 
     child.returncode = os.waitstatus_to_exitcode(status)
     if child.returncode:
         raise SystemExit(f"child failed ({child.returncode}):\n{output}")
-    return wall, usage.ru_maxrss / 1024, output  # ru_maxrss is in KiB on Linux
+    cpu = usage.ru_utime + usage.ru_stime
+    return wall, usage.ru_maxrss / 1024, cpu, output  # ru_maxrss is in KiB on Linux
 
 
 def release_args(name: str, extra: list[str], data: Path, out: Path) -> list[str]:
@@ -148,6 +177,14 @@ def release_args(name: str, extra: list[str], data: Path, out: Path) -> list[str
     ]
 
 
+def command(path: str, name: str, extra: list[str], data: Path, out: Path) -> list[str]:
+    """The child's command line: ``dpframe release`` (path ``cli``) or the API."""
+    if path == "api":
+        params = json.dumps(API_PARAMS[name])
+        return [sys.executable, "-c", API, str(data), name, params, str(CHUNK)]
+    return release_args(name, extra, data, out)
+
+
 def streamed(
     work: Path,
     data: Path,
@@ -157,45 +194,56 @@ def streamed(
     repeats: int,
     only: set[str] | None = None,
     tiny: Path | None = None,
+    paths: tuple[str, ...] = ("cli",),
 ) -> list[str]:
-    """Each release (of ``only``, if given) against the baseline read, interleaved
-    ``repeats`` times; with ``tiny`` (a file of the same kind with few rows), each round
-    also times both on it: their fixed costs (start-up, imports, the ledger's creation and
-    charge, the outputs), and the ratio of what remains."""
+    """Each release (of ``only``, if given; through each of ``paths``) against the
+    baseline read, interleaved ``repeats`` times; with ``tiny`` (a file of the same kind
+    with few rows), each round also times both on it: their fixed costs (start-up,
+    imports, the ledger's creation and charge, the outputs), and the ratio of what
+    remains."""
     lines = []
     read = [sys.executable, "-c", READ, str(data), str(CHUNK)]
     for name, extra, passes in RELEASES:
         if only is not None and name not in only:
             continue
-        out = work / f"{kind}-{name}"
-        reads, walls, peaks, fixed_reads, fixed_walls = [], [], [], [], []
-        for round_ in range(repeats):
-            reads.append(run_child(read, blas_threads)[0])
-            args = release_args(name, extra, data, Path(f"{out}-{round_}"))
-            wall, peak, _ = run_child(args, blas_threads)
-            walls.append(wall)
-            peaks.append(peak)
+        for path in paths:
+            out = work / f"{kind}-{name}-{path}"
+            reads, walls, cpus, read_cpus, peaks, fixed_reads, fixed_walls = ([] for _ in "1234567")
+            for round_ in range(repeats):
+                wall, _, cpu, _ = run_child(read, blas_threads)
+                reads.append(wall)
+                read_cpus.append(cpu)
+                wall, peak, cpu, _ = run_child(
+                    command(path, name, extra, data, Path(f"{out}-{round_}")), blas_threads
+                )
+                walls.append(wall)
+                cpus.append(cpu)
+                peaks.append(peak)
+                if tiny is not None:
+                    small = [sys.executable, "-c", READ, str(tiny), str(CHUNK)]
+                    fixed_reads.append(run_child(small, blas_threads)[0])
+                    target = Path(f"{out}-tiny-{round_}")
+                    fixed_walls.append(
+                        run_child(command(path, name, extra, tiny, target), blas_threads)[0]
+                    )
+            ratios = [w / r for w, r in zip(walls, reads, strict=True)]
+            beyond = ""
             if tiny is not None:
-                small = [sys.executable, "-c", READ, str(tiny), str(CHUNK)]
-                fixed_reads.append(run_child(small, blas_threads)[0])
-                args = release_args(name, extra, tiny, Path(f"{out}-tiny-{round_}"))
-                fixed_walls.append(run_child(args, blas_threads)[0])
-        ratios = [w / r for w, r in zip(walls, reads, strict=True)]
-        beyond = ""
-        if tiny is not None:
-            release_part = min(walls) - min(fixed_walls)
-            read_part = min(reads) - min(fixed_reads)
-            beyond = (
-                f" {min(fixed_walls):.1f} / {min(fixed_reads):.1f} | "
-                f"{release_part / read_part:.2f} |"
+                release_part = min(walls) - min(fixed_walls)
+                read_part = min(reads) - min(fixed_reads)
+                beyond = (
+                    f" {min(fixed_walls):.1f} / {min(fixed_reads):.1f} | "
+                    f"{release_part / read_part:.2f} |"
+                )
+            lines.append(
+                f"| {kind} | `{name}` ({path.upper()}) | {rows:,} | {passes} | "
+                f"{min(walls):.1f} / {statistics.median(walls):.1f} | "
+                f"{min(reads):.1f} / {statistics.median(reads):.1f} | "
+                f"{min(walls) / min(reads):.2f} / {statistics.median(ratios):.2f} | "
+                f"{min(cpus):.1f} / {min(read_cpus):.1f} = {min(cpus) / min(read_cpus):.2f} | "
+                f"{rows / min(walls):,.0f} | {max(peaks):.0f} |{beyond}"
             )
-        lines.append(
-            f"| {kind} | `{name}` | {rows:,} | {passes} | {min(walls):.1f} / "
-            f"{statistics.median(walls):.1f} | {min(reads):.1f} / {statistics.median(reads):.1f} | "
-            f"{min(walls) / min(reads):.2f} / {statistics.median(ratios):.2f} | "
-            f"{rows / min(walls):,.0f} | {max(peaks):.0f} |{beyond}"
-        )
-        print(lines[-1], flush=True)
+            print(lines[-1], flush=True)
     return lines
 
 
@@ -260,6 +308,9 @@ def main() -> None:
     parser.add_argument("--write", type=Path, default=None)
     parser.add_argument("--only", default=None, help="comma-separated release names")
     parser.add_argument(
+        "--paths", default="cli,api", help="comma-separated: cli (dpframe release), api"
+    )
+    parser.add_argument(
         "--blas-threads",
         type=int,
         default=None,
@@ -275,14 +326,18 @@ def main() -> None:
         else f"{args.blas_threads} BLAS thread(s) forced"
     )
     only = None if args.only is None else set(args.only.split(","))
+    paths = tuple(args.paths.split(","))
+    if not set(paths) <= {"cli", "api"}:
+        parser.error(f"--paths takes cli and api, not {args.paths!r}")
     work = args.workdir
     work.mkdir(parents=True, exist_ok=True)
     header = [
         "| file | release | records | passes (fingerprint in the first) | wall (s), min / "
         "median | one read (s), min / median | ratio to one read, min/min / median of "
-        "rounds | records/s (best) | peak RSS (MiB) | fixed cost (s, min): release / read "
-        f"of a {TINY:,}-row file | ratio beyond the fixed costs (min/min) |",
-        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|",
+        "rounds | CPU (s, min): release / read = ratio | records/s (best) | peak RSS (MiB) | "
+        f"fixed cost (s, min): release / read of a {TINY:,}-row file | ratio beyond the "
+        "fixed costs (min/min) |",
+        "|---|---|---:|---|---:|---:|---:|---:|---:|---:|---:|---:|",
     ]
     sections = {}
     try:
@@ -300,12 +355,15 @@ def main() -> None:
             sections[name] = [
                 f"Machine: {machine()}. {kind} file of {rows:,} x {args.cols} (float32 values) "
                 f"plus an integer label column: {size:.2f} GiB, {seconds:.0f} s to write. "
-                f"`dpframe release ... --chunk-rows {CHUNK}` in a child process with "
+                f"`dpframe release ... --chunk-rows {CHUNK}` (CLI) and `dpframe.execute` "
+                f"(API, no ledger) in a child process with "
                 f"{threads}, {args.repeats} interleaved rounds; peak RSS from the kernel. "
                 f"Load average at the start: {'/'.join(f'{x:.1f}' for x in os.getloadavg())}.",
                 "",
                 *header,
-                *streamed(work, path, rows, kind, args.blas_threads, args.repeats, only, tiny),
+                *streamed(
+                    work, path, rows, kind, args.blas_threads, args.repeats, only, tiny, paths
+                ),
             ]
             path.unlink()
             tiny.unlink()

@@ -835,10 +835,7 @@ class SourceDataset:
         first = 0
         pending: list[Batch] = []
         held = 0
-        batches = self.source_obj.batches(rows)
-        if self.source_obj.fresh_batches:  # decoded from a file: the next one beside this
-            batches = read_ahead(batches)
-        for features, labels in batches:
+        for features, labels in self.source_obj.batches(rows):
             pending.append((features, labels))
             held += len(features)
             while held >= rows:
@@ -873,25 +870,35 @@ class SourceDataset:
         number = self._begin_pass()
         bar = self._progress(number, self.n) if self._progress else None
         report = ClipReport(0)
+        prepared = self._prepared(rows)
+        if self.source_obj.fresh_batches:  # a file: the next chunk read, decoded,
+            prepared = read_ahead(prepared)  # validated and clipped beside this one
         with self.blas_threads():
-            for features, labels, first in self._raw(rows):
-                x, y, part = prepare_chunk(
-                    self.domain,
-                    self.n_features,
-                    features,
-                    labels,
-                    first,
-                    # a fresh batch (or a slice of one: chunks never overlap) is ours
-                    copy=not self.source_obj.fresh_batches or not features.flags.writeable,
-                )
+            for x, y, part in prepared:
                 report = _sum_reports(report, part)
                 if bar is not None:
                     bar.update(x.shape[0])
-                x.setflags(write=False)  # a fingerprint's thread may still be hashing it
                 yield x, y
         if bar is not None:
             bar.finish()
         self.clip_report = report
+
+    def _prepared(self, rows: int) -> Iterator[tuple[np.ndarray, Any, ClipReport]]:
+        """The pass's chunks, validated and clipped (:func:`prepare_chunk`), read-only,
+        with their clip reports; an invalid record raises in its place."""
+        fresh = self.source_obj.fresh_batches
+        for features, labels, first in self._raw(rows):
+            x, y, part = prepare_chunk(
+                self.domain,
+                self.n_features,
+                features,
+                labels,
+                first,
+                # a fresh batch (or a slice of one: chunks never overlap) is ours
+                copy=not fresh or not features.flags.writeable,
+            )
+            x.setflags(write=False)  # a fingerprint's thread may still be hashing it
+            yield x, y, part
 
     def blas_threads(self) -> contextlib.AbstractContextManager[int]:
         """Limit BLAS to the cores a pass over this source leaves free: a file's reader

@@ -36,9 +36,9 @@ import math
 from collections.abc import Sequence
 
 import numpy as np
-from scipy.optimize import brentq
 
 from dpframe.errors import ParameterError
+from dpframe.privacy.optimize import brentq
 
 SHARES_TOL = 1e-9
 

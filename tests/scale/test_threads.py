@@ -121,12 +121,22 @@ def test_read_ahead_yields_in_order_raises_in_place_and_stops_when_closed():
     assert not any(t.name == "dpframe-read-ahead" for t in threading.enumerate())
 
 
-def test_a_file_pass_reads_its_batches_on_the_read_ahead_thread(files, domain):
-    """A file's batches are read and decoded beside the pass's computation; an in-memory
-    source's are not (nothing to decode)."""
+def test_a_file_pass_reads_its_batches_on_the_read_ahead_thread(files, domain, monkeypatch):
+    """A file's batches are read, decoded, validated and clipped beside the pass's
+    computation; an in-memory source's are not (nothing to decode)."""
     import threading
 
+    from dpframe.data import sources
     from dpframe.data.sources import ArraySource
+
+    preparers: list[str] = []
+    prepare = sources.prepare_chunk
+
+    def spy_prepare(*args, **kwargs):
+        preparers.append(threading.current_thread().name)
+        return prepare(*args, **kwargs)
+
+    monkeypatch.setattr(sources, "prepare_chunk", spy_prepare)
 
     def spied(source):
         readers: list[str] = []
@@ -143,7 +153,10 @@ def test_a_file_pass_reads_its_batches_on_the_read_ahead_thread(files, domain):
     source, readers = spied(open_source(files["parquet"], domain))
     reduce(SourceDataset(source, domain, chunk_rows=500), lambda x, y: x.sum(axis=0))
     assert readers and set(readers) == {"dpframe-read-ahead"}
+    assert preparers and set(preparers) == {"dpframe-read-ahead"}
+    preparers.clear()
     x, y = np.zeros((40, 3)), np.zeros(40, dtype=np.int64)
     source, readers = spied(ArraySource(x, y))
     reduce(SourceDataset(source, domain, chunk_rows=16), lambda x, y: x.sum(axis=0))
     assert readers and set(readers) == {threading.current_thread().name}
+    assert preparers and set(preparers) == {threading.current_thread().name}

@@ -1,8 +1,9 @@
 """The budget's accountant, warmed up on a thread while a release reads its data.
 
 A charge's accountant may import dp-accounting (the ``pld`` member of ``best``: scipy.stats
-and scipy.signal, about 1.2 s of CPU) and scipy.optimize (zcdp's order search, about
-0.6 s) the first time it evaluates an event. The ledger evaluates it when it reserves the
+and scipy.signal, about 1.2 s of CPU) and scipy.optimize (the ``approx`` accountant's
+searches, about 0.6 s; zCDP's order search is numpy only) the first time it evaluates an
+event. The ledger evaluates it when it reserves the
 charge, after the statistic's pass over the data; a command that streams a file can do
 that work alongside the pass instead, where the pass leaves a core idle (it is mostly
 decoding and BLAS, outside the GIL).

@@ -62,28 +62,36 @@ from dpframe.privacy.events import (
     SelfComposedEvent,
     ZCDPEvent,
 )
-from dpframe.privacy.optimize import minimize_scalar
 
 _GRID_STEP = 0.1
-"""Spacing of the scan over ``log(α - 1)`` before a bounded refinement."""
+"""Spacing of the scan over ``log(α - 1)`` before the refinement."""
+_ZOOM_POINTS = 33
+"""Points per refinement round: each round narrows the bracket 16-fold."""
+_XTOL = 1e-10
+"""Width of ``log(α - 1)``'s bracket at which the refinement stops."""
 
 
 def _best_order(objective, hi: float) -> float:
     """The order ``α`` minimising ``objective(log(α - 1))`` over ``log(α - 1) ∈ [-12, hi]``:
-    a vectorised grid scan, then a bounded refinement around the best grid point. Every α
-    gives a valid bound, so the search affects only tightness; the caller re-evaluates the
-    bound at the returned order with a rounding allowance."""
+    a vectorised grid scan, then vectorised zooms (``_ZOOM_POINTS`` evenly spaced points
+    across the bracket around the best point so far) until the bracket is narrower than
+    ``_XTOL``; numpy only, so a plan never imports scipy.optimize for it. Every α gives a
+    valid bound, so the search affects only tightness (the result is the best point
+    evaluated, never worse than the grid's); the caller re-evaluates the bound at the
+    returned order with a rounding allowance."""
     grid = np.arange(-12.0, hi + _GRID_STEP, _GRID_STEP)
-    with np.errstate(over="ignore", invalid="ignore"):
-        values = objective(grid)
-    values = np.where(np.isnan(values), np.inf, values)
-    best = int(np.argmin(values))
-    lo, up = grid[max(best - 1, 0)], grid[min(best + 1, len(grid) - 1)]
-    refined = minimize_scalar(
-        objective, bounds=(lo, up), method="bounded", options={"xatol": 1e-10}
-    )
-    x = float(refined.x) if float(refined.fun) < float(values[best]) else float(grid[best])
-    return 1 + math.exp(x)
+    best_x, best_value = math.nan, math.inf
+    while True:
+        with np.errstate(over="ignore", invalid="ignore"):
+            values = objective(grid)
+        values = np.where(np.isnan(values), np.inf, values)
+        k = int(np.argmin(values))
+        if values[k] < best_value or math.isnan(best_x):
+            best_x, best_value = float(grid[k]), float(values[k])
+        lo, up = grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]
+        if not up - lo > _XTOL:
+            return 1 + math.exp(best_x)
+        grid = np.linspace(lo, up, _ZOOM_POINTS)
 
 
 def _largest_log_order(rho: float, scale: float) -> float:
