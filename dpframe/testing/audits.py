@@ -629,7 +629,7 @@ def _threshold_scores(
     parameter each would prove at ``level`` with this many samples, and the pooled
     values, sorted."""
     a, b = np.sort(v0), np.sort(v1)
-    pooled = np.sort(np.concatenate([a, b]))
+    pooled = np.sort(np.concatenate([a, b]), kind="stable")  # timsort: merges the two runs
     n = pooled.size
     tail = np.unique(np.geomspace(1, n // 2, 200).astype(int))
     ranks = np.unique(np.concatenate([tail - 1, n - tail, np.linspace(0, n - 1, 200).astype(int)]))

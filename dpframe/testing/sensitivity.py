@@ -130,6 +130,8 @@ class SensitivityReport:
 
 QUERY_MEMO_BYTES = 1 << 16
 """Datasets up to this many bytes of features have their query values remembered."""
+BUILT_KEPT = 8
+"""The local climb reuses the datasets of its last few states (those a move left unchanged)."""
 
 
 class Search:
@@ -444,23 +446,17 @@ class _LocalClimb:
             self.a = (x1[row], None if y1 is None else y1[row])
             self.b = (x2[row], None if y2 is None else y2[row])
         self._scores: dict[tuple, tuple[float, int]] = {}
+        self._built: dict[tuple, Dataset] = {}
         self.value = self._score()
 
     def _state(self) -> tuple:
         """The climb's state as exact values: the datasets, and so the score, are a
         function of it."""
+        return (self._base_key(), _record_key(self.a), _record_key(self.b))
 
-        def record(r: tuple | None) -> tuple | None:
-            return None if r is None else (r[0].tobytes(), repr(r[1]))
-
+    def _base_key(self) -> tuple:
         x, y = self.base
-        return (
-            x.shape,
-            x.tobytes(),
-            None if y is None else repr(y.tolist()),
-            record(self.a),
-            record(self.b),
-        )
+        return (x.shape, x.tobytes(), None if y is None else repr(y.tolist()))
 
     def _score(self) -> float:
         """:meth:`_evaluate`, once per distinct state: a rejected move often rebuilds a
@@ -480,11 +476,23 @@ class _LocalClimb:
         return value
 
     def _datasets(self) -> list[Dataset]:
+        """The state's two datasets. A move changes one record or the base, so the other
+        dataset is often one built for a recent state: it is reused (datasets are
+        immutable), since building and validating one costs more than its query."""
         x, y = self.base
-        domain = self.space.domain
-        if self.add_remove:
-            return [make_dataset(domain, x, y), make_dataset(domain, *with_extra(x, y, self.a))]
-        return [make_dataset(domain, *with_extra(x, y, r)) for r in (self.a, self.b)]
+        base = self._base_key()
+        out = []
+        for record in (None, self.a) if self.add_remove else (self.a, self.b):
+            key = (base, _record_key(record))
+            dataset = self._built.pop(key, None)
+            if dataset is None:
+                rows = (x, y) if record is None else with_extra(x, y, record)
+                dataset = make_dataset(self.space.domain, *rows)
+            self._built[key] = dataset  # most recently used last
+            out.append(dataset)
+        while len(self._built) > BUILT_KEPT:
+            del self._built[next(iter(self._built))]
+        return out
 
     def _evaluate(self) -> float:
         datasets = self._datasets()
@@ -597,6 +605,11 @@ class _LocalClimb:
             if record is not None:
                 clipped = domain.clip(record[0][None, :].copy())[0][0]
                 setattr(self, name, (clipped, record[1]))
+
+
+def _record_key(record: tuple | None) -> tuple | None:
+    """A differing record (features, label) as exact values."""
+    return None if record is None else (record[0].tobytes(), repr(record[1]))
 
 
 def _content_key(dataset: Dataset) -> tuple | None:
