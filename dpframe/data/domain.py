@@ -817,15 +817,28 @@ def _uniform(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray | float, np.nda
     return lo, hi
 
 
+_SAME_OBJECT: dict[tuple[Any, ...], tuple[Domain, Domain]] = {}
+
+
 def _memo(method: Callable[..., Domain], domain: Domain, *args: Any) -> Domain:
     """``method(domain, *args)``, remembered per distinct domain and arguments. A Domain
     is immutable, so an equal one gives an equal result; its repr is in the key as well,
     because ``0.0 == -0.0`` but a bound keeps the sign it was declared with. Unhashable
-    domains (array-valued fields) are not remembered."""
+    domains (array-valued fields) are not remembered. The same Domain object asked again
+    is answered without its repr (a few hundred microseconds for wide domains), from a
+    table that holds the object, so its ``id`` cannot be reused while remembered."""
+    key = (method, id(domain), *args)
+    hit = _SAME_OBJECT.get(key)
+    if hit is not None and hit[0] is domain:
+        return hit[1]
     try:
-        return _remembered(method, domain, repr(domain), *args)
+        result = _remembered(method, domain, repr(domain), *args)
     except TypeError:  # unhashable: computed afresh
         return method(domain, *args)
+    if len(_SAME_OBJECT) >= 256:
+        _SAME_OBJECT.clear()
+    _SAME_OBJECT[key] = (domain, result)
+    return result
 
 
 @functools.lru_cache(maxsize=256)
