@@ -258,6 +258,8 @@ def execute(
     sampler = sampler or make_sampler()
     event = planned_event(mechanism, params, dataset.domain)
     check_passes(mechanism, params, dataset)
+    if getattr(dataset, "deferred", False) and mechanism.data_passes(params) is None:
+        dataset.settle()  # it reads `features`: check them all now, before any charge
     entry = _plugin_identity(type(mechanism))
     fingerprint_key = ledger.fingerprint_key if ledger is not None else _ephemeral_key()
     base = {
@@ -343,7 +345,7 @@ class _Charge:
             return
         if self.refusal is not None:
             raise self.refusal
-        if self.ledger is not None or self.first_pass is None:
+        if self.ledger is not None or self.first_pass is None or self._unchecked():
             self.fingerprinted()
         if self.ledger is not None:
             request = {**self.request, "dataset_fingerprint": self.fingerprint}
@@ -353,6 +355,11 @@ class _Charge:
                 self.refusal = exc
                 raise
         self.reserved = True
+
+    def _unchecked(self) -> bool:
+        """Whether a deferred Dataset's records are still unchecked at a first draw (no
+        complete pass read them): its fingerprint's pass checks them before the draw."""
+        return getattr(self.dataset, "deferred", False) and self.first_pass.state != "done"
 
     def fingerprinted(self) -> str:
         """The fingerprint: from the first pass when it was complete, else from a pass of
