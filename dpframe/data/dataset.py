@@ -23,6 +23,7 @@ thread of its own that overlaps the mechanism's arithmetic.
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import math
 import queue
@@ -128,14 +129,21 @@ class Dataset:
     ) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
         """``(features, labels)`` blocks of at most ``rows`` records, in order."""
         first_pass = _watcher(self)
-        return watched(self, self._blocks(rows, first_pass), first_pass)
+        # A deferred Dataset's pass is checked as it is read, unless it is this release's
+        # observed first pass (checked on the fingerprint's thread: execute() runs the
+        # release again on the settled Dataset if that check fails, before any draw) or
+        # comes after one that found every value inside the domain.
+        observed = first_pass is not None and first_pass.state == "waiting"
+        clean = first_pass is not None and first_pass.clean
+        check = self._deferred and not observed and not clean
+        return watched(self, self._blocks(rows, check), first_pass)
 
     def _blocks(
-        self, rows: int, first_pass: FirstPass | None = None
+        self, rows: int, check: bool = False
     ) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
-        """The chunks; a deferred Dataset's checked and clipped as they are read, unless
-        ``first_pass`` (this release's) already found them all inside the domain."""
-        check = self._deferred and not (first_pass is not None and first_pass.clean)
+        """The chunks; with ``check`` (a deferred Dataset's), checked and clipped as they
+        are read: one sentence for a NaN or an infinite value, a copy of a chunk with
+        values outside the domain, clipped."""
         names = self.domain.feature_names
         for start in range(0, self.n_records, rows):
             stop = start + rows
@@ -145,9 +153,18 @@ class Dataset:
             ):
                 features = features.copy()
                 self.domain.clip(features)
-                if first_pass is not None:
-                    first_pass.clipped = True
             yield features, None if self.labels is None else self.labels[start:stop]
+
+    def inside(self) -> bool:
+        """Whether every value is finite and inside the domain (one read; one sentence
+        for a NaN or an infinite value)."""
+        names = self.domain.feature_names
+        for start in range(0, self.n_records, VALIDATION_ROWS):
+            chunk = self._features[start : start + VALIDATION_ROWS]
+            extremes = finite_extremes(chunk, self.domain, names, start)
+            if not self.domain.contains(chunk, extremes=extremes):
+                return False
+        return True
 
     def fingerprint(self, key: FingerprintKey | bytes, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> str:
         """A keyed content fingerprint of the clipped records under ``key`` (a ledger's
@@ -160,18 +177,19 @@ class Dataset:
         A Dataset that wraps the caller's array (not a copy) checks, in the same pass,
         that every record is still in the domain.
         """
-        return keyed_fingerprint(
-            key, self.n_records, self.n_features, self._blocks(chunk_rows), check=self._recheck()
-        )
+        blocks = self._blocks(chunk_rows, check=self._deferred)
+        check = self._recheck()
+        return keyed_fingerprint(key, self.n_records, self.n_features, blocks, check=check)
 
     def first_pass(self, key: FingerprintKey | bytes) -> FirstPass:
         """A :class:`FirstPass` that fingerprints these records as a pass reads them."""
-        check = self._recheck()
+        check = self.domain if self._deferred else self._recheck()
         # The chunks are views of records held in memory anyway: no bound on the backlog,
         # so a light first pass never waits for the hash (it goes on during later passes).
-        return FirstPass(
-            Fingerprinter(key, self.n_records, self.n_features, check=check, backlog=0)
+        fingerprinter = Fingerprinter(
+            key, self.n_records, self.n_features, check=check, backlog=0, deferred=self._deferred
         )
+        return FirstPass(fingerprinter)
 
     def _recheck(self) -> Domain | None:
         """The domain to re-check on the fingerprint's thread: that of a checked Dataset
@@ -391,7 +409,9 @@ class Fingerprinter:
     domain) runs on a thread of its own: both hashes release the GIL on large buffers, so
     it overlaps the caller's arithmetic on the same chunks. At most ``backlog`` chunks
     wait for it (memory stays bounded for streamed sources). The chunks must not change
-    until :meth:`hexdigest` returns.
+    until :meth:`hexdigest` returns. With ``deferred`` (the unchecked records of a deferred
+    Dataset), a chunk outside the domain is no refusal: :meth:`inside` says so, and the
+    thread checks each chunk as soon as it comes, ahead of the hashing.
     """
 
     def __init__(
@@ -402,10 +422,13 @@ class Fingerprinter:
         *,
         check: Domain | None = None,
         backlog: int = 4,
+        deferred: bool = False,
     ) -> None:
         """``backlog = 0``: no bound (for chunks that are views of data held anyway)."""
         self._key = as_fingerprint_key(key)
         self._shape, self._check = (n_records, n_features), check
+        self._deferred, self._outside = deferred, False
+        self._checked = threading.Event()  # every chunk before end_of_pass() is checked
         self._features = self._key.new()
         self._labels = self._key.new()
         self._queue: queue.Queue = queue.Queue(maxsize=backlog)
@@ -420,6 +443,17 @@ class Fingerprinter:
         closed)."""
         if not self._closed:
             self._queue.put((features, labels))
+
+    def end_of_pass(self) -> None:
+        """Mark the end of the chunks to check (:meth:`inside`)."""
+        if not self._closed:
+            self._queue.put(_END)
+
+    def inside(self) -> bool:
+        """After :meth:`end_of_pass`: whether every chunk checked was finite and inside
+        the domain (waits for the checks only, not for the hashing)."""
+        self._checked.wait()
+        return not self._outside
 
     def hexdigest(self) -> str:
         """The fingerprint of every chunk added; one sentence if a checked chunk was
@@ -445,16 +479,48 @@ class Fingerprinter:
             self._thread.join()
 
     def _work(self) -> None:
-        while (item := self._queue.get()) is not None:
-            if self._refusal is not None:
-                continue  # refused: drain, so that the producer never blocks
-            features, labels = item
-            if self._check is not None and not self._check.contains(features):
-                self._refusal = CHANGED_ARRAY
-                continue
-            self._features.update(_record_bytes(features))
-            if labels is not None:
-                self._labels.update(_record_bytes(labels))
+        pending: collections.deque = collections.deque()  # checked, not yet hashed
+        try:
+            while True:
+                if pending and self._deferred:  # check what has come before hashing more
+                    try:
+                        item = self._queue.get_nowait()
+                    except queue.Empty:
+                        self._hash(*pending.popleft())
+                        continue
+                else:
+                    item = self._queue.get()
+                if item is None:
+                    break
+                if item is _END:
+                    self._checked.set()
+                    continue
+                if self._refusal is not None or self._outside:
+                    continue  # refused: drain, so that the producer never blocks
+                features, labels = item
+                if self._check is not None and not self._check.contains(features):
+                    if self._deferred:
+                        self._outside = True
+                    else:
+                        self._refusal = CHANGED_ARRAY
+                    continue
+                if self._deferred:
+                    pending.append(item)
+                else:
+                    self._hash(features, labels)
+            while pending and not self._outside:
+                self._hash(*pending.popleft())
+        finally:
+            self._checked.set()
+
+    def _hash(self, features: np.ndarray, labels: np.ndarray | None) -> None:
+        self._features.update(_record_bytes(features))
+        if labels is not None:
+            self._labels.update(_record_bytes(labels))
+
+
+_END = object()
+"""The end of a pass's chunks (:meth:`Fingerprinter.end_of_pass`)."""
 
 
 def _record_bytes(values: np.ndarray) -> memoryview:
@@ -474,23 +540,28 @@ class FirstPass:
         self.fingerprinter = fingerprinter
         self.state = "waiting"
         self.refusal: DataError | None = None
-        self.clipped = False  # a deferred Dataset's chunk was clipped as it was read
 
     @property
     def clean(self) -> bool:
-        """Whether a complete pass read every record inside the domain (a deferred
-        Dataset's later passes of this release then need no check)."""
-        return self.state == "done" and not self.clipped
+        """Whether a complete pass found every value finite and inside the domain (waits
+        for the fingerprint's thread to check the last chunk)."""
+        return self.state == "done" and self.fingerprinter.inside()
 
     def observe(
         self, chunks: Iterator[tuple[np.ndarray, np.ndarray | None]]
     ) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
+        """``chunks``, observed if no pass was before (decided now, not at the first
+        chunk)."""
         if self.state != "waiting":
-            yield from chunks
-            return
+            return chunks
+        self.state = "reading"
+        return self._observed(chunks)
+
+    def _observed(
+        self, chunks: Iterator[tuple[np.ndarray, np.ndarray | None]]
+    ) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
         from dpframe.data.threads import blas_threads
 
-        self.state = "reading"
         try:
             with blas_threads(others=1):  # the fingerprint's thread needs a core
                 while True:
@@ -506,6 +577,7 @@ class FirstPass:
                     yield features, labels
             if self.state == "reading":
                 self.state = "done"
+                self.fingerprinter.end_of_pass()
         finally:
             if self.state != "done":
                 self.abandon()

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import threading
 
 import blake3
 import numpy as np
@@ -217,3 +218,27 @@ def test_the_first_draw_or_spawn_waits_for_the_reservation_and_a_refusal_draws_n
         other.gaussian(1.0, 3)
     assert opened == [1]  # once, before the first draw
     assert np.array_equal(first, SeededSampler(3).gaussian(1.0, 3))
+
+
+@pytest.mark.parametrize(("name", "values"), USER_PATH, ids=[n for n, _ in USER_PATH])
+def test_a_clean_release_checks_each_value_once_on_the_fingerprint_s_thread(
+    name, values, monkeypatch
+):
+    x, y = records(20_000)  # three chunks of 8192 rows, all inside the domain
+    data = Dataset.from_arrays(x, y, DOMAIN)
+    readers: list[str] = []
+    contains = Domain.contains
+
+    def watched_contains(self, features, extremes=None):
+        readers.append(threading.current_thread().name)
+        return contains(self, features, extremes)
+
+    monkeypatch.setattr(Domain, "contains", watched_contains)
+    mechanism = dpframe.mechanism(name)
+    release = execute(mechanism, data, mechanism.params(epsilon=1.0, **values), SeededSampler(0))
+    assert readers == ["dpframe-fingerprint"] * 3  # the first pass only, not on this thread
+    assert data.deferred
+    want = execute(mechanism, Dataset.from_arrays(x, y, DOMAIN, copy=True),
+                   mechanism.params(epsilon=1.0, **values), SeededSampler(0))  # fmt: skip
+    for key, value in want.arrays.items():
+        assert np.array_equal(release.arrays[key], value), key
