@@ -1,25 +1,29 @@
 """The Dataset: private records, clipped to a public Domain.
 
-A Dataset is built from features (and optionally labels) plus a Domain. On construction
-it rejects NaN/inf, empty data, wrong shapes and labels outside the declared classes
-(one sentence naming the column or row), then clips every row to the domain. Mechanisms
-only ever see clipped data; the clip counts are kept for the curator in
-:attr:`Dataset.clip_report` and never enter a release.
+A Dataset is built from features (and optionally labels) plus a Domain. It rejects
+NaN/inf, empty data, wrong shapes and labels outside the declared classes (one sentence
+naming the column or row), and clips every row to the domain. Mechanisms only ever see
+clipped data; the clip counts are kept for the curator in :attr:`Dataset.clip_report`
+and never enter a release.
 
-Construction reads the features once, chunk by chunk, and never writes the caller's
-array: a float64, C-contiguous array whose rows are all in the domain is wrapped as a
-read-only view (no copy); anything else is converted or copied once and clipped in place.
-A Dataset that wraps the caller's array re-checks the domain on every fingerprint (each
-release), so a change made to that array afterwards is refused rather than released.
+Construction never writes the caller's array. Anything it must convert or copy is checked
+and clipped then, in the same read. The caller's own float64, C-contiguous array is
+wrapped unread (shape and labels are checked at once): its values are checked as each
+release reads them (:meth:`Dataset.chunks`: a NaN or infinite value is refused before any
+draw and any charge, a chunk with values outside the domain is clipped into a copy), so a
+release reads its data once. Reading :attr:`~Dataset.features` or
+:attr:`~Dataset.clip_report` checks them all once (:meth:`Dataset.settle`); a settled
+Dataset that still wraps the caller's array re-checks the domain at each release, so a
+change made to that array afterwards is refused rather than released.
 
 The keyed fingerprint of a release is computed from the records as the mechanism's first
 pass reads them (:class:`FirstPass`, installed by :func:`dpframe.releases.mechanism.execute`), on a
-thread of its own that overlaps the mechanism's arithmetic; a Dataset reads its records
-once per release.
+thread of its own that overlaps the mechanism's arithmetic.
 """
 
 from __future__ import annotations
 
+import collections
 import contextlib
 import math
 import queue
@@ -49,22 +53,59 @@ class Dataset:
     clipped floats for a bounded target.
     """
 
-    features: np.ndarray
+    _features: np.ndarray = attrs.field(alias="features")
     labels: np.ndarray | None
     domain: Domain
-    clip_report: ClipReport
+    _clip_report: ClipReport | None = attrs.field(alias="clip_report")
     source: str = "array"
+    _deferred: bool = attrs.field(default=False, kw_only=True, alias="deferred")
+    """The records are the caller's float64 array, not yet checked: each pass checks (and
+    clips) the chunks it reads until :meth:`settle` checks them all once."""
 
     def __len__(self) -> int:
-        return int(self.features.shape[0])
+        return int(self._features.shape[0])
+
+    @property
+    def features(self) -> np.ndarray:
+        """The clipped records (reading them settles a deferred check: :meth:`settle`)."""
+        if self._deferred:
+            self.settle()
+        return self._features
+
+    @property
+    def clip_report(self) -> ClipReport:
+        """How many values were clipped (for the curator; settles a deferred check)."""
+        if self._deferred:
+            self.settle()
+        assert self._clip_report is not None
+        return self._clip_report
+
+    @property
+    def deferred(self) -> bool:
+        """Whether the records are checked as they are read, not yet once for all."""
+        return self._deferred
 
     @property
     def n_records(self) -> int:
-        return int(self.features.shape[0])
+        return int(self._features.shape[0])
 
     @property
     def n_features(self) -> int:
-        return int(self.features.shape[1])
+        return int(self._features.shape[1])
+
+    def settle(self) -> None:
+        """Check a deferred Dataset's records once, now: one sentence for a NaN or an
+        infinite value; clipped into the domain (a copy, if any value needs it). From then
+        on it is a Dataset that wraps (or copied) the caller's array, as if checked when
+        built."""
+        if self._deferred:
+            names = self.domain.feature_names
+            x, report = _validate_and_clip(self._features, self.domain, names, owned=False)
+            labels_clipped = self._clip_report.labels_clipped if self._clip_report else 0
+            x.setflags(write=False)
+            self._features = x
+            self._clip_report = attrs.evolve(report, labels_clipped=labels_clipped)
+            self._deferred = False
 
     @property
     def has_labels(self) -> bool:
@@ -87,15 +128,43 @@ class Dataset:
         self, rows: int = DEFAULT_CHUNK_ROWS
     ) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
         """``(features, labels)`` blocks of at most ``rows`` records, in order."""
-        return watched(self, self._blocks(rows))
+        first_pass = _watcher(self)
+        # A deferred Dataset's pass is checked as it is read, unless it is this release's
+        # observed first pass (checked on the fingerprint's thread: execute() runs the
+        # release again on the settled Dataset if that check fails, before any draw) or
+        # comes after one that found every value inside the domain.
+        observed = first_pass is not None and first_pass.state == "waiting"
+        clean = first_pass is not None and first_pass.clean
+        check = self._deferred and not observed and not clean
+        return watched(self, self._blocks(rows, check), first_pass)
 
-    def _blocks(self, rows: int) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
+    def _blocks(
+        self, rows: int, check: bool = False
+    ) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
+        """The chunks; with ``check`` (a deferred Dataset's), checked and clipped as they
+        are read: one sentence for a NaN or an infinite value, a copy of a chunk with
+        values outside the domain, clipped."""
+        names = self.domain.feature_names
         for start in range(0, self.n_records, rows):
             stop = start + rows
-            yield (
-                self.features[start:stop],
-                None if self.labels is None else self.labels[start:stop],
-            )
+            features = self._features[start:stop]
+            if check and not self.domain.contains(
+                features, extremes=finite_extremes(features, self.domain, names, start)
+            ):
+                features = features.copy()
+                self.domain.clip(features)
+            yield features, None if self.labels is None else self.labels[start:stop]
+
+    def inside(self) -> bool:
+        """Whether every value is finite and inside the domain (one read; one sentence
+        for a NaN or an infinite value)."""
+        names = self.domain.feature_names
+        for start in range(0, self.n_records, VALIDATION_ROWS):
+            chunk = self._features[start : start + VALIDATION_ROWS]
+            extremes = finite_extremes(chunk, self.domain, names, start)
+            if not self.domain.contains(chunk, extremes=extremes):
+                return False
+        return True
 
     def fingerprint(self, key: FingerprintKey | bytes, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> str:
         """A keyed content fingerprint of the clipped records under ``key`` (a ledger's
@@ -108,19 +177,25 @@ class Dataset:
         A Dataset that wraps the caller's array (not a copy) checks, in the same pass,
         that every record is still in the domain.
         """
-        check = self.domain if _wraps_caller_array(self.features) else None
-        return keyed_fingerprint(
-            key, self.n_records, self.n_features, self._blocks(chunk_rows), check=check
-        )
+        blocks = self._blocks(chunk_rows, check=self._deferred)
+        check = self._recheck()
+        return keyed_fingerprint(key, self.n_records, self.n_features, blocks, check=check)
 
     def first_pass(self, key: FingerprintKey | bytes) -> FirstPass:
         """A :class:`FirstPass` that fingerprints these records as a pass reads them."""
-        check = self.domain if _wraps_caller_array(self.features) else None
+        check = self.domain if self._deferred else self._recheck()
         # The chunks are views of records held in memory anyway: no bound on the backlog,
         # so a light first pass never waits for the hash (it goes on during later passes).
-        return FirstPass(
-            Fingerprinter(key, self.n_records, self.n_features, check=check, backlog=0)
+        fingerprinter = Fingerprinter(
+            key, self.n_records, self.n_features, check=check, backlog=0, deferred=self._deferred
         )
+        return FirstPass(fingerprinter)
+
+    def _recheck(self) -> Domain | None:
+        """The domain to re-check on the fingerprint's thread: that of a checked Dataset
+        that wraps the caller's array (a deferred one is checked as its chunks are read)."""
+        wrapped = not self._deferred and _wraps_caller_array(self._features)
+        return self.domain if wrapped else None
 
     def subset(self, rows: np.ndarray) -> Dataset:
         """The records at ``rows`` (already clipped), with the same domain."""
@@ -156,7 +231,9 @@ class Dataset:
         x = _as_feature_matrix(features, domain, feature_names, copy=copy, check_finite=False)
         bound = domain.bind(x.shape[1], feature_names).with_records(x.shape[0])
         owned = copy or not (isinstance(features, np.ndarray) and np.may_share_memory(x, features))
-        x, report = _validate_and_clip(x, bound, feature_names, owned=owned)
+        report = None
+        if owned:  # converted or copied here, already read once: check it now
+            x, report = _validate_and_clip(x, bound, feature_names, owned=True)
         y, labels_clipped = _validate_labels(labels, bound, x.shape[0])
         if (
             y is None
@@ -167,11 +244,15 @@ class Dataset:
             raise DataError(
                 f"the domain names label column {bound.labels.column!r} but no labels were given."
             )
-        report = attrs.evolve(report, labels_clipped=labels_clipped)
+        if report is not None:
+            report = attrs.evolve(report, labels_clipped=labels_clipped)
+        else:  # the caller's float64 array: each release checks what it reads (settle)
+            report = ClipReport(0, labels_clipped=labels_clipped)
+            x = x.view()
         x.setflags(write=False)
         if y is not None:
             y.setflags(write=False)
-        return cls(x, y, bound, report, source)
+        return cls(x, y, bound, report, source, deferred=not owned)
 
     @classmethod
     def from_dataframe(
@@ -328,7 +409,9 @@ class Fingerprinter:
     domain) runs on a thread of its own: both hashes release the GIL on large buffers, so
     it overlaps the caller's arithmetic on the same chunks. At most ``backlog`` chunks
     wait for it (memory stays bounded for streamed sources). The chunks must not change
-    until :meth:`hexdigest` returns.
+    until :meth:`hexdigest` returns. With ``deferred`` (the unchecked records of a deferred
+    Dataset), a chunk outside the domain is no refusal: :meth:`inside` says so, and the
+    thread checks each chunk as soon as it comes, ahead of the hashing.
     """
 
     def __init__(
@@ -339,10 +422,13 @@ class Fingerprinter:
         *,
         check: Domain | None = None,
         backlog: int = 4,
+        deferred: bool = False,
     ) -> None:
         """``backlog = 0``: no bound (for chunks that are views of data held anyway)."""
         self._key = as_fingerprint_key(key)
         self._shape, self._check = (n_records, n_features), check
+        self._deferred, self._outside = deferred, False
+        self._checked = threading.Event()  # every chunk before end_of_pass() is checked
         self._features = self._key.new()
         self._labels = self._key.new()
         self._queue: queue.Queue = queue.Queue(maxsize=backlog)
@@ -357,6 +443,17 @@ class Fingerprinter:
         closed)."""
         if not self._closed:
             self._queue.put((features, labels))
+
+    def end_of_pass(self) -> None:
+        """Mark the end of the chunks to check (:meth:`inside`)."""
+        if not self._closed:
+            self._queue.put(_END)
+
+    def inside(self) -> bool:
+        """After :meth:`end_of_pass`: whether every chunk checked was finite and inside
+        the domain (waits for the checks only, not for the hashing)."""
+        self._checked.wait()
+        return not self._outside
 
     def hexdigest(self) -> str:
         """The fingerprint of every chunk added; one sentence if a checked chunk was
@@ -382,16 +479,48 @@ class Fingerprinter:
             self._thread.join()
 
     def _work(self) -> None:
-        while (item := self._queue.get()) is not None:
-            if self._refusal is not None:
-                continue  # refused: drain, so that the producer never blocks
-            features, labels = item
-            if self._check is not None and not self._check.contains(features):
-                self._refusal = CHANGED_ARRAY
-                continue
-            self._features.update(_record_bytes(features))
-            if labels is not None:
-                self._labels.update(_record_bytes(labels))
+        pending: collections.deque = collections.deque()  # checked, not yet hashed
+        try:
+            while True:
+                if pending and self._deferred:  # check what has come before hashing more
+                    try:
+                        item = self._queue.get_nowait()
+                    except queue.Empty:
+                        self._hash(*pending.popleft())
+                        continue
+                else:
+                    item = self._queue.get()
+                if item is None:
+                    break
+                if item is _END:
+                    self._checked.set()
+                    continue
+                if self._refusal is not None or self._outside:
+                    continue  # refused: drain, so that the producer never blocks
+                features, labels = item
+                if self._check is not None and not self._check.contains(features):
+                    if self._deferred:
+                        self._outside = True
+                    else:
+                        self._refusal = CHANGED_ARRAY
+                    continue
+                if self._deferred:
+                    pending.append(item)
+                else:
+                    self._hash(features, labels)
+            while pending and not self._outside:
+                self._hash(*pending.popleft())
+        finally:
+            self._checked.set()
+
+    def _hash(self, features: np.ndarray, labels: np.ndarray | None) -> None:
+        self._features.update(_record_bytes(features))
+        if labels is not None:
+            self._labels.update(_record_bytes(labels))
+
+
+_END = object()
+"""The end of a pass's chunks (:meth:`Fingerprinter.end_of_pass`)."""
 
 
 def _record_bytes(values: np.ndarray) -> memoryview:
@@ -412,15 +541,27 @@ class FirstPass:
         self.state = "waiting"
         self.refusal: DataError | None = None
 
+    @property
+    def clean(self) -> bool:
+        """Whether a complete pass found every value finite and inside the domain (waits
+        for the fingerprint's thread to check the last chunk)."""
+        return self.state == "done" and self.fingerprinter.inside()
+
     def observe(
         self, chunks: Iterator[tuple[np.ndarray, np.ndarray | None]]
     ) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
+        """``chunks``, observed if no pass was before (decided now, not at the first
+        chunk)."""
         if self.state != "waiting":
-            yield from chunks
-            return
+            return chunks
+        self.state = "reading"
+        return self._observed(chunks)
+
+    def _observed(
+        self, chunks: Iterator[tuple[np.ndarray, np.ndarray | None]]
+    ) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
         from dpframe.data.threads import blas_threads
 
-        self.state = "reading"
         try:
             with blas_threads(others=1):  # the fingerprint's thread needs a core
                 while True:
@@ -436,6 +577,7 @@ class FirstPass:
                     yield features, labels
             if self.state == "reading":
                 self.state = "done"
+                self.fingerprinter.end_of_pass()
         finally:
             if self.state != "done":
                 self.abandon()
@@ -483,11 +625,19 @@ def watching(dataset: Any, first_pass: FirstPass | None) -> Iterator[None]:
 
 
 def watched(
-    dataset: Any, chunks: Iterator[tuple[np.ndarray, np.ndarray | None]]
+    dataset: Any,
+    chunks: Iterator[tuple[np.ndarray, np.ndarray | None]],
+    first_pass: FirstPass | None = None,
 ) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
-    """``chunks`` of ``dataset``, observed by the :class:`FirstPass` watching it here."""
-    first_pass = getattr(_watches, "table", {}).get(id(dataset))
+    """``chunks`` of ``dataset``, observed by the :class:`FirstPass` watching it here
+    (``first_pass``, when the caller looked it up already: :func:`_watcher`)."""
+    first_pass = first_pass or _watcher(dataset)
     return chunks if first_pass is None else first_pass.observe(chunks)
+
+
+def _watcher(dataset: Any) -> FirstPass | None:
+    """The :class:`FirstPass` watching ``dataset`` on this thread, if any."""
+    return getattr(_watches, "table", {}).get(id(dataset))
 
 
 def _validate_and_clip(

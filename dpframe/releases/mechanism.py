@@ -254,10 +254,33 @@ def execute(
     (``docs/design.md``, "One read per release"). A run that fails after reading data
     is charged (reserved, then recorded as failed), unless the data were refused (a
     record outside the domain or not a number), which charges nothing.
+
+    A Dataset that wraps the caller's array unread (:attr:`Dataset.deferred`) is checked
+    as the first pass reads it, on the fingerprint's thread; if a value needs clipping or
+    is not a number, the release is run again, before any draw, on the Dataset checked
+    and clipped at once (:meth:`Dataset.settle`, which refuses a NaN in one sentence).
     """
+    try:
+        return _execute(mechanism, dataset, params, sampler, ledger=ledger, request=request)
+    except _Unchecked:
+        dataset.settle()
+        return _execute(mechanism, dataset, params, sampler, ledger=ledger, request=request)
+
+
+def _execute(
+    mechanism: Mechanism,
+    dataset: Dataset,
+    params: Any,
+    sampler: Sampler | None,
+    *,
+    ledger: Charger | None,
+    request: Mapping[str, Any] | None,
+) -> Release:
     sampler = sampler or make_sampler()
     event = planned_event(mechanism, params, dataset.domain)
     check_passes(mechanism, params, dataset)
+    if getattr(dataset, "deferred", False) and mechanism.data_passes(params) is None:
+        dataset.settle()  # it reads `features`: check them all now, before any charge
     entry = _plugin_identity(type(mechanism))
     fingerprint_key = ledger.fingerprint_key if ledger is not None else _ephemeral_key()
     base = {
@@ -343,6 +366,7 @@ class _Charge:
             return
         if self.refusal is not None:
             raise self.refusal
+        self._check_values()
         if self.ledger is not None or self.first_pass is None:
             self.fingerprinted()
         if self.ledger is not None:
@@ -353,6 +377,19 @@ class _Charge:
                 self.refusal = exc
                 raise
         self.reserved = True
+
+    def _check_values(self) -> None:
+        """A deferred Dataset's first pass was not checked as it was read: before the
+        first draw, :class:`_Unchecked` if a value was not finite or not inside the
+        domain (checked on the fingerprint's thread, or now if no pass was complete)."""
+        if self.first_pass is None or not getattr(self.dataset, "deferred", False):
+            return
+        if self.first_pass.state == "done":
+            inside = self.first_pass.fingerprinter.inside()
+        else:
+            inside = self.dataset.inside()  # one sentence for a NaN: nothing is charged
+        if not inside:
+            raise _Unchecked
 
     def fingerprinted(self) -> str:
         """The fingerprint: from the first pass when it was complete, else from a pass of
@@ -378,11 +415,19 @@ class _Charge:
                 if refusal is exc:
                     return
                 raise refusal from None
+            if isinstance(exc, Exception):
+                self._check_values()  # a NaN read unchecked may be the cause: run again
             if self.ledger is None or not isinstance(exc, Exception):
                 return
             self.reserve()
         if self.ledger is not None:
             self.ledger.fail(self.reservation, f"{type(exc).__name__}: {exc}")
+
+
+class _Unchecked(BaseException):
+    """A deferred Dataset's first pass read a value that needs clipping (or refusing):
+    :func:`execute` settles the Dataset and runs the release again; nothing was drawn.
+    A BaseException, so that no mechanism's ``except Exception`` keeps it."""
 
 
 def _numeric(array: Any) -> np.ndarray:

@@ -98,6 +98,7 @@ def make_dataset(domain: Domain, features: np.ndarray, labels: np.ndarray | None
     if domain.categories:
         raw_x, given = _as_categories(domain, raw_x)
     dataset = Dataset.from_arrays(given, _label_array(raw_y), domain)
+    dataset.settle()  # checked and clipped now, not as a release reads it
     _UNCLIPPED[dataset] = (raw_x, raw_y)
     return dataset
 

@@ -136,7 +136,7 @@ class _Preprocess:
         temporary of the chunk."""
         v, inverse = self._centred(rows)
         if v is rows:  # u = x / ||x||, written into the buffer (rows are read-only)
-            d = np.einsum("ij,i->ij", v, inverse, out=self.buffer(len(rows)))
+            d = np.multiply(v, inverse[:, None], out=self.buffer(len(rows)))
         else:
             d = np.multiply(v, inverse[:, None], out=v)  # u, in the buffer
         d = np.subtract(d, mean, out=d)  # u - mu~, elementwise: no cancellation

@@ -208,7 +208,7 @@ def test_bad_usage_is_one_sentence_with_exit_2(tmp_path, liver, args, code, frag
 
 def test_bad_data_is_one_sentence_with_exit_3(tmp_path):
     cases = {
-        "nan.csv": ("a,b\n1,2\nnan,3\n", "column 'a' has a missing (NaN) value at data row 2"),
+        "nan.csv": ("a,b\n1,2\nnan,1\n", "column 'a' has a missing (NaN) value at data row 2"),
         "cols.csv": ("a,b\n1,2\n3\n", "data row 2 has 1 fields but the header has 2"),
         "empty.csv": ("", "is empty"),
         "label.csv": ("a,y\n1,1\n1,7\n", "data row 2 has label '7'"),

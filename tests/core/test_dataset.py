@@ -70,8 +70,8 @@ def test_domain_feature_names_select_columns(tmp_path):
 )
 def test_bad_csv_gives_one_sentence(tmp_path, text, fragment):
     path = write(tmp_path, "d.csv", text)
-    with pytest.raises(DataError) as info:
-        load_dataset(path, Domain(lower=0, upper=10))
+    with pytest.raises(DataError) as info:  # a NaN or inf: when the values are first read
+        load_dataset(path, Domain(lower=0, upper=10)).settle()
     assert fragment in str(info.value)
     assert "\n" not in str(info.value)
 
@@ -218,23 +218,55 @@ def test_rows_outside_the_norm_ball_are_scaled_in_a_copy():
 def test_a_nan_in_a_later_chunk_names_its_data_row():
     x = np.zeros((70_000, 2))
     x[68_000, 1] = np.nan
-    with pytest.raises(
-        DataError, match=r"column 'x1' has a missing \(NaN\) value at data row 68001"
-    ):
-        Dataset.from_arrays(x, None, Domain(lower=-1, upper=1))
+    nan = r"column 'x1' has a missing \(NaN\) value at data row 68001"
+    with pytest.raises(DataError, match=nan):  # a copy is checked when it is made
+        Dataset.from_arrays(x, None, Domain(lower=-1, upper=1), copy=True)
+    deferred = Dataset.from_arrays(x, None, Domain(lower=-1, upper=1))
+    with pytest.raises(DataError, match=nan):  # the caller's array: when it is read
+        deferred.fingerprint(b"k" * 32)
+    with pytest.raises(DataError, match=nan):
+        deferred.settle()
     x[68_000, 1] = np.inf
     with pytest.raises(DataError, match="an infinite value at data row 68001"):
-        Dataset.from_arrays(x)  # no bounds: the extremes still show it
+        Dataset.from_arrays(x).settle()  # no bounds: the extremes still show it
 
 
-def test_changing_the_wrapped_array_afterwards_is_refused_at_the_next_fingerprint():
+def test_the_caller_s_float64_array_is_wrapped_unread_and_checked_as_it_is_read():
+    x = np.random.default_rng(5).uniform(-1, 1, (20_000, 3))
+    x[[3, 9_000, 19_999], [0, 2, 1]] = [4.0, -9.0, 2.5]  # outside [-1, 1], three chunks
+    domain = Domain(lower=-1, upper=1)
+    data = Dataset.from_arrays(x, None, domain)
+    copied = Dataset.from_arrays(x, None, domain, copy=True)  # checked and clipped now
+    assert data.deferred and not copied.deferred
+    assert np.shares_memory(data._features, x)  # construction made no copy
+    key = b"k" * 32
+    assert data.fingerprint(key) == copied.fingerprint(key)  # clipped chunks as read
+    chunks = np.concatenate([f for f, _ in data.chunks(8192)])
+    assert np.array_equal(chunks, np.clip(x, -1, 1))
+    assert x[3, 0] == 4.0  # the caller's array is never written
+    assert data.deferred  # reading chunks does not settle it
+    assert data.clip_report == copied.clip_report  # reading the report does
+    assert not data.deferred and np.array_equal(data.features, copied.features)
+    assert data.clip_report.values_clipped_per_feature == (1, 1, 1)
+
+
+def test_changing_the_wrapped_array_afterwards_is_checked_or_refused_at_the_next_fingerprint():
     x = np.random.default_rng(2).uniform(0, 1, (100, 3))
     data = Dataset.from_arrays(x, None, Domain(lower=0, upper=1))
+    settled = Dataset.from_arrays(x, None, Domain(lower=0, upper=1))
+    settled.settle()  # checked once, still wrapping x: later changes are refused
     copied = Dataset.from_arrays(x, None, Domain(lower=0, upper=1), copy=True)
     key = b"k" * 32
-    assert data.fingerprint(key) == copied.fingerprint(key)
+    assert data.fingerprint(key) == settled.fingerprint(key) == copied.fingerprint(key)
     x[50, 1] = 40.0  # outside the domain, through the caller's own array
     with pytest.raises(DataError, match="changed after the Dataset was built"):
+        settled.fingerprint(key)
+    clipped = x.copy()
+    clipped[50, 1] = 1.0
+    # a deferred Dataset checks what it reads: the changed value is clipped like any other
+    assert data.fingerprint(key) == Dataset.from_arrays(clipped, None, data.domain).fingerprint(key)
+    x[50, 1] = np.nan
+    with pytest.raises(DataError, match="missing \\(NaN\\) value at data row 51"):
         data.fingerprint(key)
     assert not np.shares_memory(copied.features, x)
     assert copied.features[50, 1] <= 1.0

@@ -123,6 +123,7 @@ def test_without_a_ledger_the_fingerprint_is_the_first_pass_s_and_a_changed_arra
     rng = np.random.default_rng(11)
     x = rng.uniform(-1.0, 1.0, (CHUNK + 10, 4))
     data = Dataset.from_arrays(x, None, Domain(lower=-1.0, upper=1.0))
+    data.settle()  # checked once: a later change to x is refused
     ron = dpframe.mechanism("ron_gauss")  # two passes: the hash runs on during the second
     params = ron.params(epsilon=1.0, dimension=2, n_synthetic=5)
     release = dpframe.execute(ron, data, params, SeededSampler(1))

@@ -5,6 +5,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import threading
 
 import blake3
 import numpy as np
@@ -125,6 +126,7 @@ def test_a_streamed_release_reads_the_file_once_per_pass(tmp_path, ledger):
 def test_a_changed_array_is_refused_before_any_draw_and_charges_nothing(ledger):
     x, y = records()
     data = Dataset.from_arrays(x, y, DOMAIN)  # wraps the caller's array
+    data.settle()  # checked once: a later change to x is refused
     x[1500, 2] = 40.0  # outside the domain, through the caller's own array
     head = ledger.head()
     sampler = UsageSampler(SeededSampler(1))
@@ -134,6 +136,52 @@ def test_a_changed_array_is_refused_before_any_draw_and_charges_nothing(ledger):
         execute(lap, data, params, sampler, ledger=ledger, request=request())
     assert not sampler.used
     assert ledger.head() == head
+
+
+# The same refusal whichever way a release first reads the records: in its first pass
+# (one pass, two passes), in a fingerprint pass before a draw that comes first (DPRP), or
+# all at once because it needs them in memory (the MVG identity query).
+REFUSERS = [
+    ("lap_pca", {"dimension": 2}),
+    ("ron_gauss", {"dimension": 2, "n_synthetic": 1}),
+    ("dprp", {"delta": 1e-6, "k1": 2}),
+    ("mvg", {"query": "identity", "delta": 1e-6}),
+]
+
+
+@pytest.mark.parametrize("with_ledger", [True, False], ids=["ledger", "no-ledger"])
+@pytest.mark.parametrize(("name", "values"), REFUSERS, ids=[n for n, _ in REFUSERS])
+def test_a_nan_in_the_caller_s_array_is_refused_before_any_draw_and_charges_nothing(
+    name, values, with_ledger, ledger
+):
+    x, y = records()
+    x[2500, 3] = np.nan  # the construction of a float64 array does not read it
+    data = Dataset.from_arrays(x, y, DOMAIN)
+    head = ledger.head()
+    sampler = UsageSampler(SeededSampler(1))
+    mechanism = dpframe.mechanism(name)
+    params = mechanism.params(epsilon=1.0, **values)
+    charge = {"ledger": ledger, "request": request()} if with_ledger else {}
+    nan = r"column 'x3' has a missing \(NaN\) value at data row 2501"
+    with pytest.raises(DataError, match=nan):
+        execute(mechanism, data, params, sampler, **charge)
+    assert not sampler.used
+    assert ledger.head() == head
+
+
+@pytest.mark.parametrize(("name", "values"), USER_PATH, ids=[n for n, _ in USER_PATH])
+def test_values_outside_the_domain_are_clipped_as_each_pass_reads_them(name, values):
+    x, y = records(20_000)
+    x[[7, 9_000, 17_000], [0, 3, 1]] = [3.0, -40.0, 1.5]  # three chunks of 8192 rows
+    mechanism = dpframe.mechanism(name)
+    params = mechanism.params(epsilon=1.0, **values)
+    deferred = Dataset.from_arrays(x, y, DOMAIN)
+    copied = Dataset.from_arrays(x, y, DOMAIN, copy=True)  # clipped when built
+    assert deferred.deferred and not copied.deferred
+    got = execute(mechanism, deferred, params, SeededSampler(4)).arrays
+    want = execute(mechanism, copied, params, SeededSampler(4)).arrays
+    for key, value in want.items():
+        assert np.array_equal(got[key], value), key
 
 
 def test_a_mechanism_that_draws_before_reading_gets_a_fingerprint_pass_first(ledger):
@@ -170,3 +218,27 @@ def test_the_first_draw_or_spawn_waits_for_the_reservation_and_a_refusal_draws_n
         other.gaussian(1.0, 3)
     assert opened == [1]  # once, before the first draw
     assert np.array_equal(first, SeededSampler(3).gaussian(1.0, 3))
+
+
+@pytest.mark.parametrize(("name", "values"), USER_PATH, ids=[n for n, _ in USER_PATH])
+def test_a_clean_release_checks_each_value_once_on_the_fingerprint_s_thread(
+    name, values, monkeypatch
+):
+    x, y = records(20_000)  # three chunks of 8192 rows, all inside the domain
+    data = Dataset.from_arrays(x, y, DOMAIN)
+    readers: list[str] = []
+    contains = Domain.contains
+
+    def watched_contains(self, features, extremes=None):
+        readers.append(threading.current_thread().name)
+        return contains(self, features, extremes)
+
+    monkeypatch.setattr(Domain, "contains", watched_contains)
+    mechanism = dpframe.mechanism(name)
+    release = execute(mechanism, data, mechanism.params(epsilon=1.0, **values), SeededSampler(0))
+    assert readers == ["dpframe-fingerprint"] * 3  # the first pass only, not on this thread
+    assert data.deferred
+    want = execute(mechanism, Dataset.from_arrays(x, y, DOMAIN, copy=True),
+                   mechanism.params(epsilon=1.0, **values), SeededSampler(0))  # fmt: skip
+    for key, value in want.arrays.items():
+        assert np.array_equal(release.arrays[key], value), key
