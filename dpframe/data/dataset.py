@@ -148,9 +148,7 @@ class Dataset:
         for start in range(0, self.n_records, rows):
             stop = start + rows
             features = self._features[start:stop]
-            if check and not self.domain.contains(
-                features, extremes=finite_extremes(features, self.domain, names, start)
-            ):
+            if check and not _in_domain(features, self.domain, names, start):
                 features = features.copy()
                 self.domain.clip(features)
             yield features, None if self.labels is None else self.labels[start:stop]
@@ -161,8 +159,7 @@ class Dataset:
         names = self.domain.feature_names
         for start in range(0, self.n_records, VALIDATION_ROWS):
             chunk = self._features[start : start + VALIDATION_ROWS]
-            extremes = finite_extremes(chunk, self.domain, names, start)
-            if not self.domain.contains(chunk, extremes=extremes):
+            if not _in_domain(chunk, self.domain, names, start):
                 return False
         return True
 
@@ -656,7 +653,7 @@ def _validate_and_clip(
     report = ClipReport(0, values_clipped_per_feature=(0,) * d)
     for start in range(0, n, rows):
         chunk = x[start : start + rows]
-        if domain.contains(chunk, extremes=finite_extremes(chunk, domain, names, start)):
+        if _in_domain(chunk, domain, names, start):
             inside += chunk.shape[0]
             continue
         if not owned:
@@ -665,6 +662,12 @@ def _validate_and_clip(
         report += domain.clip(chunk)[1]  # in place: chunk is a view of x
     report += ClipReport(inside, values_clipped_per_feature=(0,) * d)
     return (x if owned else x.view()), report
+
+
+def _in_domain(x: np.ndarray, domain: Domain, names: Sequence[str] | None, first_row: int) -> bool:
+    """Whether every value of ``x`` is inside ``domain`` (one read of its extremes), or one
+    sentence naming its first NaN or infinite value."""
+    return domain.contains(x, extremes=finite_extremes(x, domain, names, first_row))
 
 
 def finite_extremes(

@@ -32,6 +32,12 @@ def _blas_controller() -> object:
     return _controller[1]
 
 
+def usable_cores() -> int:
+    """The cores this process may run on (its CPU affinity where the OS has one)."""
+    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
+    return cores or 1
+
+
 @contextlib.contextmanager
 def blas_threads(others: int = 0, *, at_most: int | None = None) -> Iterator[int]:
     """Limit BLAS, for the duration, to the cores this process may use less ``others``
@@ -40,8 +46,7 @@ def blas_threads(others: int = 0, *, at_most: int | None = None) -> Iterator[int
     BLAS's worker threads spin: more threads than free cores make each product wait for a
     preempted thread (measured: a rank-k step of 1.3 s took 36 s on a busy two-core
     machine)."""
-    cores = len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count()
-    limit = max(1, (cores or 1) - others)
+    limit = max(1, usable_cores() - others)
     if at_most is not None:
         limit = max(1, min(limit, at_most))
     with _blas_controller().limit(limits=limit):  # type: ignore[attr-defined]

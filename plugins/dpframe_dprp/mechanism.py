@@ -20,7 +20,6 @@ from __future__ import annotations
 import collections
 import contextlib
 import math
-import os
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Literal, TypeVar
@@ -31,7 +30,7 @@ import numpy as np
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
 from dpframe.data.domain import Classes, Target
 from dpframe.data.relation import Relation
-from dpframe.data.threads import blas_threads
+from dpframe.data.threads import blas_threads, usable_cores
 from dpframe.data.units import data_coordinates, in_domain_param
 from dpframe.errors import DomainError, ParameterError
 from dpframe.privacy import exact
@@ -58,9 +57,7 @@ from dpframe.releases.params import one_of, optional, positive, positive_int, pr
 from dpframe_dprp.calibration import Calibration, calibrate
 
 CHUNK_ROWS = 4096
-_PASS_WORKERS = min(
-    2, len(os.sched_getaffinity(0)) if hasattr(os, "sched_getaffinity") else os.cpu_count() or 1
-)
+_PASS_WORKERS = min(2, usable_cores())
 """Threads computing the chunks of the model's pass (one BLAS thread each)."""
 
 A = TypeVar("A")
