@@ -163,6 +163,12 @@ class Dataset:
                 return False
         return True
 
+    def check_unchanged(self) -> None:
+        """Refuse, in one sentence, a wrapped caller's array that was changed since it was
+        checked (the check a fingerprint pass makes, without the hash)."""
+        if self._recheck() is not None and not self.inside():
+            raise DataError(CHANGED_ARRAY)
+
     def fingerprint(self, key: FingerprintKey | bytes, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> str:
         """A keyed content fingerprint of the clipped records under ``key`` (a ledger's
         :attr:`~dpframe.ledger.Ledger.fingerprint_key`, which names the ledger's scheme;
@@ -178,8 +184,9 @@ class Dataset:
         check = self._recheck()
         return keyed_fingerprint(key, self.n_records, self.n_features, blocks, check=check)
 
-    def first_pass(self, key: FingerprintKey | bytes) -> FirstPass:
-        """A :class:`FirstPass` that fingerprints these records as a pass reads them."""
+    def first_pass(self, key: FingerprintKey | bytes | None) -> FirstPass:
+        """A :class:`FirstPass` that fingerprints these records as a pass reads them
+        (``key = None``: that only makes the checks, :class:`Fingerprinter`)."""
         check = self.domain if self._deferred else self._recheck()
         # The chunks are views of records held in memory anyway: no bound on the backlog,
         # so a light first pass never waits for the hash (it goes on during later passes).
@@ -408,12 +415,15 @@ class Fingerprinter:
     wait for it (memory stays bounded for streamed sources). The chunks must not change
     until :meth:`hexdigest` returns. With ``deferred`` (the unchecked records of a deferred
     Dataset), a chunk outside the domain is no refusal: :meth:`inside` says so, and the
-    thread checks each chunk as soon as it comes, ahead of the hashing.
+    thread checks each chunk as soon as it comes, ahead of the hashing. With ``key = None``
+    (a release without a ledger, whose key would be thrown away, so that its fingerprint
+    could never be compared with anything) nothing is hashed: the checks alone are made
+    and :meth:`hexdigest` returns ``None``.
     """
 
     def __init__(
         self,
-        key: FingerprintKey | bytes,
+        key: FingerprintKey | bytes | None,
         n_records: int,
         n_features: int,
         *,
@@ -422,12 +432,12 @@ class Fingerprinter:
         deferred: bool = False,
     ) -> None:
         """``backlog = 0``: no bound (for chunks that are views of data held anyway)."""
-        self._key = as_fingerprint_key(key)
+        self._key = None if key is None else as_fingerprint_key(key)
         self._shape, self._check = (n_records, n_features), check
         self._deferred, self._outside = deferred, False
         self._checked = threading.Event()  # every chunk before end_of_pass() is checked
-        self._features = self._key.new()
-        self._labels = self._key.new()
+        self._features = None if self._key is None else self._key.new()
+        self._labels = None if self._key is None else self._key.new()
         self._queue: queue.Queue = queue.Queue(maxsize=backlog)
         self._refusal: str | None = None
         self._thread = threading.Thread(target=self._work, name="dpframe-fingerprint")
@@ -452,12 +462,14 @@ class Fingerprinter:
         self._checked.wait()
         return not self._outside
 
-    def hexdigest(self) -> str:
-        """The fingerprint of every chunk added; one sentence if a checked chunk was
-        outside the domain."""
+    def hexdigest(self) -> str | None:
+        """The fingerprint of every chunk added (``None`` without a key); one sentence if a
+        checked chunk was outside the domain."""
         self.close()
         if self._refusal is not None:
             raise DataError(self._refusal)
+        if self._key is None or self._features is None or self._labels is None:
+            return None
         mac = self._key.new()
         mac.update(f"dpframe-dataset-v2:{self._shape[0]}x{self._shape[1]}:".encode())
         mac.update(self._features.digest() + self._labels.digest())
@@ -511,6 +523,8 @@ class Fingerprinter:
             self._checked.set()
 
     def _hash(self, features: np.ndarray, labels: np.ndarray | None) -> None:
+        if self._features is None or self._labels is None:
+            return  # no key: the checks alone
         self._features.update(_record_bytes(features))
         if labels is not None:
             self._labels.update(_record_bytes(labels))
@@ -581,7 +595,7 @@ class FirstPass:
 
     def fingerprint(self) -> str | None:
         """The fingerprint of a complete pass (``None``: there was none, or it is still
-        being read; the pass is then abandoned)."""
+        being read, and the pass is then abandoned; or it was made without a key)."""
         if self.state != "done":
             self.abandon()
             return None

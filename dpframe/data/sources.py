@@ -974,7 +974,7 @@ class SourceDataset:
             mac.update(digest)
         return mac.hexdigest()
 
-    def first_pass(self, key: FingerprintKey | bytes) -> FirstPass | None:
+    def first_pass(self, key: FingerprintKey | bytes | None) -> FirstPass | None:
         """A :class:`~dpframe.data.dataset.FirstPass` that fingerprints the records as a local
         pass reads them (the same value as :meth:`fingerprint`); ``None`` for a one-pass
         or distributed source, whose fingerprint is made otherwise."""

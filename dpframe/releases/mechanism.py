@@ -246,14 +246,17 @@ def execute(
 
     The event is planned from public inputs first, and the mechanism's access to the
     data checked against the dataset's source (:func:`dpframe.data.sources.check_passes`).
-    The data are read once: the keyed fingerprint is computed from the records as the
-    mechanism's first pass reads them, and the ``ledger`` reserves the charge at the
+    The data are read once: the keyed fingerprint (under the ledger's key) is computed
+    from the records as the mechanism's first pass reads them, and the ``ledger`` reserves
+    the charge at the
     mechanism's first draw from ``sampler`` (or when it returns, if it draws nothing).
     Until then the mechanism has only computed un-noised statistics, which nothing
     returns: a refused reservation raises the refusal, discards them and draws nothing
     (``docs/design.md``, "One read per release"). A run that fails after reading data
     is charged (reserved, then recorded as failed), unless the data were refused (a
-    record outside the domain or not a number), which charges nothing.
+    record outside the domain or not a number), which charges nothing. Without a ledger
+    the release has no fingerprint (``dataset_fingerprint`` is ``None``): under a key
+    thrown away it would identify nothing, so no hash is computed, only the checks.
 
     A Dataset that wraps the caller's array unread (:attr:`Dataset.deferred`) is checked
     as the first pass reads it, on the fingerprint's thread; if a value needs clipping or
@@ -282,7 +285,9 @@ def _execute(
     if getattr(dataset, "deferred", False) and mechanism.data_passes(params) is None:
         dataset.settle()  # it reads `features`: check them all now, before any charge
     entry = _plugin_identity(type(mechanism))
-    fingerprint_key = ledger.fingerprint_key if ledger is not None else _ephemeral_key()
+    # Without a ledger no fingerprint: under a key thrown away it could never be compared
+    # with anything. The first pass still makes the checks (a deferred or wrapped array).
+    fingerprint_key = ledger.fingerprint_key if ledger is not None else None
     base = {
         "mechanism": mechanism.name,
         "plugin": entry["plugin"],
@@ -347,12 +352,13 @@ class _Charge:
         ledger: Charger | None,
         request: dict[str, Any],
         dataset: Any,
-        key: bytes,
+        key: FingerprintKey | None,
         first_pass: FirstPass | None,
     ) -> None:
         self.ledger, self.request, self.dataset = ledger, request, dataset
         self.key, self.first_pass = key, first_pass
         self.fingerprint: str | None = None
+        self.made = False  # fingerprinted (or, without a key, checked) once
         self.reservation: Any = None
         self.reserved = False
         self.refusal: BaseException | None = None
@@ -391,12 +397,18 @@ class _Charge:
         if not inside:
             raise _Unchecked
 
-    def fingerprinted(self) -> str:
+    def fingerprinted(self) -> str | None:
         """The fingerprint: from the first pass when it was complete, else from a pass of
-        its own (computed once)."""
-        if self.fingerprint is None:
+        its own (computed once). Without a key (no ledger) ``None``, after the checks a
+        fingerprint pass makes: those of the first pass, or a caller's array unchanged."""
+        if not self.made:
+            complete = self.first_pass is not None and self.first_pass.state == "done"
             observed = self.first_pass.fingerprint() if self.first_pass else None
-            self.fingerprint = observed or self.dataset.fingerprint(self.key)
+            if self.key is not None:
+                self.fingerprint = observed or self.dataset.fingerprint(self.key)
+            elif not complete:
+                getattr(self.dataset, "check_unchanged", lambda: None)()
+            self.made = True
         return self.fingerprint
 
     def failed(self, exc: BaseException) -> None:
@@ -451,12 +463,6 @@ def _described(sampler: Sampler, mechanism: Mechanism) -> dict[str, Any]:
     if mechanism.float_noise:
         info = {**info, "noise": FLOAT_NOISE_UNSAFE, "float_noise": mechanism.float_noise}
     return info
-
-
-def _ephemeral_key() -> FingerprintKey:
-    import os
-
-    return FingerprintKey(os.urandom(32))
 
 
 def _plugin_identity(cls: type) -> dict[str, str]:

@@ -1,8 +1,9 @@
 """The fused statistic passes of issue 18 compute the statistics their sensitivities cover:
 GMM's grouped per-class moments, PCA-Gauss's moment about a DP mean from the first pass's
 sums (and its clip pass when a row may reach the clip), the in-place reduction, and the
-user path's fingerprint taken when the run ends. Each reference is written out with numpy
-from the definition, not from the code under test."""
+user path without a ledger, which hashes nothing (a fingerprint under a key thrown
+away identifies nothing) but still refuses a changed array. Each reference is written
+out with numpy from the definition, not from the code under test."""
 
 from __future__ import annotations
 
@@ -17,7 +18,6 @@ from dpframe.data.fingerprint import FingerprintKey
 from dpframe.data.stats import Maximum, Scratch, reduce
 from dpframe.errors import DataError
 from dpframe.privacy.sensitivities import Region
-from dpframe.releases import mechanism as releases
 
 CHUNK = 8192  # the plugins' chunk: the data below cross chunk boundaries
 
@@ -115,19 +115,36 @@ def test_pca_gauss_with_a_dp_mean_reads_the_data_once_when_no_row_can_clip(monke
     assert release.arrays["eigenvalues"].shape == (2,)
 
 
-def test_without_a_ledger_the_fingerprint_is_the_first_pass_s_and_a_changed_array_is_refused(
-    monkeypatch,
+def _no_hash(monkeypatch) -> None:
+    """Any keyed hash made from now on fails the test."""
+
+    def new(self):
+        raise AssertionError("a fingerprint was hashed")
+
+    monkeypatch.setattr(FingerprintKey, "new", new)
+
+
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [
+        ("ron_gauss", {"dimension": 2, "n_synthetic": 5}),  # the first pass is complete
+        ("dprp", {"delta": 1e-6, "k1": 2}),  # draws its projection before any pass
+    ],
+)
+def test_without_a_ledger_nothing_is_hashed_and_a_changed_array_is_still_refused(
+    monkeypatch, name, params
 ):
-    key = FingerprintKey(b"q" * 32)
-    monkeypatch.setattr(releases, "_ephemeral_key", lambda: key)
     rng = np.random.default_rng(11)
     x = rng.uniform(-1.0, 1.0, (CHUNK + 10, 4))
-    data = Dataset.from_arrays(x, None, Domain(lower=-1.0, upper=1.0))
+    y = rng.integers(0, 2, CHUNK + 10)
+    data = Dataset.from_arrays(x, y, Domain(lower=-1.0, upper=1.0, labels=Classes((0, 1))))
     data.settle()  # checked once: a later change to x is refused
-    ron = dpframe.mechanism("ron_gauss")  # two passes: the hash runs on during the second
-    params = ron.params(epsilon=1.0, dimension=2, n_synthetic=5)
-    release = dpframe.execute(ron, data, params, SeededSampler(1))
-    assert release.dataset_fingerprint == data.fingerprint(key)
+    mechanism = dpframe.mechanism(name)
+    validated = mechanism.params(epsilon=1.0, **params)
+    _no_hash(monkeypatch)
+    release = dpframe.execute(mechanism, data, validated, SeededSampler(1))
+    assert release.dataset_fingerprint is None
+    assert release.metadata()["dataset_fingerprint"] is None
     x[CHUNK + 3, 1] = 7.0  # outside the domain, through the caller's own array
     with pytest.raises(DataError, match="changed after the Dataset was built"):
-        dpframe.execute(ron, data, params, SeededSampler(1))
+        dpframe.execute(mechanism, data, validated, SeededSampler(1))

@@ -54,7 +54,7 @@ def test_metadata_records_event_sampler_plugin_and_noise(release):
         "in_domain": True,
     }
     assert meta["domain"]["records"] == 50
-    assert len(meta["dataset_fingerprint"]) == 64
+    assert meta["dataset_fingerprint"] is None  # no ledger: nothing to compare it in
     assert release.reproducible
     assert "clip" not in json.dumps(meta)
 
