@@ -445,6 +445,11 @@ class Fingerprinter:
         self._thread.start()
         self._closed = False
 
+    @property
+    def hashes(self) -> bool:
+        """Whether it hashes (it has a key), or only checks."""
+        return self._key is not None
+
     def update(self, features: np.ndarray, labels: np.ndarray | None) -> None:
         """Add the next chunk of records (hashed on the fingerprint's thread; ignored once
         closed)."""
@@ -574,7 +579,8 @@ class FirstPass:
         from dpframe.data.threads import blas_threads
 
         try:
-            with blas_threads(others=1):  # the fingerprint's thread needs a core
+            # The hash needs a core of its own; the checks alone, a fraction of one.
+            with blas_threads(others=1 if self.fingerprinter.hashes else 0):
                 while True:
                     try:
                         features, labels = next(chunks)
