@@ -2,12 +2,13 @@
 
     python benchmarks/statistics_plugins.py [--rows 1000000] [--cols 100] [--repeats 5]
                                             [--only NAME,...] [--user-path-only]
-                                            [--write docs/benchmarks.md]
+                                            [--with-ledger] [--write docs/benchmarks.md]
 
 Each release (``mechanism.run`` on an in-memory Dataset, which is built and checked once,
 untimed), what a user calls (``Dataset.from_arrays`` plus
-``dpframe.execute``, without a ledger: plan, fingerprint, run; rows "user path"; the
-fingerprint is computed in the mechanism's first pass), DPRP's DP model and its
+``dpframe.execute``, without a ledger: plan, the checks of the first pass, run; rows
+"user path"; with ``--with-ledger`` also rows "user path with a ledger", whose first pass
+hashes the data under the ledger's key and whose release is charged), DPRP's DP model and its
 reconstruction apart, and the baseline ``X.T @ X`` are timed in the same process,
 interleaved round by round (the runs' order rotated each round, so that none always
 follows the baseline), so that a busy machine slows both alike. We report the best
@@ -38,6 +39,7 @@ import argparse
 import os
 import statistics
 import sys
+import tempfile
 import time
 import tracemalloc
 from collections.abc import Callable
@@ -50,6 +52,8 @@ import dpframe
 from dpframe import Classes, Dataset, Domain, SeededSampler
 from dpframe.data.fingerprint import HMAC_SHA256, FingerprintKey
 from dpframe.data.threads import blas_threads
+from dpframe.ledger import Ledger
+from dpframe.privacy.budget import Budget
 
 # n_synthetic = 1 times the DP model (every pass over the data, the noise, the
 # post-processing); the default n_synthetic = n adds drawing n synthetic records.
@@ -187,6 +191,11 @@ def main() -> None:
     parser.add_argument(
         "--user-path-only", action="store_true", help="skip the run() rows and the draws"
     )
+    parser.add_argument(
+        "--with-ledger",
+        action="store_true",
+        help="also time the user path with a ledger (the keyed fingerprint and an approx charge)",
+    )
     args = parser.parse_args()
 
     sampler = SeededSampler(0)
@@ -210,6 +219,26 @@ def main() -> None:
             mechanism, Dataset.from_arrays(x, y, domain), validated, SeededSampler(1)
         )
 
+    ledger_dir = tempfile.TemporaryDirectory(prefix="dpframe-bench-")
+    ledger = Ledger.init(Path(ledger_dir.name) / "bench.ledger") if args.with_ledger else None
+    if ledger is not None:
+        ledger.create_budget("bench", Budget(1e9, 0.5), accountant="approx")
+
+    def user_path_charged(name: str, params: dict) -> Callable[[], object]:
+        """The user path with a ledger: the first pass also hashes the data under the
+        ledger's key (keyed BLAKE3), and the release is charged (basic composition, `approx`,
+        a budget no run exhausts; the charge itself is issue 16's cost)."""
+        mechanism = dpframe.mechanism(name)
+        validated = mechanism.params(epsilon=1.0, **params)
+        return lambda: dpframe.execute(
+            mechanism,
+            Dataset.from_arrays(x, y, domain),
+            validated,
+            SeededSampler(1),
+            ledger=ledger,
+            request={"budget_label": "bench"},
+        )
+
     only = None if args.only is None else set(args.only.split(","))
     runs = [
         (f"{name} {params}" if params else name, release(name, params))
@@ -220,6 +249,11 @@ def main() -> None:
         (f"user path: {name} {params}", user_path(name, params))
         for name, params in USER_PATH
         if only is None or name in only
+    ]
+    runs += [
+        (f"user path with a ledger: {name} {params}", user_path_charged(name, params))
+        for name, params in USER_PATH
+        if args.with_ledger and (only is None or name in only)
     ]
     if only is None or "dprp" in only:
         runs += dprp_parts(data)
@@ -255,6 +289,7 @@ def main() -> None:
         f"its values checked as each release reads them; inside the timed user path): "
         f"{build_wall:.3f} s wall, {build_cpu:.3f} s CPU, {build_peak / 2**20:.0f} MiB peak."
     )
+    ledger_dir.cleanup()
     report = "\n".join([setup, "", *tables, build])
     section = "dprp" if dprp_alone else "user-path" if args.user_path_only else "statistics"
     publish(report, args.write, section)
