@@ -39,6 +39,9 @@ from dpframe.data.fingerprint import FingerprintKey, as_fingerprint_key
 from dpframe.errors import DataError
 
 DEFAULT_CHUNK_ROWS = 65536
+INLINE_VALUES = 65536
+"""A :class:`Fingerprinter` of at most this many values (512 KiB of float64) works on the
+caller's thread: checking and hashing them takes less than starting a thread."""
 VALIDATION_ROWS = 8192
 """Rows per chunk of construction's check: the minimum and the maximum (and per-feature
 bounds) read a chunk that is still in a last-level cache, so the data are read from
@@ -418,7 +421,9 @@ class Fingerprinter:
     thread checks each chunk as soon as it comes, ahead of the hashing. With ``key = None``
     (a release without a ledger, whose key would be thrown away, so that its fingerprint
     could never be compared with anything) nothing is hashed: the checks alone are made
-    and :meth:`hexdigest` returns ``None``.
+    and :meth:`hexdigest` returns ``None``. Records of at most :data:`INLINE_VALUES` values
+    in all are checked and hashed on the caller's thread as they come, in the same order
+    (the same value and verdicts): starting a thread would cost more than the work.
     """
 
     def __init__(
@@ -440,9 +445,13 @@ class Fingerprinter:
         self._labels = None if self._key is None else self._key.new()
         self._queue: queue.Queue = queue.Queue(maxsize=backlog)
         self._refusal: str | None = None
-        self._thread = threading.Thread(target=self._work, name="dpframe-fingerprint")
-        self._thread.daemon = True
-        self._thread.start()
+        self._thread: threading.Thread | None = None
+        if n_records * n_features > INLINE_VALUES:
+            self._thread = threading.Thread(target=self._work, name="dpframe-fingerprint")
+            self._thread.daemon = True
+            self._thread.start()
+        else:  # each chunk is checked as it comes
+            self._checked.set()
         self._closed = False
 
     @property
@@ -454,12 +463,18 @@ class Fingerprinter:
         """Add the next chunk of records (hashed on the fingerprint's thread; ignored once
         closed)."""
         if not self._closed:
-            self._queue.put((features, labels))
+            self._put((features, labels))
 
     def end_of_pass(self) -> None:
         """Mark the end of the chunks to check (:meth:`inside`)."""
         if not self._closed:
-            self._queue.put(_END)
+            self._put(_END)
+
+    def _put(self, item: object) -> None:
+        if self._thread is not None:
+            self._queue.put(item)
+        elif item is not _END and self._admit(item):  # type: ignore[arg-type]
+            self._hash(*item)  # type: ignore[misc]
 
     def inside(self) -> bool:
         """After :meth:`end_of_pass`: whether every chunk checked was finite and inside
@@ -489,6 +504,8 @@ class Fingerprinter:
         """Wait for the thread to hash what it was given, and end it."""
         if not self._closed:
             self._closed = True
+            if self._thread is None:
+                return
             self._queue.put(None)
             self._thread.join()
 
@@ -509,23 +526,29 @@ class Fingerprinter:
                 if item is _END:
                     self._checked.set()
                     continue
-                if self._refusal is not None or self._outside:
+                if not self._admit(item):
                     continue  # refused: drain, so that the producer never blocks
-                features, labels = item
-                if self._check is not None and not self._check.contains(features):
-                    if self._deferred:
-                        self._outside = True
-                    else:
-                        self._refusal = CHANGED_ARRAY
-                    continue
                 if self._deferred:
                     pending.append(item)
                 else:
-                    self._hash(features, labels)
+                    self._hash(*item)
             while pending and not self._outside:
                 self._hash(*pending.popleft())
         finally:
             self._checked.set()
+
+    def _admit(self, item: tuple[np.ndarray, np.ndarray | None]) -> bool:
+        """Whether a chunk is to be hashed: nothing was refused before it, and it passes
+        the check (else it is refused, or marked outside for a deferred Dataset)."""
+        if self._refusal is not None or self._outside:
+            return False
+        if self._check is not None and not self._check.contains(item[0]):
+            if self._deferred:
+                self._outside = True
+            else:
+                self._refusal = CHANGED_ARRAY
+            return False
+        return True
 
     def _hash(self, features: np.ndarray, labels: np.ndarray | None) -> None:
         if self._features is None or self._labels is None:

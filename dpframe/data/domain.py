@@ -474,6 +474,14 @@ class Domain:
     def box(self) -> tuple[np.ndarray, np.ndarray]:
         """The per-feature bounds as read-only arrays (shared between calls: copy before
         writing); one clear sentence if none were declared."""
+        return _box_of(*self._box_key())
+
+    def _uniform_box(self) -> tuple[np.ndarray | float, np.ndarray | float]:
+        """:func:`_uniform` of :meth:`box`, once per distinct box (clip and contains ask
+        at every chunk)."""
+        return _uniform_of(*self._box_key())
+
+    def _box_key(self) -> tuple:
         if self.lower is None or self.upper is None:
             raise DomainError(
                 "this needs per-feature bounds; declare [features] lower/upper in the domain "
@@ -482,7 +490,7 @@ class Domain:
         n_features = self.n_features
         if n_features is None:
             raise DomainError("the domain's feature count is not known yet (bind it to data).")
-        return _box(self.lower, self.upper, n_features)
+        return _box_key(self.lower, self.upper, n_features)
 
     def centre(self) -> np.ndarray:
         """A public centre of the data space: the box centre, or the origin."""
@@ -557,7 +565,7 @@ class Domain:
         box_rows = norm_rows = 0
         per_feature = np.zeros(features.shape[1], dtype=np.int64)
         if self.lower is not None:
-            lo, hi = _uniform(*self.box())
+            lo, hi = self._uniform_box()
             outside = features < lo
             outside |= features > hi
             # counted as bytes into int32 (faster than summing booleans into int64)
@@ -601,7 +609,7 @@ class Domain:
         if not (math.isfinite(low) and math.isfinite(high)):
             return False
         if self.lower is not None:
-            lo, hi = _uniform(*self.box())
+            lo, hi = self._uniform_box()
             if not (low >= np.max(lo) and high <= np.min(hi)) and (
                 isinstance(lo, float)  # one pair of bounds: the extremes decide
                 or np.any(features < lo)
@@ -846,27 +854,37 @@ def _remembered(method: Callable[..., Domain], domain: Domain, text: str, *args:
     return method(domain, *args)
 
 
-def _box(
+def _box_key(
     lower: tuple[float, ...], upper: tuple[float, ...], n_features: int
-) -> tuple[np.ndarray, np.ndarray]:
-    """The bounds broadcast to ``n_features``, read-only: mechanisms ask for them many
-    times per release (the kit's audits make thousands of releases), and a Domain is
-    immutable, so one pair serves every call with the same bounds. Keyed by the bounds'
-    bits too: ``0.0 == -0.0``, but a box's zeros keep the sign they were declared with."""
-    bits = tuple(math.copysign(1.0, b) for b in (*lower, *upper))
-    return _box_of(lower, upper, n_features, bits)
+) -> tuple[tuple[float, ...], tuple[float, ...], int, tuple[float, ...] | None]:
+    """The key of a box's memo: the bounds, the width and, when a bound is zero, the
+    zeros' signs (``0.0 == -0.0``, but a box's zeros keep the sign they were declared
+    with; nonzero bounds that compare equal have the same bits)."""
+    if 0.0 in lower or 0.0 in upper:
+        return lower, upper, n_features, tuple(math.copysign(1.0, b) for b in (*lower, *upper))
+    return lower, upper, n_features, None
 
 
 @functools.lru_cache(maxsize=256)
 def _box_of(
-    lower: tuple[float, ...], upper: tuple[float, ...], n_features: int, bits: tuple
+    lower: tuple[float, ...], upper: tuple[float, ...], n_features: int, signs: tuple | None
 ) -> tuple[np.ndarray, np.ndarray]:
+    """The bounds broadcast to ``n_features``, read-only: mechanisms ask for them many
+    times per release (the kit's audits make thousands of releases), and a Domain is
+    immutable, so one pair serves every call with the same bounds (:func:`_box_key`)."""
     arrays = []
     for bounds in (lower, upper):
         array = np.broadcast_to(np.array(bounds, dtype=np.float64), (n_features,)).copy()
         array.flags.writeable = False
         arrays.append(array)
     return arrays[0], arrays[1]
+
+
+@functools.lru_cache(maxsize=256)
+def _uniform_of(
+    lower: tuple[float, ...], upper: tuple[float, ...], n_features: int, signs: tuple | None
+) -> tuple[np.ndarray | float, np.ndarray | float]:
+    return _uniform(*_box_of(lower, upper, n_features, signs))
 
 
 def _row_norms(features: np.ndarray) -> np.ndarray:

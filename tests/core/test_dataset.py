@@ -7,6 +7,7 @@ import gzip
 import numpy as np
 import pytest
 
+import dpframe.data.dataset as dataset_module
 from dpframe.data.dataset import Dataset
 from dpframe.data.domain import Classes, Domain, Target
 from dpframe.data.fingerprint import FingerprintKey
@@ -231,7 +232,32 @@ def test_a_nan_in_a_later_chunk_names_its_data_row():
         Dataset.from_arrays(x).settle()  # no bounds: the extremes still show it
 
 
-def test_the_caller_s_float64_array_is_wrapped_unread_and_checked_as_it_is_read():
+@pytest.fixture(params=["inline", "threaded"])
+def fingerprint_thread(request, monkeypatch):
+    """Both ways a Fingerprinter works: on the caller's thread (small records, the
+    default here) and on a thread of its own (forced for these small records)."""
+    if request.param == "threaded":
+        monkeypatch.setattr(dataset_module, "INLINE_VALUES", 0)
+    return request.param
+
+
+def test_small_records_are_fingerprinted_alike_on_the_caller_s_thread(monkeypatch):
+    x = np.random.default_rng(7).uniform(-2, 2, (300, 4))
+    labels = np.arange(300) % 2
+    domain = Domain(lower=-1, upper=1, labels=Classes((0, 1)))
+    key = b"k" * 32
+    values = []
+    for inline in (10**9, 0):
+        monkeypatch.setattr(dataset_module, "INLINE_VALUES", inline)
+        for copy in (False, True):
+            data = Dataset.from_arrays(x, labels, domain, copy=copy)
+            values.append((data.fingerprint(key), data.fingerprint(key, chunk_rows=7)))
+    assert len(set(values)) == 1
+
+
+def test_the_caller_s_float64_array_is_wrapped_unread_and_checked_as_it_is_read(
+    fingerprint_thread,
+):
     x = np.random.default_rng(5).uniform(-1, 1, (20_000, 3))
     x[[3, 9_000, 19_999], [0, 2, 1]] = [4.0, -9.0, 2.5]  # outside [-1, 1], three chunks
     domain = Domain(lower=-1, upper=1)
@@ -250,7 +276,9 @@ def test_the_caller_s_float64_array_is_wrapped_unread_and_checked_as_it_is_read(
     assert data.clip_report.values_clipped_per_feature == (1, 1, 1)
 
 
-def test_changing_the_wrapped_array_afterwards_is_checked_or_refused_at_the_next_fingerprint():
+def test_changing_the_wrapped_array_afterwards_is_checked_or_refused_at_the_next_fingerprint(
+    fingerprint_thread,
+):
     x = np.random.default_rng(2).uniform(0, 1, (100, 3))
     data = Dataset.from_arrays(x, None, Domain(lower=0, upper=1))
     settled = Dataset.from_arrays(x, None, Domain(lower=0, upper=1))

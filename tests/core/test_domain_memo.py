@@ -6,9 +6,11 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pytest
 
 from dpframe import Dataset, Domain
+from dpframe.data.domain import _box_of, _uniform_of
 from dpframe.errors import DomainError
 
 
@@ -41,3 +43,20 @@ def test_refusals_are_not_remembered_as_results():
     assert box.with_records(5).records == 5
     with pytest.raises(DomainError, match="declares 5 records"):
         Dataset.from_arrays([[0.5, 0.0]] * 4, domain=box)
+
+
+def test_a_signed_zero_bound_keeps_its_sign_in_the_shared_box():
+    # box() and the clip's bounds are shared per distinct box: -0.0 and 0.0 compare equal,
+    # yet each must get its own, whichever was asked first (one bound for every feature,
+    # and per-feature bounds)
+    for lower in ([-0.0, -0.0], [-1.0, -0.0]):
+        signed = Domain(lower=lower, upper=[1.0, 1.0]).bind(2)
+        unsigned = Domain(lower=[v if v else 0.0 for v in lower], upper=[1.0, 1.0]).bind(2)
+        for pair in ((signed, unsigned), (unsigned, signed)):
+            _box_of.cache_clear()
+            _uniform_of.cache_clear()
+            for domain in pair:
+                want = [math.copysign(1.0, v) for v in domain.lower]
+                assert [math.copysign(1.0, v) for v in domain.box()[0]] == want
+                lo = np.atleast_1d(domain._uniform_box()[0])
+                assert [math.copysign(1.0, v) for v in lo] == want[: lo.size]

@@ -52,6 +52,8 @@ def _query(
     features = np.vstack([base_x, np.asarray(x, dtype=float)[None, :]])
     labels = None if base_y is None else np.append(np.asarray(base_y, dtype=object), y)
     dataset = Dataset.from_arrays(features, labels, domain)
+    # checked and clipped once now (the same values), not again by each pass of the query
+    dataset.settle()
     return mechanism.query(dataset, params), dataset.domain
 
 

@@ -224,6 +224,26 @@ def test_shares_follow_the_rule_when_not_given():
     )
 
 
+def test_remembered_defaults_follow_their_inputs():
+    """GMM remembers the rule's defaults per (params, domain) objects: another domain (a
+    record count that changes the rule's dimension and shares) must get its own, and a
+    supplied projection changed in place must not be answered from before the change."""
+    from dpframe_gmm.sensitivity import resolve
+
+    box = Domain(lower=[-1, -1, -1, -1, -4], upper=[1, 1, 1, 1, 4], labels=Classes(("a", "b")))
+    small, large = box.bind(5).with_records(60), box.bind(5).with_records(6000)
+    params = GMM.params(epsilon=1.0, reduction="ron")
+    for domain in (small, large, small, large):
+        assert GMM._resolved(params, domain) == resolve(params, domain)
+    assert GMM._resolved(params, small).dimension < GMM._resolved(params, large).dimension
+    w = np.eye(5, 2)
+    supplied = GMM.params(epsilon=1.0, reduction="supplied", projection=w)
+    before = GMM._resolved(supplied, small).count_share
+    w[:] = np.eye(5, 2)[::-1]  # the fifth feature's wider bounds now project
+    after = GMM._resolved(supplied, small).count_share
+    assert after == resolve(supplied, small).count_share != before
+
+
 def test_tied_model_approaches_lda_at_large_epsilon():
     """At a huge budget the tied model's covariance is the pooled within-class one."""
     data = labelled(14, n=3000, m=3)
