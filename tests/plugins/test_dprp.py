@@ -57,8 +57,10 @@ def test_same_seed_same_release_and_other_seed_differs():
 
 
 def test_noise_drawn_during_the_pass_is_the_noise_drawn_after_it(monkeypatch):
-    # Past one chunk the projection's noise is drawn on a thread while the pass runs; the
-    # release must be the one drawing it after the pass gives (same draws, same order).
+    # Past one chunk the projection's noise is drawn on a thread while the pass runs, and
+    # added to the rows of Z R as they are computed (by the pass once it is drawn, by the
+    # noise's thread for the rows computed before); the release must be the one drawing
+    # it after the pass gives, or before it (same draws, same order, each row once).
     from dpframe_dprp import mechanism
 
     rows = mechanism.CHUNK_ROWS + 100
@@ -79,9 +81,19 @@ def test_noise_drawn_during_the_pass_is_the_noise_drawn_after_it(monkeypatch):
         mechanism, "_alongside", lambda draw, work, thread: tuple(reversed((work(), draw())))
     )
     after = MECH.run(data, params, SeededSampler(9))
+    # drawn first: the pass adds it to each chunk's rows as it computes them
+    monkeypatch.setattr(mechanism, "_alongside", lambda draw, work, thread: (draw(), work()))
+    before = MECH.run(data, params, SeededSampler(9))
     assert threads == [True]
     for name in ("synthetic", "labels", "projection", "covariance", "random_matrix"):
         assert np.array_equal(during[name], after[name])
+        assert np.array_equal(before[name], after[name])
+    # and every chunk's rows were noised (once: the releases above agree)
+    encoding = mechanism.Encoding.build(params, data.domain)
+    exact, _ = mechanism._project(encoding, data, after["random_matrix"])
+    for start in (0, mechanism.CHUNK_ROWS):
+        chunk = slice(start, start + mechanism.CHUNK_ROWS)
+        assert not np.allclose(after["projection"][chunk], exact[chunk], atol=0.1)
 
 
 def test_drop_labels_releases_none_and_model_only_on_request():
@@ -241,10 +253,10 @@ def _working_rows(x, y, centre, scale, bound, labels, weight):
 def test_fused_pass_is_the_plain_formula_across_chunk_boundaries(
     monkeypatch, lower, upper, labels, extra
 ):
-    # _project never assembles Z = [U | L]: it multiplies the blocks chunk by chunk, reads
-    # the records in place when the map is the identity, and clips after the syrk (redoing
-    # a chunk with a row over the bound). Z R and Z^T Z must be the plain formula's, with
-    # one worker thread or several.
+    # _project assembles Z = [U | L] chunk by chunk in a reused scratch array (with
+    # labels), reads the records in place when the map is the identity and there are no
+    # labels, and clips after the syrk (redoing a chunk with a row over the bound). Z R
+    # and Z^T Z must be the plain formula's, with one worker thread or several.
     from dpframe_dprp import mechanism
 
     monkeypatch.setattr(mechanism, "CHUNK_ROWS", 64)
