@@ -60,6 +60,8 @@ from dpframe_dprp.calibration import Calibration, calibrate
 CHUNK_ROWS = 4096
 _PASS_WORKERS = min(2, usable_cores())
 """Threads computing the chunks of the model's pass (one BLAS thread each)."""
+_BESIDE_NOISE = max(1, min(_PASS_WORKERS, usable_cores() - 1))
+"""Of those, the threads computing while the projection's noise is drawn on its own."""
 
 A = TypeVar("A")
 B = TypeVar("B")
@@ -444,13 +446,19 @@ class DPRPMechanism(Mechanism):
         # draws in the same order: the pass draws nothing), and added to the rows of Z R
         # in place as they are computed (no third n x k1 array, no pass of its own).
         projection = np.empty((records, params.k1))
-        noising = _Noising(projection)
+        noising = _Noising(projection, _BESIDE_NOISE, _PASS_WORKERS)
         _, (_, second) = _alongside(
             lambda: noising.drawn(
                 _drawn_beside(stages["projection"], (records, params.k1), sampler)
             ),
             lambda: _project(
-                encoding, dataset, r, _PASS_WORKERS, out=projection, computed=noising.computed
+                encoding,
+                dataset,
+                r,
+                _PASS_WORKERS,
+                out=projection,
+                computed=noising.computed,
+                cores=noising.cores,
             ),
             thread=records > CHUNK_ROWS,
         )
@@ -598,10 +606,17 @@ class _Noising:
     chunk's rows as soon as they are computed (still in cache) once the noise is drawn,
     the rows computed before then by the thread that drew it, right after drawing (while
     the pass goes on). Each row is released once, by :meth:`GridNoise.add` in place (the
-    finite check in its pass), so the result does not depend on the timing."""
+    finite check in its pass), so the result does not depend on the timing.
 
-    def __init__(self, projected: np.ndarray) -> None:
+    :attr:`cores` lets ``beside`` of the pass's workers compute at a time until the noise
+    is drawn and those rows noised, then ``workers``: on two cores, one worker beside the
+    noise's thread, which has a core to itself (with three busy threads on two cores,
+    the pass ended first and the noise's thread finished alone, the other core idle)."""
+
+    def __init__(self, projected: np.ndarray, beside: int, workers: int) -> None:
         self._projected = projected  # filled by the pass
+        self._more = workers - beside
+        self.cores = threading.Semaphore(beside)
         self._lock = threading.Lock()
         self._noise: GridNoise | None = None
         self._waiting: list[tuple[int, int]] = []
@@ -613,6 +628,8 @@ class _Noising:
             waiting, self._waiting = self._waiting, []
         for start, stop in waiting:
             self._add(noise, start, stop)
+        if self._more > 0:
+            self.cores.release(self._more)
         return noise
 
     def computed(self, start: int, stop: int) -> None:
@@ -637,12 +654,14 @@ def _project(
     *,
     out: np.ndarray | None = None,
     computed: Callable[[int, int], None] | None = None,
+    cores: threading.Semaphore | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``Z R`` (one row per record) and ``Z^T Z`` in one chunked pass: the working rows
     are never all in memory, but ``Z R`` is (it is released, noised, row by row). Needs a
     source read on this process: on a distributed source the rows of ``Z R`` would have
     to leave the workers. ``Z R`` is written to ``out`` when given, and ``computed(start,
-    stop)`` is called with each chunk's rows once they are.
+    stop)`` is called with each chunk's rows once they are; each chunk is computed holding
+    ``cores`` when given.
 
     The chunks are read in order on this thread and computed by ``workers`` threads with
     one BLAS thread each (BLAS's own threads would spin between the many small products,
@@ -665,6 +684,10 @@ def _project(
     spare = [np.empty((CHUNK_ROWS, width)) for _ in range(2 * workers)]  # reused: no faults
 
     def products(features: np.ndarray, labels: np.ndarray | None, start: int, scratch):
+        with cores or contextlib.nullcontext():
+            return chunk_products(features, labels, start, scratch)
+
+    def chunk_products(features: np.ndarray, labels: np.ndarray | None, start: int, scratch):
         rows = len(features)
         if rows > len(scratch):
             scratch = np.empty((rows, width))

@@ -96,6 +96,50 @@ def test_noise_drawn_during_the_pass_is_the_noise_drawn_after_it(monkeypatch):
         assert not np.allclose(after["projection"][chunk], exact[chunk], atol=0.1)
 
 
+def test_one_worker_computes_beside_the_noise_until_it_is_drawn(monkeypatch):
+    # On two cores the pass computes one chunk at a time while the noise's thread draws
+    # (no core shared by two busy threads), and on both workers once it is drawn.
+    import threading
+    import time
+
+    from dpframe_dprp import mechanism
+
+    monkeypatch.setattr(mechanism, "CHUNK_ROWS", 64)
+    monkeypatch.setattr(mechanism, "_PASS_WORKERS", 2)
+    monkeypatch.setattr(mechanism, "_BESIDE_NOISE", 1)
+    lock, active, seen = threading.Lock(), [0], {"drawing": 0, "drawn": 0}
+    drawn = threading.Event()
+    label_block = mechanism.Encoding.label_block
+
+    def watched(self, y, rows, out=None):
+        with lock:
+            active[0] += 1
+            phase = "drawn" if drawn.is_set() else "drawing"
+            seen[phase] = max(seen[phase], active[0])
+        time.sleep(0.01)  # long enough for a second worker to overlap, were it let in
+        with lock:
+            active[0] -= 1
+        return label_block(self, y, rows, out)
+
+    drawn_beside = mechanism._drawn_beside
+
+    def slow_draw(*args):
+        time.sleep(0.1)  # the pass computes several chunks meanwhile
+        noise = drawn_beside(*args)
+        drawn.set()
+        return noise
+
+    monkeypatch.setattr(mechanism.Encoding, "label_block", watched)
+    monkeypatch.setattr(mechanism, "_drawn_beside", slow_draw)
+    rng = np.random.default_rng(5)
+    rows = 64 * 40
+    domain = Domain(lower=0, upper=10, labels=Classes(["a", "b"]))
+    data = Dataset.from_arrays(rng.uniform(0, 10, (rows, 3)), rng.choice(["a", "b"], rows), domain)
+    MECH.model(data, MECH.params(epsilon=1.0, delta=1e-5, k1=3), SeededSampler(2))
+    assert seen["drawing"] == 1
+    assert seen["drawn"] == 2
+
+
 def test_drop_labels_releases_none_and_model_only_on_request():
     release = MECH.run(
         _data(), MECH.params(epsilon=2.0, delta=1e-5, labels="drop"), SeededSampler(1)
