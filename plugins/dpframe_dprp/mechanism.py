@@ -692,15 +692,16 @@ def _project(
         if rows > len(scratch):
             scratch = np.empty((rows, width))
         z = scratch[:rows]
-        u = encoding.feature_rows(features, z[:, :d])
+        own = z[:, :d]  # U's place in Z
+        u = encoding.feature_rows(features, own)
         if width > d:  # Z assembled: the features beside the label block
             if u is features:
-                np.copyto(z[:, :d], features)
-                u = z[:, :d]
+                np.copyto(own, features)
+                u = own
             encoding.label_block(labels, rows, out=z[:, d:])
         rows_z = features if u is features else z
         part = rows_z.T @ rows_z
-        if encoding.clip(u, z[:, :d]) is not None:
+        if encoding.clip(u, own) is not None:
             rows_z = z
             part = rows_z.T @ rows_z
         np.matmul(rows_z, r, out=projected[start : start + rows])
