@@ -288,8 +288,9 @@ def _working_rows(x, y, centre, scale, bound, labels, weight):
 @pytest.mark.parametrize(
     ("lower", "upper", "labels", "extra"),
     [
-        (-1.0, 1.0, Classes((0, 1, 2)), {}),  # the map is the identity: records read in place
+        (-1.0, 1.0, Classes((0, 1, 2)), {}),  # the map is the identity: records copied into Z
         (-1.0, 1.0, Classes((0, 1, 2)), {"row_norm_bound": 1.9}),  # some chunks clip
+        (-1.0, 1.0, None, {"row_norm_bound": 1.5}),  # no labels: records read in place
         (0.0, 4.0, Target(0.0, 2.0), {"row_norm_bound": 1.5}),  # centred and scaled
         (0.0, 4.0, None, {"standardise": False, "row_norm_bound": 2.0, "labels": "drop"}),
     ],
