@@ -104,7 +104,7 @@ def dprp_parts(data: Dataset) -> list[tuple[str, Callable[[], object]]]:
             lambda: _project(encoding, data, model.r),
         ),
         (
-            f"dprp data pass alone ({_PASS_WORKERS} threads, as in the model)",
+            f"dprp data pass alone ({_PASS_WORKERS} threads, as in the model after the noise)",
             lambda: _project(encoding, data, model.r, _PASS_WORKERS),
         ),
         (

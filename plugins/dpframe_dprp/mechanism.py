@@ -20,6 +20,7 @@ from __future__ import annotations
 import collections
 import contextlib
 import math
+import threading
 from collections.abc import Callable
 from concurrent.futures import ThreadPoolExecutor
 from typing import Literal, TypeVar
@@ -59,6 +60,8 @@ from dpframe_dprp.calibration import Calibration, calibrate
 CHUNK_ROWS = 4096
 _PASS_WORKERS = min(2, usable_cores())
 """Threads computing the chunks of the model's pass (one BLAS thread each)."""
+_BESIDE_NOISE = max(1, min(_PASS_WORKERS, usable_cores() - 1))
+"""Of those, the threads computing while the projection's noise is drawn on its own."""
 
 A = TypeVar("A")
 B = TypeVar("B")
@@ -238,6 +241,11 @@ class Encoding:
             u = np.divide(u, self.scale, out=out)
         return u
 
+    @property
+    def identity(self) -> bool:
+        """Whether :meth:`feature_rows` leaves the features as they are."""
+        return not np.any(self.centre) and not np.any(self.scale != 1.0)
+
     def clip(self, u: np.ndarray, out: np.ndarray) -> np.ndarray | None:
         """``u`` with every row clipped to ``feature_bound`` (``U``, the working rows'
         feature part), in ``out`` (which may be ``u``), or ``None`` if no row is over the
@@ -251,19 +259,23 @@ class Encoding:
         out[over] *= (self.feature_bound / norms[over])[:, None]
         return out
 
-    def label_block(self, y: np.ndarray | None, rows: int) -> np.ndarray | None:
+    def label_block(
+        self, y: np.ndarray | None, rows: int, out: np.ndarray | None = None
+    ) -> np.ndarray | None:
         """The label columns of ``rows`` working rows (``None`` without labels): ``w``
         times the one-hot class (norm exactly ``w``), or ``w`` times the target scaled to
-        [-1, 1] (at most ``w``)."""
+        [-1, 1] (at most ``w``); written to ``out`` (``rows x label_columns``) when given."""
         if self.labels is None:
             return None
+        block = np.empty((rows, self.label_columns)) if out is None else out
         if isinstance(self.labels, Classes):
-            block = np.zeros((rows, self.label_columns))
+            block.fill(0.0)
             block[np.arange(rows), np.asarray(y)] = self.label_weight
             return block
         radius = self.labels.radius
         t = (y - self.labels.centre) / radius if radius > 0 else np.zeros_like(y)
-        return (self.label_weight * t)[:, None]
+        block[:, 0] = self.label_weight * t
+        return block
 
     def decode(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """Features in the original units (computed in place: ``rows`` is overwritten, no
@@ -436,13 +448,25 @@ class DPRPMechanism(Mechanism):
         stages = self._stages(params, dataset.domain, encoding, r, records)
         # The projection's n x k1 noise depends on public quantities only: for a pass of
         # several chunks it is drawn on a thread of its own while the pass runs (the same
-        # draws in the same order: the pass draws nothing).
-        noise, (projected, second) = _alongside(
-            lambda: _drawn_beside(stages["projection"], (records, params.k1), sampler),
-            lambda: _project(encoding, dataset, r, _PASS_WORKERS),
+        # draws in the same order: the pass draws nothing), and added to the rows of Z R
+        # in place as they are computed (no third n x k1 array, no pass of its own).
+        projection = np.empty((records, params.k1))
+        noising = _Noising(projection, _BESIDE_NOISE, _PASS_WORKERS)
+        _, (_, second) = _alongside(
+            lambda: noising.drawn(
+                _drawn_beside(stages["projection"], (records, params.k1), sampler)
+            ),
+            lambda: _project(
+                encoding,
+                dataset,
+                r,
+                _PASS_WORKERS,
+                out=projection,
+                computed=noising.computed,
+                cores=noising.cores,
+            ),
             thread=records > CHUNK_ROWS,
         )
-        projection = noise.add(projected, in_place=True)  # no third n x k1 array
         noisy_upper = stages["covariance"].perturb(upper_triangle(second), sampler)
         covariance = from_upper_triangle(noisy_upper, width)
         _, components = top_eigen(covariance, default_k2(params, width))
@@ -582,13 +606,67 @@ def _drawn_beside(stage: NoisyStage, shape: tuple[int, int], sampler: Sampler) -
         return stage.noise_for(shape, sampler)
 
 
+class _Noising:
+    """Adds the projection's noise to the rows of ``Z R`` as the pass computes them: a
+    chunk's rows as soon as they are computed (still in cache) once the noise is drawn,
+    the rows computed before then by the thread that drew it, right after drawing (while
+    the pass goes on). Each row is released once, by :meth:`GridNoise.add` in place (the
+    finite check in its pass), so the result does not depend on the timing.
+
+    :attr:`cores` lets ``beside`` of the pass's workers compute at a time until the noise
+    is drawn and those rows noised, then ``workers``: on two cores, one worker beside the
+    noise's thread, which has a core to itself (with three busy threads on two cores,
+    the pass ended first and the noise's thread finished alone, the other core idle)."""
+
+    def __init__(self, projected: np.ndarray, beside: int, workers: int) -> None:
+        self._projected = projected  # filled by the pass
+        self._more = workers - beside
+        self.cores = threading.Semaphore(beside)
+        self._lock = threading.Lock()
+        self._noise: GridNoise | None = None
+        self._waiting: list[tuple[int, int]] = []
+
+    def drawn(self, noise: GridNoise) -> GridNoise:
+        """Add ``noise`` to the rows computed so far (and to later rows as they come)."""
+        with self._lock:
+            self._noise = noise
+            waiting, self._waiting = self._waiting, []
+        for start, stop in waiting:
+            self._add(noise, start, stop)
+        if self._more > 0:
+            self.cores.release(self._more)
+        return noise
+
+    def computed(self, start: int, stop: int) -> None:
+        """Rows ``start:stop`` of ``Z R`` are computed: noised now, or once drawn."""
+        with self._lock:
+            noise = self._noise
+            if noise is None:
+                self._waiting.append((start, stop))
+                return
+        self._add(noise, start, stop)
+
+    def _add(self, noise: GridNoise, start: int, stop: int) -> None:
+        rows = attrs.evolve(noise, noise=noise.noise[start:stop])
+        rows.add(self._projected[start:stop], in_place=True)
+
+
 def _project(
-    encoding: Encoding, dataset: Dataset, r: np.ndarray, workers: int = 1
+    encoding: Encoding,
+    dataset: Dataset,
+    r: np.ndarray,
+    workers: int = 1,
+    *,
+    out: np.ndarray | None = None,
+    computed: Callable[[int, int], None] | None = None,
+    cores: threading.Semaphore | None = None,
 ) -> tuple[np.ndarray, np.ndarray]:
     """``Z R`` (one row per record) and ``Z^T Z`` in one chunked pass: the working rows
     are never all in memory, but ``Z R`` is (it is released, noised, row by row). Needs a
     source read on this process: on a distributed source the rows of ``Z R`` would have
-    to leave the workers.
+    to leave the workers. ``Z R`` is written to ``out`` when given, and ``computed(start,
+    stop)`` is called with each chunk's rows once they are; each chunk is computed holding
+    ``cores`` when given.
 
     The chunks are read in order on this thread and computed by ``workers`` threads with
     one BLAS thread each (BLAS's own threads would spin between the many small products,
@@ -596,42 +674,58 @@ def _project(
     its products are added to ``Z^T Z`` in chunk order, so the result does not depend on
     the number of workers or on their timing (the same bits as one worker).
 
-    ``Z = [U | L]`` is never assembled: ``Z R = U R_U + L R_L`` and ``Z^T Z`` is built
-    from the blocks ``U^T U``, ``L^T U`` and ``L^T L`` (``L``: the few label columns), so
-    that the records are read in place when the map leaves them as they are. The syrk
-    ``U^T U`` reads each chunk first, from memory, at the speed of its arithmetic; the
-    other products then find the chunk in cache. It is computed before the clipping check
-    and again after it if the chunk has a row over the bound (rare: the default bound
-    holds every record of the box), so the sum is the clipped rows' as if checked first."""
-    d = encoding.centre.shape[0]
-    projected = np.empty((len(dataset), r.shape[1]))
-    second = np.zeros((encoding.width, encoding.width))
-    spare = [np.empty((CHUNK_ROWS, d)) for _ in range(2 * workers)]  # reused: no page faults
+    With labels, a chunk's working rows ``Z = [U | L]`` are assembled in a reused scratch
+    array (in cache), so that one syrk gives all of ``Z^T Z``'s blocks and one product
+    ``Z R`` (products with the few label columns alone run far below BLAS's rate). Without
+    labels, the records are read in place when the map leaves them as they are (the
+    identity: a box centred at 0 with unit half-widths after standardising). The syrk
+    reads each chunk first; the clipping check then finds it in cache. The syrk is
+    computed again after clipping if the chunk has a row over the bound (rare: the
+    default bound holds every record of the box), so the sum is the clipped rows' as if
+    checked first."""
+    d, width = encoding.centre.shape[0], encoding.width
+    projected = np.empty((len(dataset), r.shape[1])) if out is None else out
+    second = np.zeros((width, width))
+
+    def buffers(rows: int) -> tuple[np.ndarray, np.ndarray | None]:
+        """A chunk's ``Z`` and, with labels and a map other than the identity, a contiguous
+        array for the map's output (numpy's map into ``Z``'s strided block: 1.6x slower)."""
+        contiguous = width > d and not encoding.identity
+        return np.empty((rows, width)), np.empty((rows, d)) if contiguous else None
+
+    spare = [buffers(CHUNK_ROWS) for _ in range(2 * workers)]  # reused: no page faults
 
     def products(features: np.ndarray, labels: np.ndarray | None, start: int, scratch):
+        with cores or contextlib.nullcontext():
+            return chunk_products(features, labels, start, scratch)
+
+    def chunk_products(features: np.ndarray, labels: np.ndarray | None, start: int, scratch):
         rows = len(features)
-        if rows > len(scratch):
-            scratch = np.empty((rows, d))
-        u = encoding.feature_rows(features, scratch[:rows])
-        part = u.T @ u
-        clipped = encoding.clip(u, scratch[:rows])
-        if clipped is not None:
-            u = clipped
-            part = u.T @ u
-        out = projected[start : start + rows]
-        np.matmul(u, r[:d], out=out)
-        block = encoding.label_block(labels, rows)
-        if block is not None:
-            out += block @ r[d:]
-            return part, block.T @ u, block.T @ block, scratch
-        return part, None, None, scratch
+        if rows > len(scratch[0]):
+            scratch = buffers(rows)
+        z, mapped = scratch[0][:rows], scratch[1]
+        own = z[:, :d]  # U's place in Z
+        if width > d:  # Z assembled: the features beside the label block
+            np.copyto(
+                own, features if mapped is None else encoding.feature_rows(features, mapped[:rows])
+            )
+            encoding.label_block(labels, rows, out=z[:, d:])
+            u = own
+        else:
+            u = encoding.feature_rows(features, own)
+        rows_z = features if u is features else z
+        part = rows_z.T @ rows_z
+        if encoding.clip(u, own) is not None:
+            rows_z = z
+            part = rows_z.T @ rows_z
+        np.matmul(rows_z, r, out=projected[start : start + rows])
+        if computed is not None:
+            computed(start, start + rows)
+        return part, scratch
 
     def add(parts: tuple) -> None:
-        part, cross, own, scratch = parts
-        second[:d, :d] += part
-        if cross is not None:
-            second[d:, :d] += cross
-            second[d:, d:] += own
+        part, scratch = parts
+        second[...] += part
         spare.append(scratch)
 
     start = 0
@@ -652,5 +746,4 @@ def _project(
             start += len(features)
         while pending:
             add(pending.popleft().result())
-    second[:d, d:] = second[d:, :d].T
     return projected, second

@@ -57,8 +57,10 @@ def test_same_seed_same_release_and_other_seed_differs():
 
 
 def test_noise_drawn_during_the_pass_is_the_noise_drawn_after_it(monkeypatch):
-    # Past one chunk the projection's noise is drawn on a thread while the pass runs; the
-    # release must be the one drawing it after the pass gives (same draws, same order).
+    # Past one chunk the projection's noise is drawn on a thread while the pass runs, and
+    # added to the rows of Z R as they are computed (by the pass once it is drawn, by the
+    # noise's thread for the rows computed before); the release must be the one drawing
+    # it after the pass gives, or before it (same draws, same order, each row once).
     from dpframe_dprp import mechanism
 
     rows = mechanism.CHUNK_ROWS + 100
@@ -79,9 +81,63 @@ def test_noise_drawn_during_the_pass_is_the_noise_drawn_after_it(monkeypatch):
         mechanism, "_alongside", lambda draw, work, thread: tuple(reversed((work(), draw())))
     )
     after = MECH.run(data, params, SeededSampler(9))
+    # drawn first: the pass adds it to each chunk's rows as it computes them
+    monkeypatch.setattr(mechanism, "_alongside", lambda draw, work, thread: (draw(), work()))
+    before = MECH.run(data, params, SeededSampler(9))
     assert threads == [True]
     for name in ("synthetic", "labels", "projection", "covariance", "random_matrix"):
         assert np.array_equal(during[name], after[name])
+        assert np.array_equal(before[name], after[name])
+    # and every chunk's rows were noised (once: the releases above agree)
+    encoding = mechanism.Encoding.build(params, data.domain)
+    exact, _ = mechanism._project(encoding, data, after["random_matrix"])
+    for start in (0, mechanism.CHUNK_ROWS):
+        chunk = slice(start, start + mechanism.CHUNK_ROWS)
+        assert not np.allclose(after["projection"][chunk], exact[chunk], atol=0.1)
+
+
+def test_one_worker_computes_beside_the_noise_until_it_is_drawn(monkeypatch):
+    # On two cores the pass computes one chunk at a time while the noise's thread draws
+    # (no core shared by two busy threads), and on both workers once it is drawn.
+    import threading
+    import time
+
+    from dpframe_dprp import mechanism
+
+    monkeypatch.setattr(mechanism, "CHUNK_ROWS", 64)
+    monkeypatch.setattr(mechanism, "_PASS_WORKERS", 2)
+    monkeypatch.setattr(mechanism, "_BESIDE_NOISE", 1)
+    lock, active, seen = threading.Lock(), [0], {"drawing": 0, "drawn": 0}
+    drawn = threading.Event()
+    label_block = mechanism.Encoding.label_block
+
+    def watched(self, y, rows, out=None):
+        with lock:
+            active[0] += 1
+            phase = "drawn" if drawn.is_set() else "drawing"
+            seen[phase] = max(seen[phase], active[0])
+        time.sleep(0.01)  # long enough for a second worker to overlap, were it let in
+        with lock:
+            active[0] -= 1
+        return label_block(self, y, rows, out)
+
+    drawn_beside = mechanism._drawn_beside
+
+    def slow_draw(*args):
+        time.sleep(0.1)  # the pass computes several chunks meanwhile
+        noise = drawn_beside(*args)
+        drawn.set()
+        return noise
+
+    monkeypatch.setattr(mechanism.Encoding, "label_block", watched)
+    monkeypatch.setattr(mechanism, "_drawn_beside", slow_draw)
+    rng = np.random.default_rng(5)
+    rows = 64 * 40
+    domain = Domain(lower=0, upper=10, labels=Classes(["a", "b"]))
+    data = Dataset.from_arrays(rng.uniform(0, 10, (rows, 3)), rng.choice(["a", "b"], rows), domain)
+    MECH.model(data, MECH.params(epsilon=1.0, delta=1e-5, k1=3), SeededSampler(2))
+    assert seen["drawing"] == 1
+    assert seen["drawn"] == 2
 
 
 def test_drop_labels_releases_none_and_model_only_on_request():
@@ -232,8 +288,9 @@ def _working_rows(x, y, centre, scale, bound, labels, weight):
 @pytest.mark.parametrize(
     ("lower", "upper", "labels", "extra"),
     [
-        (-1.0, 1.0, Classes((0, 1, 2)), {}),  # the map is the identity: records read in place
+        (-1.0, 1.0, Classes((0, 1, 2)), {}),  # the map is the identity: records copied into Z
         (-1.0, 1.0, Classes((0, 1, 2)), {"row_norm_bound": 1.9}),  # some chunks clip
+        (-1.0, 1.0, None, {"row_norm_bound": 1.5}),  # no labels: records read in place
         (0.0, 4.0, Target(0.0, 2.0), {"row_norm_bound": 1.5}),  # centred and scaled
         (0.0, 4.0, None, {"standardise": False, "row_norm_bound": 2.0, "labels": "drop"}),
     ],
@@ -241,10 +298,10 @@ def _working_rows(x, y, centre, scale, bound, labels, weight):
 def test_fused_pass_is_the_plain_formula_across_chunk_boundaries(
     monkeypatch, lower, upper, labels, extra
 ):
-    # _project never assembles Z = [U | L]: it multiplies the blocks chunk by chunk, reads
-    # the records in place when the map is the identity, and clips after the syrk (redoing
-    # a chunk with a row over the bound). Z R and Z^T Z must be the plain formula's, with
-    # one worker thread or several.
+    # _project assembles Z = [U | L] chunk by chunk in a reused scratch array (with
+    # labels), reads the records in place when the map is the identity and there are no
+    # labels, and clips after the syrk (redoing a chunk with a row over the bound). Z R
+    # and Z^T Z must be the plain formula's, with one worker thread or several.
     from dpframe_dprp import mechanism
 
     monkeypatch.setattr(mechanism, "CHUNK_ROWS", 64)
