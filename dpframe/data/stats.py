@@ -12,14 +12,17 @@ reduced statistics, by the mechanism.
 
 from __future__ import annotations
 
+import collections
 import threading
 from collections.abc import Callable
+from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
 import attrs
 import numpy as np
 
 from dpframe.data.dataset import DEFAULT_CHUNK_ROWS, Dataset
+from dpframe.data.threads import blas_limit, blas_threads, usable_cores
 
 RowMap = Callable[[np.ndarray], np.ndarray]
 ChunkMap = Callable[[np.ndarray, "np.ndarray | None"], Any]
@@ -31,7 +34,8 @@ ChunkMap = Callable[[np.ndarray, "np.ndarray | None"], Any]
 def reduce(dataset: Any, chunk_map: ChunkMap, *, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Any:
     """``sum over chunks of chunk_map(features, labels)``: one pass over the data.
 
-    An in-memory :class:`Dataset` is reduced here; a dataset backed by a source
+    An in-memory :class:`Dataset` is reduced here, its chunks computed on
+    :func:`pass_workers` threads; a dataset backed by a source
     (:class:`dpframe.data.sources.SourceDataset`) reduces where its data live. ``chunk_map``
     must be a pure function of its chunk (it may run on another machine, in several
     threads): use :class:`Scratch` for work buffers.
@@ -39,15 +43,57 @@ def reduce(dataset: Any, chunk_map: ChunkMap, *, chunk_rows: int = DEFAULT_CHUNK
     own = getattr(dataset, "reduce", None)
     if own is not None:
         return own(chunk_map, chunk_rows)
-    return sum_chunks(chunk_map, dataset.chunks(chunk_rows))
+    workers = pass_workers(-(-len(dataset) // chunk_rows))
+    return sum_chunks(chunk_map, dataset.chunks(chunk_rows), workers=workers)
 
 
-def sum_chunks(chunk_map: ChunkMap, chunks: Any) -> Any:
-    """``sum chunk_map(*chunk)`` over an iterable of ``(features, labels)`` chunks."""
+def pass_workers(chunks: int) -> int:
+    """Threads computing the ``chunks`` of an in-memory pass: as many as BLAS may use now
+    (its default is the process's cores; a caller's ``threadpool_limits`` lowers it) and
+    no more than the chunks. Each computes its chunks with one BLAS thread, so that every
+    step of a chunk (its subtraction, norms and gathers, not only its products) runs on
+    all the cores BLAS would have had, with no BLAS thread waiting between small calls."""
+    if chunks < 2:
+        return 1
+    return max(1, min(chunks, usable_cores(), blas_limit()))
+
+
+def sum_chunks(chunk_map: ChunkMap, chunks: Any, *, workers: int = 1) -> Any:
+    """``sum chunk_map(*chunk)`` over an iterable of ``(features, labels)`` chunks, read in
+    order on this thread. With ``workers > 1`` the chunks are computed on that many
+    threads with one BLAS thread each (:func:`dpframe.data.threads.blas_threads`, for the
+    pass), and their parts added in chunk order: the same bits as one worker with one BLAS
+    thread, whatever the timing."""
+    if workers <= 1:
+        total = None
+        for features, labels in chunks:
+            part = chunk_map(features, labels)
+            total = detach(part) if total is None else accumulate(total, part)
+        if total is None:
+            raise ValueError("no chunks to reduce")
+        return total
+    return _sum_on_threads(chunk_map, chunks, workers)
+
+
+def _sum_on_threads(chunk_map: ChunkMap, chunks: Any, workers: int) -> Any:
+    def part_of(features: np.ndarray, labels: np.ndarray | None) -> Any:
+        return detach(chunk_map(features, labels))  # off the worker's Scratch before its next
+
     total = None
-    for features, labels in chunks:
-        part = chunk_map(features, labels)
-        total = detach(part) if total is None else accumulate(total, part)
+    pending: collections.deque = collections.deque()
+    with blas_threads(at_most=1), ThreadPoolExecutor(workers, "dpframe-pass") as pool:
+        try:
+            for features, labels in chunks:
+                if len(pending) == 2 * workers:
+                    part = pending.popleft().result()
+                    total = part if total is None else accumulate(total, part)
+                pending.append(pool.submit(part_of, features, labels))
+            while pending:
+                part = pending.popleft().result()
+                total = part if total is None else accumulate(total, part)
+        finally:
+            for future in pending:  # a chunk or a part failed: compute no more
+                future.cancel()
     if total is None:
         raise ValueError("no chunks to reduce")
     return total

@@ -38,17 +38,27 @@ def usable_cores() -> int:
     return cores or 1
 
 
+def blas_limit() -> int:
+    """The threads BLAS may use now (the largest limit of the BLAS libraries loaded: their
+    default, or a caller's ``threadpool_limits``); 1 with no BLAS found."""
+    found = _blas_controller().info()  # type: ignore[attr-defined]
+    return max((int(lib["num_threads"]) for lib in found), default=1)
+
+
 @contextlib.contextmanager
 def blas_threads(others: int = 0, *, at_most: int | None = None) -> Iterator[int]:
     """Limit BLAS, for the duration, to the cores this process may use less ``others``
     threads that are busy alongside it (a file reader's decoding), at least one and at
-    most ``at_most``; yields the limit. A pass makes many small products between which
+    most ``at_most``, and never above the limit already in force (a caller's
+    ``threadpool_limits``, or a pass computing its chunks on several threads with one BLAS
+    thread each); yields the limit. A pass makes many small products between which
     BLAS's worker threads spin: more threads than free cores make each product wait for a
     preempted thread (measured: a rank-k step of 1.3 s took 36 s on a busy two-core
     machine)."""
-    limit = max(1, usable_cores() - others)
+    limit = min(usable_cores() - others, blas_limit())
     if at_most is not None:
-        limit = max(1, min(limit, at_most))
+        limit = min(limit, at_most)
+    limit = max(1, limit)
     with _blas_controller().limit(limits=limit):  # type: ignore[attr-defined]
         yield limit
 

@@ -160,3 +160,87 @@ def test_a_file_pass_reads_its_batches_on_the_read_ahead_thread(files, domain, m
     reduce(SourceDataset(source, domain, chunk_rows=16), lambda x, y: x.sum(axis=0))
     assert readers and set(readers) == {threading.current_thread().name}
     assert preparers and set(preparers) == {threading.current_thread().name}
+
+
+def _in_memory(rows: int, cols: int = 30):
+    from dpframe import Dataset, Domain
+
+    x = np.random.default_rng(5).uniform(-1.0, 1.0, (rows, cols))
+    return Dataset.from_arrays(x, None, Domain(lower=-1.0, upper=1.0))
+
+
+def test_an_in_memory_pass_computes_its_chunks_on_the_cores_blas_may_use():
+    """Each chunk on a pass thread with one BLAS thread, as many threads as BLAS may use;
+    with the caller's limit at one, the pass stays on the caller's thread."""
+    import threading
+
+    from dpframe.data.stats import pass_workers
+
+    cores = len(os.sched_getaffinity(0))
+    if cores < 2:
+        pytest.skip("one core: one worker")
+    dataset = _in_memory(5000)
+    seen: list[tuple[str, set[int]]] = []
+
+    def chunk_map(features, labels):
+        seen.append((threading.current_thread().name, _blas_threads()))
+        return features.sum(axis=0)
+
+    with threadpool_limits(2, user_api="blas"):
+        assert pass_workers(10) == 2 and pass_workers(1) == 1
+        reduce(dataset, chunk_map, chunk_rows=500)
+        assert _blas_threads() == {2}  # restored after the pass
+    assert len(seen) == 10
+    assert all(name.startswith("dpframe-pass") and blas == {1} for name, blas in seen), seen
+    seen.clear()
+    with threadpool_limits(1, user_api="blas"):
+        assert pass_workers(10) == 1
+        reduce(dataset, chunk_map, chunk_rows=500)
+    assert {name for name, _ in seen} == {threading.current_thread().name}
+
+
+def test_a_threaded_pass_adds_its_parts_in_chunk_order_bit_for_bit():
+    """Parts computed in a per-thread work buffer (Scratch) are copied before that thread's
+    next chunk overwrites it, and added in chunk order: the same bits as one thread."""
+    from dpframe.data.stats import Scratch
+
+    dataset = _in_memory(40_000)
+    buffer = Scratch(30)
+
+    def chunk_map(features, labels):
+        out = buffer(features.shape[0])
+        np.multiply(features, 1.0 / 3.0, out=out)
+        second = buffer(30)  # the part itself lives in the thread's buffer
+        np.matmul(out.T, out, out=second[:30])
+        return second[:30]
+
+    with threadpool_limits(1, user_api="blas"):
+        expected = np.zeros((30, 30))
+        for start in range(0, 40_000, 1000):
+            rows = dataset.features[start : start + 1000] * (1.0 / 3.0)
+            expected += rows.T @ rows
+    with threadpool_limits(2, user_api="blas"):
+        threaded = reduce(dataset, chunk_map, chunk_rows=1000)
+    assert np.array_equal(threaded, expected)
+
+
+def test_a_failing_chunk_stops_a_threaded_pass_with_its_error():
+    import threading
+
+    dataset = _in_memory(5000)
+
+    def chunk_map(features, labels):
+        if features[0, 0] == dataset.features[1500, 0]:
+            raise ValueError("chunk 4 failed")
+        return features.sum(axis=0)
+
+    with threadpool_limits(2, user_api="blas"), pytest.raises(ValueError, match="chunk 4"):
+        reduce(dataset, chunk_map, chunk_rows=500)
+    assert not any(t.name.startswith("dpframe-pass") for t in threading.enumerate())
+
+
+def test_blas_threads_never_raises_the_limit_in_force():
+    from dpframe.data.threads import blas_threads
+
+    with threadpool_limits(1, user_api="blas"), blas_threads() as limit:
+        assert limit == 1 and _blas_threads() == {1}
