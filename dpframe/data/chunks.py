@@ -16,6 +16,7 @@ box is converted and checked by the kernel and clipped by :meth:`Domain.clip`.
 from __future__ import annotations
 
 import os
+import sys
 from collections.abc import Sequence
 from typing import Any
 
@@ -96,20 +97,56 @@ class Columns:
         return matrix
 
 
+class Buffers:
+    """The matrices of one pass's chunks, each reused once nothing but this pool holds it,
+    so that a chunk is not written into new memory whose pages must first be faulted in
+    (about 0.4 ms of an 8,192 x 100 chunk's 2.4). Nothing else holds a buffer when its
+    reference count is the pool's own: every numpy view of an array holds the array, and
+    so does a memoryview of it (the fingerprint's hash), so a chunk that a consumer still
+    holds, or a view of it, is never written. Used by one thread (the pass's reader); at
+    most ``limit`` buffers are kept. Where reference counts are not exact (a build without
+    the GIL) every chunk gets new memory."""
+
+    def __init__(self, limit: int = 10) -> None:
+        self._held: list[np.ndarray] = []
+        self._limit = limit if getattr(sys, "_is_gil_enabled", lambda: True)() else 0
+        probe = [np.empty(0)]
+        self._unheld = sys.getrefcount(probe[0])  # the count of a buffer only the list holds
+
+    def take(self, shape: tuple[int, int]) -> np.ndarray:
+        """A writeable float64 matrix of ``shape`` that nothing else holds."""
+        held = self._held
+        for i in range(len(held)):
+            if sys.getrefcount(held[i]) == self._unheld and held[i].shape == shape:
+                buffer = held[i]
+                buffer.setflags(write=True)
+                return buffer
+        buffer = np.empty(shape)
+        if len(held) < self._limit:
+            held.append(buffer)
+        return buffer
+
+
 def prepare_features(
-    domain: Domain, n_features: int, features: Any, *, copy: bool
+    domain: Domain,
+    n_features: int,
+    features: Any,
+    *,
+    copy: bool,
+    buffers: Buffers | None = None,
 ) -> tuple[np.ndarray, ClipReport] | None:
-    """``features`` as a new float64 matrix, checked finite and clipped to ``domain``, with
-    the clip report (labels not counted), in the kernel's one pass; None when the numpy
-    path must prepare them (see the module's docstring; ``copy=False`` asks for a float64
-    matrix to be clipped in place, which is the numpy path's)."""
+    """``features`` as a new float64 matrix (from ``buffers``, if given), checked finite and
+    clipped to ``domain``, with the clip report (labels not counted), in the kernel's one
+    pass; None when the numpy path must prepare them (see the module's docstring;
+    ``copy=False`` asks for a float64 matrix to be clipped in place, which is the numpy
+    path's)."""
     if _kernel is None:
         return None
     columns = _columns(features, n_features, copy)
     if columns is None:
         return None
     rows = len(columns[0])
-    out = np.empty((rows, n_features))
+    out = np.empty((rows, n_features)) if buffers is None else buffers.take((rows, n_features))
     counts = np.empty(n_features, dtype=np.int64)
     clip = domain.lower is not None and domain.row_norm_bound is None
     if domain.lower is not None:

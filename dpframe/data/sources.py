@@ -32,7 +32,7 @@ from typing import Any, Protocol
 import attrs
 import numpy as np
 
-from dpframe.data.chunks import Columns, prepare_features
+from dpframe.data.chunks import Buffers, Columns, prepare_features
 from dpframe.data.cluster import DEFAULT_TIMEOUT
 from dpframe.data.dataset import (
     DEFAULT_CHUNK_ROWS,
@@ -904,6 +904,7 @@ class SourceDataset:
         """The pass's chunks, validated and clipped (:func:`prepare_chunk`), read-only,
         with their clip reports; an invalid record raises in its place."""
         fresh = self.source_obj.fresh_batches
+        buffers = Buffers()
         for features, labels, first in self._raw(rows):
             x, y, part = prepare_chunk(
                 self.domain,
@@ -914,6 +915,7 @@ class SourceDataset:
                 # a fresh array (or a slice of one: chunks never overlap) is ours; a
                 # file's Columns are converted into a new array in any case
                 copy=not (fresh and isinstance(features, np.ndarray) and features.flags.writeable),
+                buffers=buffers,
             )
             x.setflags(write=False)  # a fingerprint's thread may still be hashing it
             yield x, y, part
@@ -1032,14 +1034,16 @@ def prepare_chunk(
     first_row: int,
     *,
     copy: bool = True,
+    buffers: Buffers | None = None,
 ) -> tuple[np.ndarray, np.ndarray | None, ClipReport]:
     """Validate and clip one chunk exactly as :meth:`Dataset.from_arrays` does (the same
     functions); errors name the data row counted from the start of the source. With
     ``copy=False`` a float64 chunk is clipped in place. ``features`` may be a file's
     :class:`~dpframe.data.chunks.Columns`. The compiled kernel prepares what it can in one
-    pass (:func:`~dpframe.data.chunks.prepare_features`), the same matrix and report bit
-    for bit; whatever it leaves (an invalid value among them) is prepared here."""
-    fused = prepare_features(domain, n_features, features, copy=copy)
+    pass (:func:`~dpframe.data.chunks.prepare_features`, into a matrix from ``buffers``),
+    the same matrix and report bit for bit; whatever it leaves (an invalid value among
+    them) is prepared here."""
+    fused = prepare_features(domain, n_features, features, copy=copy, buffers=buffers)
     if fused is not None:
         x, report = fused
         y, labels_clipped = _validate_labels(labels, domain, x.shape[0], first_row)

@@ -13,7 +13,7 @@ import pytest
 
 from dpframe import Classes, Domain, Target
 from dpframe.data import chunks
-from dpframe.data.chunks import Columns
+from dpframe.data.chunks import Buffers, Columns
 from dpframe.data.sources import SourceDataset, open_source, prepare_chunk
 from dpframe.errors import DataError
 
@@ -215,3 +215,53 @@ def test_columns_are_cut_and_joined_as_rows():
     assert len(joined) == 5 and joined.shape == (5, 2)
     assert np.array_equal(joined.to_array(), [[2, 2], [3, 3], [4, 4], [0, 0], [1, 1]])
     assert len(a[4:9]) == 1 and len(a[6:]) == 0
+
+
+def test_a_buffer_is_reused_only_when_nothing_else_holds_it():
+    pool = Buffers(limit=2)
+    first = pool.take((4, 3))
+    first.setflags(write=False)  # as a pass hands its chunks out
+    kept = first[1:].T  # a view holds the buffer too
+    address = id(first)
+    del first
+    second = pool.take((4, 3))
+    assert id(second) != address and not np.shares_memory(second, kept)
+    del kept
+    third = pool.take((4, 3))
+    assert id(third) == address and third.flags.writeable  # nothing holds it any more
+    hashed = memoryview(third)  # as the fingerprint's hash holds a chunk
+    del third, second
+    fourth = pool.take((4, 3))
+    assert not np.shares_memory(fourth, np.asarray(hashed))
+    assert pool.take((5, 3)).shape == (5, 3)  # another shape: new memory (beyond the limit)
+
+
+@needs_kernel
+def test_a_chunk_still_held_is_never_written_again(files, domain):
+    dataset = SourceDataset(open_source(files["parquet"], domain), domain, chunk_rows=None)
+    held, views = [], []
+    for number, (x, _) in enumerate(dataset.chunks(64)):
+        if number % 3 == 0:
+            held.append((x, x.copy()))
+        elif number % 3 == 1:
+            views.append((x[5:9].T, x[5:9].T.copy()))  # only a view of it is kept
+    assert len(held) > 10 and len(views) > 10
+    for kept, values in held + views:
+        assert np.array_equal(kept, values)
+
+
+@needs_kernel
+def test_a_pass_reuses_the_chunks_it_no_longer_holds(files, domain, monkeypatch):
+    taken = []
+    take = Buffers.take
+
+    def spy(self, shape):
+        known = {id(b) for b in self._held}
+        buffer = take(self, shape)
+        taken.append(id(buffer) in known)
+        return buffer
+
+    monkeypatch.setattr(Buffers, "take", spy)
+    dataset = SourceDataset(open_source(files["parquet"], domain), domain)
+    assert sum(float(x[0, 0]) for x, _ in dataset.chunks(64)) != 0
+    assert len(taken) == -(-3000 // 64) and sum(taken) > len(taken) // 2
