@@ -89,7 +89,8 @@ class Source:
     passes: int | None = None
     """How many passes the source allows (None: any number)."""
     fresh_batches: bool = False
-    """Whether batches are new arrays (clipped in place) rather than views of the caller's."""
+    """Whether batches are the source's own (a file's decoded columns, or new arrays clipped
+    in place) rather than views of the caller's; a file's are read ahead on threads."""
     distributed: bool = False
 
     @property
@@ -98,7 +99,8 @@ class Source:
         return None
 
     def batches(self, rows: int) -> Iterator[Batch]:
-        """Raw ``(features, labels)`` of at most ``rows`` records each, in order."""
+        """Raw ``(features, labels)`` of at most ``rows`` records each, in order; a file's
+        features are :class:`~dpframe.data.chunks.Columns`, an array's an array."""
         raise NotImplementedError
 
 
