@@ -53,7 +53,8 @@ from dpframe.data.stats import ChunkMap, add, detach, sum_chunks
 from dpframe.data.threads import blas_threads, read_ahead
 from dpframe.errors import DataError, ParameterError
 
-Batch = tuple[np.ndarray, "np.ndarray | None"]
+Batch = tuple["np.ndarray | Columns", "np.ndarray | None"]
+"""Raw ``(features, labels)``: a file's features are Columns, an array's an array."""
 
 
 class Progress(Protocol):
@@ -483,7 +484,7 @@ def _arrow_batch(batch: Any, names: Sequence[str], label: str | None, source: st
     labels = None
     if label is not None:
         labels = _arrow_values(batch.column(label))
-    return features, labels  # type: ignore[return-value]
+    return features, labels
 
 
 def _arrow_values(column: Any) -> np.ndarray:
