@@ -320,6 +320,8 @@ def main() -> None:
     sys.path.insert(0, str(Path(__file__).parent))
     from report import machine, write_section
 
+    from dpframe.data.chunks import kernel_path
+
     threads = (
         "default threading"
         if args.blas_threads is None
@@ -353,7 +355,9 @@ def main() -> None:
             generate(tiny, TINY, args.cols, csv=csv)
             size = path.stat().st_size / 2**30
             sections[name] = [
-                f"Machine: {machine()}. {kind} file of {rows:,} x {args.cols} (float32 values) "
+                f"Machine: {machine()}. Chunk kernel: {kernel_path()} "
+                "(`dpframe.data.chunks.kernel_path()`). "
+                f"{kind} file of {rows:,} x {args.cols} (float32 values) "
                 f"plus an integer label column: {size:.2f} GiB, {seconds:.0f} s to write. "
                 f"`dpframe release ... --chunk-rows {CHUNK}` (CLI) and `dpframe.execute` "
                 f"(API, no ledger) in a child process with "

@@ -1,0 +1,267 @@
+"""The chunk kernel (``dpframe.data._chunkc``) against the numpy path: a streamed chunk
+converted, checked and clipped in one pass gives the same matrix, bit for bit, the same
+clip report and the same sentence for an invalid value; and a streamed pass uses it."""
+
+from __future__ import annotations
+
+import os
+import shutil
+import sysconfig
+
+import numpy as np
+import pytest
+
+from dpframe import Classes, Domain, Target
+from dpframe.data import chunks
+from dpframe.data.chunks import Buffers, Columns
+from dpframe.data.sources import SourceDataset, open_source, prepare_chunk
+from dpframe.errors import DataError
+
+needs_kernel = pytest.mark.skipif(
+    chunks._kernel is None, reason="the chunk kernel (dpframe.data._chunkc) is not built"
+)
+
+DOMAINS = {
+    "one pair of bounds": Domain(lower=-1.0, upper=1.0),
+    "bounds per feature, zero bounds": Domain(
+        lower=[-1.0, 0.0, -0.0, -300.0, 5.0], upper=[1.0, 2.5, 1.0, -0.0, 5.0]
+    ),
+    "bounds -0.0 and +0.0": Domain(lower=[-1.0, -0.0, 0, 0, 0], upper=[1.0, 0.0, 1, 1, 1]),
+    "a box and a row-norm bound": Domain(lower=-1.0, upper=1.0, row_norm_bound=1.5),
+    "a row-norm bound alone": Domain(row_norm_bound=2.0),
+    "no bounds": Domain(),
+}
+WIDTH = 5
+
+
+class _Counting:
+    """The kernel, counting its calls and their outcomes."""
+
+    def __init__(self, kernel) -> None:
+        self.kernel, self.statuses = kernel, []
+
+    def prepare(self, *args):
+        result = self.kernel.prepare(*args)
+        self.statuses.append(result[0])
+        return result
+
+
+def _prepare(path: str, monkeypatch, *args, **kwargs):
+    """prepare_chunk through the kernel (``"c"``) or numpy; the outcome or the error."""
+    with monkeypatch.context() as patch:
+        if path == "numpy":
+            patch.setattr(chunks, "_kernel", None)
+        try:
+            return prepare_chunk(*args, **kwargs)
+        except DataError as exc:
+            return str(exc)
+
+
+def _assert_same(expected, actual) -> None:
+    if isinstance(expected, str):
+        assert actual == expected
+        return
+    assert not isinstance(actual, str), actual
+    (x0, y0, report0), (x1, y1, report1) = expected, actual
+    assert x1.dtype == np.float64 and x1.flags.c_contiguous and x1.shape == x0.shape
+    assert np.array_equal(x1.view(np.int64), x0.view(np.int64))  # bit for bit
+    assert (y0 is None and y1 is None) or np.array_equal(y0, y1)
+    assert report1 == report0
+
+
+def _values(rng: np.random.Generator, rows: int, kind: str) -> np.ndarray:
+    """Values crossing every bound of DOMAINS, with exact bounds and zeros of both signs."""
+    if kind in "fd":
+        x = rng.uniform(-400.0, 400.0, rows) * rng.choice([1e-3, 1.0], rows)
+        x[rng.random(rows) < 0.2] = rng.choice([-1.0, 1.0, 0.0, -0.0, 2.5, 5.0, -300.0])
+        return x.astype(np.float32 if kind == "f" else np.float64)
+    info = np.iinfo(np.dtype(kind))
+    x = rng.integers(max(info.min, -400), min(info.max, 400), rows, dtype=kind, endpoint=True)
+    x[rng.random(rows) < 0.1] = info.max if rng.random() < 0.5 else info.min
+    return x
+
+
+def _columns(rng: np.random.Generator, rows: int) -> Columns:
+    kinds = ["f", "d", "b", "h", "i", "q", "B", "H", "I", "Q"]
+    values = [_values(rng, rows, kind) for kind in rng.choice(kinds, WIDTH)]
+    if rng.random() < 0.3:  # an integer beyond 2^53: rounded as numpy rounds it
+        values[0] = np.full(rows, 2**53 + 1, dtype=np.int64)
+    return Columns([Columns.column(v, rows) for v in values], rows)
+
+
+@needs_kernel
+@pytest.mark.parametrize("domain_name", list(DOMAINS))
+def test_the_kernel_prepares_columns_as_numpy_does(domain_name, monkeypatch):
+    domain = DOMAINS[domain_name].bind(WIDTH)
+    rng = np.random.default_rng(list(DOMAINS).index(domain_name))
+    counting = _Counting(chunks._kernel)
+    monkeypatch.setattr(chunks, "_kernel", counting)
+    for rows in (1, 31, 32, 33, 100, 257):
+        for _ in range(6):
+            features = _columns(rng, rows)
+            args = (domain, WIDTH, features, None, 40)
+            _assert_same(_prepare("numpy", monkeypatch, *args), _prepare("c", monkeypatch, *args))
+    answered = counting.statuses.count(0)
+    if domain_name == "bounds -0.0 and +0.0":  # a value below -0.0 may become either zero
+        assert answered == 0 and set(counting.statuses) == {2}
+    elif domain_name == "bounds per feature, zero bounds":  # a zero of the other sign on a
+        assert answered and 2 in counting.statuses  # zero bound is left to numpy, no other
+        assert answered + counting.statuses.count(2) == len(counting.statuses)
+    else:
+        assert answered == len(counting.statuses)
+
+
+@needs_kernel
+@pytest.mark.parametrize("domain_name", list(DOMAINS))
+@pytest.mark.parametrize("layout", ["C", "F", "float32", "int64", "big-endian"])
+def test_the_kernel_prepares_arrays_as_numpy_does(domain_name, layout, monkeypatch):
+    domain = DOMAINS[domain_name].bind(WIDTH)
+    rng = np.random.default_rng(11)
+    x = np.stack([_values(rng, 70, "d") for _ in range(WIDTH)], axis=1)
+    x = {
+        "C": x,
+        "F": np.asfortranarray(x),
+        "float32": x.astype(np.float32),
+        "int64": x.astype(np.int64),
+        "big-endian": x.astype(">f8"),
+    }[layout]
+    for copy in (True, False):
+        expected = _prepare("numpy", monkeypatch, domain, WIDTH, x.copy(order="K"), None, 0)
+        given = x.copy(order="K")
+        actual = _prepare("c", monkeypatch, domain, WIDTH, given, None, 0, copy=copy)
+        _assert_same(expected, actual)
+        if copy:
+            assert not np.shares_memory(actual[0], given)
+
+
+@needs_kernel
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("domain_name", ["one pair of bounds", "a row-norm bound alone"])
+def test_an_invalid_value_gets_the_numpy_sentence(bad, domain_name, monkeypatch):
+    domain = DOMAINS[domain_name].bind(WIDTH)
+    rng = np.random.default_rng(5)
+    for row, column in ((0, 0), (40, 3), (69, 4)):
+        values = [rng.uniform(-2, 2, 70).astype(np.float32) for _ in range(WIDTH)]
+        values[column][row] = bad
+        values[1][row + 1 :] = np.nan  # a later one is not the one named
+        features = Columns(values, 70)
+        message = _prepare("c", monkeypatch, domain, WIDTH, features, None, 1000)
+        assert message == _prepare("numpy", monkeypatch, domain, WIDTH, features, None, 1000)
+        assert f"column 'x{column}'" in message and f"data row {1000 + row + 1};" in message
+
+
+@needs_kernel
+def test_a_value_is_refused_before_a_label(monkeypatch):
+    domain = Domain(lower=-1.0, upper=1.0, labels=Classes((0, 1))).bind(2)
+    features = Columns([np.array([0.5, np.inf]), np.array([0.0, 0.0])], 2)
+    labels = np.array([0, 7])
+    for path in ("c", "numpy"):
+        assert "infinite value at data row 2" in _prepare(
+            path, monkeypatch, domain, 2, features, labels, 0
+        )
+    features = Columns([np.array([0.5, 3.0]), np.array([0.0, 0.0])], 2)
+    for path in ("c", "numpy"):
+        assert "label 7" in _prepare(path, monkeypatch, domain, 2, features, labels, 0)
+    target = Domain(lower=-1.0, upper=1.0, labels=Target(0.0, 1.0)).bind(2)
+    expected = _prepare("numpy", monkeypatch, target, 2, features, np.array([0.5, 9.0]), 0)
+    actual = _prepare("c", monkeypatch, target, 2, features, np.array([0.5, 9.0]), 0)
+    _assert_same(expected, actual)
+    assert actual[2].labels_clipped == 1 and actual[2].rows_clipped_to_box == 1
+
+
+def test_the_kernel_is_built_where_a_compiler_exists():
+    # pip install (editable or not) builds it when a C compiler is present; a silent
+    # build failure would leave every streamed release on the slower numpy path.
+    compiler = (sysconfig.get_config_var("CC") or "cc").split()[0]
+    if shutil.which(compiler) is None:
+        pytest.skip("no C compiler: the numpy path is the intended one")
+    if os.environ.get("DPFRAME_CHUNK_KERNEL", "1") in ("0", "off", "no", "false"):
+        pytest.skip("DPFRAME_CHUNK_KERNEL switches the kernel off")
+    assert chunks.kernel_path() == "c", (
+        "dpframe.data._chunkc is not built: reinstall (pip install -e .) or run "
+        "`python setup.py build_ext --inplace`"
+    )
+
+
+@needs_kernel
+@pytest.mark.parametrize("kind", ["csv", "parquet"])
+@pytest.mark.parametrize("chunk_rows", [None, 500, 333])
+def test_a_streamed_pass_uses_the_kernel_and_reads_what_numpy_reads(
+    kind, chunk_rows, files, domain, monkeypatch
+):
+    def chunks_of(path: str):
+        dataset = SourceDataset(open_source(files[kind], domain), domain, chunk_rows=chunk_rows)
+        with monkeypatch.context() as patch:
+            if path == "numpy":
+                patch.setattr(chunks, "_kernel", None)
+            read = [(x.copy(), y.copy()) for x, y in dataset.chunks(256)]
+        return read, dataset.clip_report
+
+    counting = _Counting(chunks._kernel)
+    monkeypatch.setattr(chunks, "_kernel", counting)
+    (kernel_read, kernel_report) = chunks_of("c")
+    (numpy_read, numpy_report) = chunks_of("numpy")
+    assert counting.statuses == [0] * len(kernel_read)  # every chunk, none left to numpy
+    assert len(kernel_read) == len(numpy_read) == -(-3000 // min(256, chunk_rows or 256))
+    for (x0, y0), (x1, y1) in zip(numpy_read, kernel_read, strict=True):
+        assert np.array_equal(x1.view(np.int64), x0.view(np.int64)) and np.array_equal(y0, y1)
+    assert kernel_report == numpy_report and kernel_report.rows_clipped_to_box > 0
+
+
+def test_columns_are_cut_and_joined_as_rows():
+    a = Columns([np.arange(5.0), np.arange(5, dtype=np.int16)], 5)
+    b = Columns([np.arange(3.0), np.arange(3, dtype=np.int16)], 3)
+    joined = Columns.concatenate([a[2:], b[:2]])
+    assert len(joined) == 5 and joined.shape == (5, 2)
+    assert np.array_equal(joined.to_array(), [[2, 2], [3, 3], [4, 4], [0, 0], [1, 1]])
+    assert len(a[4:9]) == 1 and len(a[6:]) == 0
+
+
+def test_a_buffer_is_reused_only_when_nothing_else_holds_it():
+    pool = Buffers(limit=2)
+    first = pool.take((4, 3))
+    first.setflags(write=False)  # as a pass hands its chunks out
+    kept = first[1:].T  # a view holds the buffer too
+    address = id(first)
+    del first
+    second = pool.take((4, 3))
+    assert id(second) != address and not np.shares_memory(second, kept)
+    del kept
+    third = pool.take((4, 3))
+    assert id(third) == address and third.flags.writeable  # nothing holds it any more
+    hashed = memoryview(third)  # as the fingerprint's hash holds a chunk
+    del third, second
+    fourth = pool.take((4, 3))
+    assert not np.shares_memory(fourth, np.asarray(hashed))
+    assert pool.take((5, 3)).shape == (5, 3)  # another shape: new memory (beyond the limit)
+
+
+@needs_kernel
+def test_a_chunk_still_held_is_never_written_again(files, domain):
+    dataset = SourceDataset(open_source(files["parquet"], domain), domain, chunk_rows=None)
+    held, views = [], []
+    for number, (x, _) in enumerate(dataset.chunks(64)):
+        if number % 3 == 0:
+            held.append((x, x.copy()))
+        elif number % 3 == 1:
+            views.append((x[5:9].T, x[5:9].T.copy()))  # only a view of it is kept
+    assert len(held) > 10 and len(views) > 10
+    for kept, values in held + views:
+        assert np.array_equal(kept, values)
+
+
+@needs_kernel
+def test_a_pass_reuses_the_chunks_it_no_longer_holds(files, domain, monkeypatch):
+    taken = []
+    take = Buffers.take
+
+    def spy(self, shape):
+        known = {id(b) for b in self._held}
+        buffer = take(self, shape)
+        taken.append(id(buffer) in known)
+        return buffer
+
+    monkeypatch.setattr(Buffers, "take", spy)
+    dataset = SourceDataset(open_source(files["parquet"], domain), domain)
+    assert sum(float(x[0, 0]) for x, _ in dataset.chunks(64)) != 0
+    assert len(taken) == -(-3000 // 64) and sum(taken) > len(taken) // 2
