@@ -33,7 +33,6 @@ import numpy as np
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
 from dpframe.data.stats import Maximum, Scratch, reduce
-from dpframe.data.threads import blas_threads
 from dpframe.data.units import data_coordinates, in_domain_param, units_param
 from dpframe.errors import ParameterError
 from dpframe.privacy.events import PrivacyEvent, compose
@@ -250,8 +249,7 @@ class _Centred:
         a second pass clips each row (:meth:`second_moment`)."""
         m = self.offset
         if largest + float(np.linalg.norm(m)) > self.ball.radius * (1 - 1e-9):
-            with blas_threads(others=1):  # the first pass's hash may still run alongside
-                return self.second_moment(dataset)
+            return self.second_moment(dataset)
         n = dataset.n_records
         cross = np.outer(m, total)
         return (outer - cross - cross.T + n * np.outer(m, m)) / n

@@ -24,7 +24,6 @@ import numpy as np
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
 from dpframe.data.stats import Scratch, reduce
-from dpframe.data.threads import blas_threads
 from dpframe.data.units import data_coordinates, in_domain_param, units_param
 from dpframe.privacy.events import PrivacyEvent, compose
 from dpframe.privacy.noise import (
@@ -170,8 +169,9 @@ class _Preprocess:
             z = self.projected(rows, labels, mean, w, buffer)
             return z.T @ z
 
-        with blas_threads(others=1):  # the first pass's hash may still run alongside
-            return reduce(dataset, outer_sum, chunk_rows=CHUNK_ROWS) / dataset.n_records
+        # Its chunks on one BLAS thread each (stats.reduce), beside the first pass's hash
+        # if that still runs: no BLAS thread waits on a preempted one.
+        return reduce(dataset, outer_sum, chunk_rows=CHUNK_ROWS) / dataset.n_records
 
 
 @data_coordinates
