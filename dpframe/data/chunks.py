@@ -15,7 +15,6 @@ box is converted and checked by the kernel and clipped by :meth:`Domain.clip`.
 
 from __future__ import annotations
 
-import os
 import sys
 from collections.abc import Sequence
 from typing import Any
@@ -23,21 +22,11 @@ from typing import Any
 import numpy as np
 
 from dpframe.data.domain import ClipReport, Domain
+from dpframe.kernels import optional_kernel
 
-
-def _load_kernel() -> Any:
-    """The compiled kernel, or None when it was not built or ``DPFRAME_CHUNK_KERNEL=0``
-    switches it off."""
-    if os.environ.get("DPFRAME_CHUNK_KERNEL", "1").strip().lower() in ("0", "off", "no", "false"):
-        return None
-    try:
-        from dpframe.data import _chunkc
-    except ImportError:
-        return None
-    return _chunkc
-
-
-_kernel = _load_kernel()  # the tests set it to None to force the numpy path
+_kernel: Any = optional_kernel("dpframe.data._chunkc", "DPFRAME_CHUNK_KERNEL")
+"""The compiled kernel, or None (not built, or ``DPFRAME_CHUNK_KERNEL=0``); the tests set
+it to None to force the numpy path."""
 
 
 def kernel_path() -> str:

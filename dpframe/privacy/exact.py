@@ -45,6 +45,7 @@ import numpy as np
 from randomgen import ChaCha
 
 from dpframe.errors import SamplerError
+from dpframe.kernels import optional_kernel
 
 Rational = int | Fraction
 
@@ -300,19 +301,9 @@ _QUICK_SLACK = 2.0**-36  # its bound on |y - (-s ln U)|, relative to s (docs/sam
 _filter = True  # the tests switch the float filter off to force the exact path
 
 
-def _load_kernel():
-    """The compiled filter (``dpframe.privacy._exactc``), or ``None`` when it was not built
-    or ``DPFRAME_EXACT_KERNEL=0`` switches it off (docs/samplers.md, "The C kernel")."""
-    if os.environ.get("DPFRAME_EXACT_KERNEL", "1").strip().lower() in ("0", "off", "no", "false"):
-        return None
-    try:
-        from dpframe.privacy import _exactc
-    except ImportError:
-        return None
-    return _exactc
-
-
-_kernel = _load_kernel()  # the tests set it to None to force the pure-numpy filter
+_kernel = optional_kernel("dpframe.privacy._exactc", "DPFRAME_EXACT_KERNEL")
+"""The compiled filter, or ``None`` (not built, or ``DPFRAME_EXACT_KERNEL=0``:
+docs/samplers.md, "The C kernel"); the tests set it to None to force the numpy filter."""
 
 
 def filter_path() -> str:
