@@ -179,7 +179,7 @@ def test_an_in_memory_pass_computes_its_chunks_on_the_cores_blas_may_use():
     cores = len(os.sched_getaffinity(0))
     if cores < 2:
         pytest.skip("one core: one worker")
-    dataset = _in_memory(5000)
+    dataset = _in_memory(60_000)
     seen: list[tuple[str, set[int]]] = []
 
     def chunk_map(features, labels):
@@ -188,15 +188,15 @@ def test_an_in_memory_pass_computes_its_chunks_on_the_cores_blas_may_use():
 
     with threadpool_limits(2, user_api="blas"):
         assert pass_workers(10) == 2 and pass_workers(1) == 1
-        reduce(dataset, chunk_map, chunk_rows=500)
+        reduce(dataset, chunk_map, chunk_rows=6000)
         assert _blas_threads() == {2}  # restored after the pass
     assert len(seen) == 10
     assert all(name.startswith("dpframe-pass") and blas == {1} for name, blas in seen), seen
-    seen.clear()
-    with threadpool_limits(1, user_api="blas"):
-        assert pass_workers(10) == 1
-        reduce(dataset, chunk_map, chunk_rows=500)
-    assert {name for name, _ in seen} == {threading.current_thread().name}
+    for limit, rows in ((1, 6000), (2, 500)):  # a caller's limit of one; small chunks
+        seen.clear()
+        with threadpool_limits(limit, user_api="blas"):
+            reduce(dataset, chunk_map, chunk_rows=rows)
+        assert {name for name, _ in seen} == {threading.current_thread().name}
 
 
 def test_a_threaded_pass_adds_its_parts_in_chunk_order_bit_for_bit():
@@ -204,7 +204,7 @@ def test_a_threaded_pass_adds_its_parts_in_chunk_order_bit_for_bit():
     next chunk overwrites it, and added in chunk order: the same bits as one thread."""
     from dpframe.data.stats import Scratch
 
-    dataset = _in_memory(40_000)
+    dataset = _in_memory(60_000)
     buffer = Scratch(30)
 
     def chunk_map(features, labels):
@@ -216,26 +216,26 @@ def test_a_threaded_pass_adds_its_parts_in_chunk_order_bit_for_bit():
 
     with threadpool_limits(1, user_api="blas"):
         expected = np.zeros((30, 30))
-        for start in range(0, 40_000, 1000):
-            rows = dataset.features[start : start + 1000] * (1.0 / 3.0)
+        for start in range(0, 60_000, 5000):
+            rows = dataset.features[start : start + 5000] * (1.0 / 3.0)
             expected += rows.T @ rows
     with threadpool_limits(2, user_api="blas"):
-        threaded = reduce(dataset, chunk_map, chunk_rows=1000)
+        threaded = reduce(dataset, chunk_map, chunk_rows=5000)
     assert np.array_equal(threaded, expected)
 
 
 def test_a_failing_chunk_stops_a_threaded_pass_with_its_error():
     import threading
 
-    dataset = _in_memory(5000)
+    dataset = _in_memory(60_000)
 
     def chunk_map(features, labels):
-        if features[0, 0] == dataset.features[1500, 0]:
+        if features[0, 0] == dataset.features[18_000, 0]:
             raise ValueError("chunk 4 failed")
         return features.sum(axis=0)
 
     with threadpool_limits(2, user_api="blas"), pytest.raises(ValueError, match="chunk 4"):
-        reduce(dataset, chunk_map, chunk_rows=500)
+        reduce(dataset, chunk_map, chunk_rows=6000)
     assert not any(t.name.startswith("dpframe-pass") for t in threading.enumerate())
 
 
