@@ -219,9 +219,10 @@ def main() -> None:
             mechanism, Dataset.from_arrays(x, y, domain), validated, SeededSampler(1)
         )
 
-    ledger_dir = tempfile.TemporaryDirectory(prefix="dpframe-bench-")
-    ledger = Ledger.init(Path(ledger_dir.name) / "bench.ledger") if args.with_ledger else None
-    if ledger is not None:
+    ledger_dir = tempfile.TemporaryDirectory(prefix="dpframe-bench-") if args.with_ledger else None
+    ledger = None
+    if ledger_dir is not None:
+        ledger = Ledger.init(Path(ledger_dir.name) / "bench.ledger")
         ledger.create_budget("bench", Budget(1e9, 0.5), accountant="approx")
 
     def user_path_charged(name: str, params: dict) -> Callable[[], object]:
@@ -289,7 +290,8 @@ def main() -> None:
         f"its values checked as each release reads them; inside the timed user path): "
         f"{build_wall:.3f} s wall, {build_cpu:.3f} s CPU, {build_peak / 2**20:.0f} MiB peak."
     )
-    ledger_dir.cleanup()
+    if ledger_dir is not None:
+        ledger_dir.cleanup()
     report = "\n".join([setup, "", *tables, build])
     section = "dprp" if dprp_alone else "user-path" if args.user_path_only else "statistics"
     publish(report, args.write, section)
