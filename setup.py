@@ -7,11 +7,19 @@ computes the same values, more slowly (docs/samplers.md, "The C kernel";
 docs/scaling.md, "The chunk kernel").
 """
 
+import platform
 import sys
 
 from setuptools import Extension, setup
 
 flags = [] if sys.platform == "win32" else ["-O2", "-ffp-contract=off"]
+# glibc's vector log (libmvec, x86-64) for the exact filter's logs, at run time where the
+# CPU has AVX2 (the C library's log otherwise): docs/samplers.md, "The C kernel"
+libmvec = (
+    sys.platform.startswith("linux")
+    and platform.machine() == "x86_64"
+    and platform.libc_ver()[0] == "glibc"
+)
 vectorised = [] if sys.platform == "win32" else ["-O3", "-ffp-contract=off"]  # the clip's loop
 
 setup(
@@ -20,6 +28,8 @@ setup(
             "dpframe.privacy._exactc",
             ["dpframe/privacy/_exactc.c"],
             extra_compile_args=flags,
+            define_macros=[("DPFRAME_LIBMVEC", "1")] if libmvec else [],
+            libraries=["mvec", "m"] if libmvec else [],
             optional=True,
         ),
         Extension(
