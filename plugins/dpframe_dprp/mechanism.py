@@ -246,6 +246,22 @@ class Encoding:
         """Whether :meth:`feature_rows` leaves the features as they are."""
         return not np.any(self.centre) and not np.any(self.scale != 1.0)
 
+    def surely_within(self, u: np.ndarray) -> bool:
+        """Whether no row of ``u`` can be over ``feature_bound`` as :meth:`clip` computes
+        the row norms (so :meth:`clip` would return ``None``), from the largest magnitude
+        ``a`` alone: two reductions, cheaper than the row norms. Each computed square is at
+        most ``a^2 (1 + 2^-53)`` and a computed sum of ``d`` such non-negative terms, in
+        any order, at most ``d a^2 (1 + 2^-53)^d``; the square root adds one rounding. So
+        ``d a^2 (1 + 2^-53)^(d + 2) <= feature_bound^2`` proves every computed norm at
+        most ``feature_bound``; the test below is wider than that and than its own
+        roundings. ``False`` decides nothing (the rows are then checked one by one)."""
+        d = u.shape[1] if u.ndim == 2 else 0
+        if not u.size or d >= 2**30:
+            return not u.size
+        largest = max(float(u.max()), -float(u.min()))  # NaN: False below
+        slack = (d + 8) * 2.0**-50
+        return d * largest * largest * (1 + slack) < self.feature_bound**2 * (1 - slack)
+
     def clip(self, u: np.ndarray, out: np.ndarray) -> np.ndarray | None:
         """``u`` with every row clipped to ``feature_bound`` (``U``, the working rows'
         feature part), in ``out`` (which may be ``u``), or ``None`` if no row is over the
@@ -706,16 +722,17 @@ def _project(
         z, mapped = scratch[0][:rows], scratch[1]
         own = z[:, :d]  # U's place in Z
         if width > d:  # Z assembled: the features beside the label block
-            np.copyto(
-                own, features if mapped is None else encoding.feature_rows(features, mapped[:rows])
-            )
+            values = features if mapped is None else encoding.feature_rows(features, mapped[:rows])
+            np.copyto(own, values)
             encoding.label_block(labels, rows, out=z[:, d:])
             u = own
         else:
-            u = encoding.feature_rows(features, own)
+            values = u = encoding.feature_rows(features, own)
         rows_z = features if u is features else z
         part = rows_z.T @ rows_z
-        if encoding.clip(u, own) is not None:
+        # U's values, contiguous (``values``): most chunks are proved within the bound by
+        # their largest magnitude, without the row norms
+        if not encoding.surely_within(values) and encoding.clip(u, own) is not None:
             rows_z = z
             part = rows_z.T @ rows_z
         np.matmul(rows_z, r, out=projected[start : start + rows])

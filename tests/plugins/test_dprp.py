@@ -344,6 +344,61 @@ def test_fused_pass_is_the_plain_formula_across_chunk_boundaries(
         np.testing.assert_array_equal(threaded[1], second)
 
 
+@pytest.mark.parametrize("d", [1, 3, 100, 1000])
+def test_the_largest_magnitude_skips_the_row_norms_only_where_no_row_is_over(d):
+    # The pass checks a chunk's rows against the bound by their largest magnitude first
+    # (Encoding.surely_within) and computes the row norms only when that cannot decide:
+    # it must never answer "within" for a chunk that clip() would change.
+    from dpframe_dprp import mechanism
+
+    rng = np.random.default_rng(d)
+    bounds = [math.sqrt(d), np.nextafter(math.sqrt(d), 0), 1.0, 0.37 * math.sqrt(d)]
+    decided = 0
+    for bound in bounds:
+        encoding = mechanism.Encoding(np.zeros(d), np.ones(d), bound, bound, 0.0, None)
+        for largest in (bound / math.sqrt(d)) * np.array([1.0, 1 - 1e-15, 1 - 1e-12, 0.9]):
+            u = rng.uniform(-largest, largest, (40, d))
+            u[0] = largest  # a row at the corner: its norm is about the bound
+            u[1, 0] = -largest
+            within = encoding.surely_within(u)
+            decided += within
+            if within:
+                assert encoding.clip(u.copy(), u.copy()) is None
+            else:  # undecided near the bound (a few ulp of rounding): rows compared one by one
+                assert largest > 0.9 * bound / math.sqrt(d)
+    assert decided >= len(bounds)  # the cheap test decides away from the bound
+    encoding = mechanism.Encoding(np.zeros(d), np.ones(d), 1.0, 1.0, 0.0, None)
+    assert not encoding.surely_within(np.full((2, d), np.nan))
+    assert not encoding.surely_within(np.ones((2, d)))  # the corner of the bound's box
+    over = np.zeros((3, d))
+    over[1, 0] = np.nextafter(1.0, 2.0)  # one row one ulp over
+    assert not encoding.surely_within(over)
+    assert encoding.clip(over.copy(), over.copy()) is not None
+
+
+def test_rows_over_the_bound_are_clipped_in_the_model_with_or_without_the_shortcut(monkeypatch):
+    # The same model whether the pass skips the row norms of chunks proved within the
+    # bound or computes them for every chunk (chunks within the bound and chunks over it).
+    from dpframe_dprp import mechanism
+
+    monkeypatch.setattr(mechanism, "CHUNK_ROWS", 64)
+    rng = np.random.default_rng(12)
+    x = rng.uniform(-1, 1, (64 * 5 + 9, 6))
+    x[64:128] = np.sign(x[64:128])  # a chunk of corners: at the bound, not proved within
+    x[200:260] *= 0.2
+    data = Dataset.from_arrays(
+        x, rng.integers(0, 3, len(x)), Domain(-1, 1, labels=Classes([0, 1, 2]))
+    )
+    for bound in (None, 1.9):  # the default bound (the box's corners) and one that bites
+        params = MECH.params(epsilon=1.0, delta=1e-5, k1=3, row_norm_bound=bound)
+        fast = MECH.model(data, params, SeededSampler(3))
+        with monkeypatch.context() as patch:
+            patch.setattr(mechanism.Encoding, "surely_within", lambda self, u: False)
+            slow = MECH.model(data, params, SeededSampler(3))
+        for name in ("projection", "covariance", "components"):
+            assert np.array_equal(getattr(fast, name), getattr(slow, name))
+
+
 # -- bad input --------------------------------------------------------------------------------
 
 
