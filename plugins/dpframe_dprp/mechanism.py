@@ -485,7 +485,12 @@ class DPRPMechanism(Mechanism):
         )
         noisy_upper = stages["covariance"].perturb(upper_triangle(second), sampler)
         covariance = from_upper_triangle(noisy_upper, width)
-        _, components = top_eigen(covariance, default_k2(params, width))
+        # One BLAS thread for the small eigendecomposition: the pass left BLAS's threads
+        # asleep, and waking them costs more than they save on a width x width matrix
+        # (tens of ms on a busy machine, and a worker spinning after it); the bits then
+        # do not depend on the thread count (LAPACK's with two threads differ by an ulp).
+        with blas_threads(at_most=1):
+            _, components = top_eigen(covariance, default_k2(params, width))
         return DPRPModel(encoding, calibration, r, projection, covariance, components)
 
     def run(self, dataset: Dataset, params: DPRPParams, sampler: Sampler) -> Release:

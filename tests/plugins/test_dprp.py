@@ -399,6 +399,24 @@ def test_rows_over_the_bound_are_clipped_in_the_model_with_or_without_the_shortc
             assert np.array_equal(getattr(fast, name), getattr(slow, name))
 
 
+def test_model_has_the_same_bits_with_one_blas_thread_or_the_default():
+    # The eigendecomposition runs on one BLAS thread whatever the caller's default (for a
+    # 105 x 105 matrix LAPACK's results with two threads differ by an ulp from one's).
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(13)
+    x = rng.uniform(-1, 1, (600, 100))
+    data = Dataset.from_arrays(x, rng.integers(0, 5, 600), Domain(-1, 1, labels=Classes(range(5))))
+    params = MECH.params(epsilon=1.0, delta=1e-5, k1=10)
+    models = []
+    for threads in (None, 1, 2):
+        with threadpool_limits(threads):
+            models.append(MECH.model(data, params, SeededSampler(5)))
+    for model in models[1:]:
+        for name in ("projection", "covariance", "components"):
+            assert np.array_equal(getattr(model, name), getattr(models[0], name))
+
+
 # -- bad input --------------------------------------------------------------------------------
 
 
