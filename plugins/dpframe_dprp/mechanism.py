@@ -699,11 +699,12 @@ def _project(
     array (in cache), so that one syrk gives all of ``Z^T Z``'s blocks and one product
     ``Z R`` (products with the few label columns alone run far below BLAS's rate). Without
     labels, the records are read in place when the map leaves them as they are (the
-    identity: a box centred at 0 with unit half-widths after standardising). The syrk
-    reads each chunk first; the clipping check then finds it in cache. The syrk is
-    computed again after clipping if the chunk has a row over the bound (rare: the
-    default bound holds every record of the box), so the sum is the clipped rows' as if
-    checked first."""
+    identity: a box centred at 0 with unit half-widths after standardising). The
+    clipping check first bounds the chunk by its largest magnitude
+    (:meth:`Encoding.surely_within`, which also reads it into cache for the syrk); the
+    row norms, where that cannot decide, come after the syrk, which is computed again
+    after clipping if the chunk has a row over the bound (rare: the default bound holds
+    every record of the box), so the sum is the clipped rows' as if checked first."""
     d, width = encoding.centre.shape[0], encoding.width
     projected = np.empty((len(dataset), r.shape[1])) if out is None else out
     second = np.zeros((width, width))
