@@ -735,10 +735,12 @@ def _project(
         else:
             values = u = encoding.feature_rows(features, own)
         rows_z = features if u is features else z
+        # most chunks are proved within the bound by the largest magnitude of U's values
+        # (``values``, contiguous), without the row norms; taken before the syrk, which
+        # then finds the chunk in cache
+        within = encoding.surely_within(values)
         part = rows_z.T @ rows_z
-        # U's values, contiguous (``values``): most chunks are proved within the bound by
-        # their largest magnitude, without the row norms
-        if not encoding.surely_within(values) and encoding.clip(u, own) is not None:
+        if not within and encoding.clip(u, own) is not None:
             rows_z = z
             part = rows_z.T @ rows_z
         np.matmul(rows_z, r, out=projected[start : start + rows])
