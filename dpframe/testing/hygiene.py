@@ -118,29 +118,52 @@ def forbid_global_rng() -> Iterator[None]:
             setattr(owner, name, value)
 
 
-def check_no_global_rng(mechanism: Mechanism, dataset: Dataset, params: Any) -> None:
-    """Plan, seeded and secure releases, the query and ``noisy_stages`` under the trap."""
+SEED = 21
+"""The seed of the hygiene checks' seeded releases."""
+STAGES_SEED = 23
+"""The seed of their ``noisy_stages`` draws (three samples)."""
+
+
+@attrs.frozen
+class TrappedRuns:
+    """What :func:`check_no_global_rng` ran under the trap, for the other checks to reuse
+    (a release costs the same inside the trap as outside it)."""
+
+    seeded: Release  # execute() with SeededSampler(SEED)
+    secure: Release  # execute() without a sampler
+    stages: dict[str, np.ndarray]  # noisy_stages(SeededSampler(STAGES_SEED), 3)
+
+
+def check_no_global_rng(mechanism: Mechanism, dataset: Dataset, params: Any) -> TrappedRuns:
+    """Plan, seeded and secure releases, the query and ``noisy_stages`` under the trap.
+    Returns the releases and draws, which :func:`check_seeded_reproducible` and
+    :func:`check_secure_by_default` accept instead of running them again."""
     with forbid_global_rng():
         mechanism.plan(params, dataset.domain)
-        execute(mechanism, dataset, params, SeededSampler(11))
-        execute(mechanism, dataset, params)
-        mechanism.noisy_stages(dataset, params, SeededSampler(12), 2)
+        seeded = execute(mechanism, dataset, params, SeededSampler(SEED))
+        secure = execute(mechanism, dataset, params)
+        stages = mechanism.noisy_stages(dataset, params, SeededSampler(STAGES_SEED), 3)
         with contextlib.suppress(NotImplementedError):
             mechanism.query(dataset, params)
+    return TrappedRuns(seeded, secure, stages)
 
 
-def check_seeded_reproducible(mechanism: Mechanism, dataset: Dataset, params: Any) -> None:
+def check_seeded_reproducible(
+    mechanism: Mechanism, dataset: Dataset, params: Any, *, first: TrappedRuns | None = None
+) -> None:
     """Identical releases (and ``noisy_stages``) under one seed, and both draw from the
-    sampler they are given."""
+    sampler they are given. ``first``: the seeded release and draws of
+    :func:`check_no_global_rng`, compared with a second run instead of running both here."""
     from dpframe.testing.mutants import UsageSampler
 
-    one = execute(mechanism, dataset, params, SeededSampler(21))
-    again = execute(mechanism, dataset, params, SeededSampler(21))
+    one = first.seeded if first else execute(mechanism, dataset, params, SeededSampler(SEED))
+    again = execute(mechanism, dataset, params, SeededSampler(SEED))
     watched = UsageSampler(SeededSampler(22))
     execute(mechanism, dataset, params, watched)
     if not _same_arrays(one, again):
         raise AssertionError(
-            f"two releases of {mechanism.name!r} with seed 21 differ: a draw escapes the sampler."
+            f"two releases of {mechanism.name!r} with seed {SEED} differ: a draw escapes the "
+            "sampler."
         )
     if one.noise_scales != again.noise_scales:
         raise AssertionError(f"the noise scales of {mechanism.name!r} differ under one seed.")
@@ -149,8 +172,12 @@ def check_seeded_reproducible(mechanism: Mechanism, dataset: Dataset, params: An
             f"a release of {mechanism.name!r} drew nothing from its sampler: the output does "
             "not depend on the sampler."
         )
-    a = mechanism.noisy_stages(dataset, params, SeededSampler(23), 3)
-    b = mechanism.noisy_stages(dataset, params, SeededSampler(23), 3)
+    b = mechanism.noisy_stages(dataset, params, SeededSampler(STAGES_SEED), 3)
+    a = (
+        first.stages
+        if first
+        else mechanism.noisy_stages(dataset, params, SeededSampler(STAGES_SEED), 3)
+    )
     watched = UsageSampler(SeededSampler(24))
     mechanism.noisy_stages(dataset, params, watched, 3)
     if a.keys() != b.keys() or not all(np.array_equal(a[k], b[k], equal_nan=True) for k in a):
@@ -172,11 +199,14 @@ def _same_array(a: np.ndarray, b: np.ndarray) -> bool:
     return a.shape == b.shape and a.tolist() == b.tolist()
 
 
-def check_secure_by_default(mechanism: Mechanism, dataset: Dataset, params: Any) -> None:
-    """``execute`` without a sampler records the secure sampler. (That the release draws
+def check_secure_by_default(
+    mechanism: Mechanism, dataset: Dataset, params: Any, *, release: Release | None = None
+) -> None:
+    """``execute`` without a sampler records the secure sampler (``release``: such a
+    release already made, e.g. :attr:`TrappedRuns.secure`). (That the release draws
     from the sampler it is given is :func:`check_seeded_reproducible`'s; comparing two
     unseeded releases would fail correct mechanisms with few possible outputs.)"""
-    release = execute(mechanism, dataset, params)
+    release = release if release is not None else execute(mechanism, dataset, params)
     if release.sampler.get("kind") != "secure" or release.sampler.get("secure") is not True:
         raise AssertionError(
             f"a release of {mechanism.name!r} without a sampler recorded {release.sampler}, "

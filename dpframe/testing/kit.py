@@ -88,6 +88,10 @@ def _quietly(method: Callable[..., Any]) -> Callable[..., Any]:
     return wrapper
 
 
+PAIR_STRATEGIES = ("structured", "random", "local")
+"""The sensitivity searches :meth:`Kit.audit_pairs` runs (if not yet run) for its pairs."""
+
+
 class ConsistencyError(AssertionError):
     """The mechanism's hooks, noise scales and plan disagree."""
 
@@ -626,7 +630,7 @@ class Kit:
                     count=t.audit_pairs,
                 )
             return self._blackbox[t.name]
-        report = self.search(t, ("structured", "random", "local"))
+        report = self.search(t, PAIR_STRATEGIES)
         candidates = [p for _, p in report.joint] + [f.pair for f in report.best.values()]
         scored = sorted(
             ((self._score(p), i, p) for i, p in enumerate(candidates)), key=lambda s: (-s[0], s[1])
@@ -711,9 +715,9 @@ class Kit:
         mechanism is registered under its name)."""
         dataset = self.dataset()
         params = self.params(dataset.domain)
-        check_no_global_rng(self.mechanism, dataset, params)
-        check_seeded_reproducible(self.mechanism, dataset, params)
-        check_secure_by_default(self.mechanism, dataset, params)
+        trapped = check_no_global_rng(self.mechanism, dataset, params)
+        check_seeded_reproducible(self.mechanism, dataset, params, first=trapped)
+        check_secure_by_default(self.mechanism, dataset, params, release=trapped.secure)
         if self.registered():
             if workdir is None:
                 with tempfile.TemporaryDirectory() as tmp:
