@@ -77,3 +77,33 @@ def test_gdp_is_exact_for_gaussian_trees():
     laplace = LaplaceEvent(1.0)
     answer = gdp.supports(compose(GaussianEvent(1.0), laplace))
     assert not answer and answer.event == laplace
+
+
+def test_the_order_search_zooms_on_numpy_linspace_points_bit_for_bit():
+    """The order search's zoom grid is ``np.linspace``'s, so the orders (and every zCDP
+    conversion) are those the search found before it stopped calling ``np.linspace``."""
+    from dpframe.privacy.accountants.zcdp import _ZOOM_POINTS, _zoom
+
+    rng = np.random.default_rng(7)
+    lows = rng.uniform(-12, 700, 2000)
+    brackets = [(lo, lo + w) for lo, w in zip(lows, 10.0 ** rng.uniform(-10, 1, 2000), strict=True)]
+    # where lo + (up - lo) rounds away from up: linspace ends on up itself
+    brackets += [(-12.0, 1e-17), (-1.0, 3e-17), (-12.0, 0.0), (0.0, 1e-10), (-1e-300, 3.0)]
+    for lo, up in brackets:
+        lo, up = np.float64(lo), np.float64(up)
+        expected = np.linspace(lo, up, _ZOOM_POINTS)
+        assert np.array_equal(_zoom(lo, up), expected), (lo, up)
+        assert np.array_equal(np.signbit(_zoom(lo, up)), np.signbit(expected)), (lo, up)
+
+
+def test_the_conversions_cache_answers_as_a_fresh_computation():
+    """``zcdp_epsilon`` is cached (a profile asks for the same points again): a cached
+    answer is the uncached function's, and distinct arguments are not confused."""
+    from dpframe.privacy.accountants.zcdp import zcdp_epsilon
+
+    points = [(0.5, 1e-5), (0.5, 1e-6), (0.25, 1e-5), (2.0, 1e-9)]
+    first = [zcdp_epsilon(r, d) for r, d in points]
+    again = [zcdp_epsilon(r, d) for r, d in points]
+    fresh = [zcdp_epsilon.__wrapped__(r, d) for r, d in points]
+    assert first == again == fresh
+    assert len(set(first)) == len(points)

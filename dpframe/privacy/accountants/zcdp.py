@@ -20,6 +20,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from fractions import Fraction
 from typing import Any
@@ -69,6 +70,7 @@ _ZOOM_POINTS = 33
 """Points per refinement round: each round narrows the bracket 16-fold."""
 _XTOL = 1e-10
 """Width of ``log(α - 1)``'s bracket at which the refinement stops."""
+_ZOOM_STEPS = np.arange(_ZOOM_POINTS, dtype=np.float64)
 
 
 def _best_order(objective, hi: float) -> float:
@@ -78,20 +80,29 @@ def _best_order(objective, hi: float) -> float:
     ``_XTOL``; numpy only, so a plan never imports scipy.optimize for it. Every α gives a
     valid bound, so the search affects only tightness (the result is the best point
     evaluated, never worse than the grid's); the caller re-evaluates the bound at the
-    returned order with a rounding allowance."""
+    returned order with a rounding allowance (the accountants' profiles call this
+    thousands of times: :func:`_zoom` spares ``np.linspace``'s overhead)."""
     grid = np.arange(-12.0, hi + _GRID_STEP, _GRID_STEP)
     best_x, best_value = math.nan, math.inf
-    while True:
-        with np.errstate(over="ignore", invalid="ignore"):
+    with np.errstate(over="ignore", invalid="ignore"):
+        while True:
             values = objective(grid)
-        values = np.where(np.isnan(values), np.inf, values)
-        k = int(np.argmin(values))
-        if values[k] < best_value or math.isnan(best_x):
-            best_x, best_value = float(grid[k]), float(values[k])
-        lo, up = grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]
-        if not up - lo > _XTOL:
-            return 1 + math.exp(best_x)
-        grid = np.linspace(lo, up, _ZOOM_POINTS)
+            values[np.isnan(values)] = np.inf
+            k = int(values.argmin())
+            if values[k] < best_value or math.isnan(best_x):
+                best_x, best_value = float(grid[k]), float(values[k])
+            lo, up = grid[max(k - 1, 0)], grid[min(k + 1, len(grid) - 1)]
+            if not up - lo > _XTOL:
+                return 1 + math.exp(best_x)
+            grid = _zoom(lo, up)
+
+
+def _zoom(lo: float, up: float) -> np.ndarray:
+    """``np.linspace(lo, up, _ZOOM_POINTS)``, bit for bit, at a third of its cost."""
+    grid = _ZOOM_STEPS * ((up - lo) / (_ZOOM_POINTS - 1))
+    grid += lo
+    grid[-1] = up
+    return grid
 
 
 def _largest_log_order(rho: float, scale: float) -> float:
@@ -101,9 +112,12 @@ def _largest_log_order(rho: float, scale: float) -> float:
     return min(700.0, max(25.0, math.log(max(scale, 1.0)) - math.log(rho) + 10.0))
 
 
+@functools.lru_cache(maxsize=65536)
 def zcdp_epsilon(rho: float, delta: float) -> float:
     """The smallest ε certified for ``ρ``-zCDP at ``δ`` (CKS conversion over all orders),
-    rounded up."""
+    rounded up (cached: a plan's calibration and its run convert the same ρ again, and a
+    sampled or repeated event's profile asks for the same points again: 12,096 calls for
+    4,560 distinct points in the ``approx`` grid of a DP-CDA release)."""
     if rho == 0 or delta >= 1:
         return 0.0
     if math.isinf(rho) or delta <= 0:
