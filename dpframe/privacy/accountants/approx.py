@@ -450,6 +450,9 @@ def _charge_of(event: PrivacyEvent) -> _Charge:
 
 _CHARGES: EventCache = EventCache(1024)
 _GRIDS: EventCache = EventCache(1024)
+_EPSILONS: EventCache = EventCache(4096)
+"""ε of a total's state at a δ: a plan, its run and a calibration's bisection ask for the
+same totals again (each a δ-split search of a second or more)."""
 
 
 def _grid_of(event: PrivacyEvent) -> list[Sum]:
@@ -561,6 +564,14 @@ class ApproxTotal(RunningTotal):
 
     def epsilon(self, delta: float) -> float:
         check_delta(delta)
+        return _EPSILONS.get_or_compute((self._state(), delta), lambda _: self._epsilon(delta))
+
+    def _state(self) -> tuple:
+        """What :meth:`epsilon` reads, hashable: equal states have equal ε at every δ."""
+        pairs = None if self.pairs is None else frozenset(self.pairs.items())
+        return (self.nonprivate, self.sums, pairs, self.curved, self.grid)
+
+    def _epsilon(self, delta: float) -> float:
         if self.nonprivate:
             return NON_PRIVATE.at(delta)
         mu2, rho, eps, sq, mean, dlt = (_round_up(x) for x in self.sums)
