@@ -10,7 +10,9 @@ is shown as ``cmd || echo "exit status $?"``. The interpreter's ``bin`` director
 virtualenv, with the ``dpframe`` script) comes first on ``PATH``.
 
 A block marked ``<!-- docs-setup -->`` is also run first for every other document, so that
-a page can start where the README's tutorial leaves a reader (the data and its domain).
+a page can start where the README's tutorial leaves a reader (the data and its domain);
+:func:`prepare` runs such bash blocks once and each document starts from a copy of what
+they left (files, working directory, exported variables).
 
 With a :class:`Commands` server, the ``dpframe`` a block runs is a process forked from one
 interpreter that has already imported the command line and the modules its commands load
@@ -392,16 +394,55 @@ def _exported(path: Path, previous: dict[str, str]) -> dict[str, str]:
     return env or previous
 
 
+@attrs.frozen
+class Prepared:
+    """What a document's ``docs-setup`` bash blocks leave, run once (:func:`prepare`): the
+    files in ``root``, the working directory (relative to it) and the exported variables."""
+
+    root: Path
+    cwd: Path
+    env: dict[str, str]
+
+    def restore(self, terminal: Terminal) -> None:
+        """Give ``terminal`` the same state, as if the setup blocks had run in its directory:
+        the files copied there, and ``root`` replaced by that directory in the variables."""
+        shutil.copytree(self.root, terminal.cwd, symlinks=True, dirs_exist_ok=True)
+        here = str(terminal.cwd)
+        terminal.env = {k: v.replace(str(self.root), here) for k, v in self.env.items()}
+        terminal.cwd = terminal.cwd / self.cwd
+
+
+def prepare(setup: Path, commands: Commands | None = None) -> Prepared:
+    """Run the ``docs-setup`` blocks of ``setup`` once, in a temporary directory (bash
+    blocks only: a Python block's names would live in its interpreter)."""
+    root = Path(tempfile.mkdtemp(prefix="docblocks-setup-"))
+    terminal = Terminal(root, commands=commands)
+    try:
+        for block in blocks(setup.read_text()):
+            if block.runs and block.setup:
+                if block.lang not in BASH:
+                    raise ValueError(f"{setup}:{block.line}: only bash setup blocks are prepared")
+                terminal.run(block, f"{setup} (setup)")
+    finally:
+        terminal.close()
+    return Prepared(root, terminal.cwd.relative_to(root), dict(terminal.env))
+
+
 def run_document(
-    path: Path, cwd: Path, setup: Path | None = None, commands: Commands | None = None
+    path: Path,
+    cwd: Path,
+    setup: Path | Prepared | None = None,
+    commands: Commands | None = None,
 ) -> Iterator[tuple[Block, str]]:
     """Run every runnable block of the document at ``path`` in ``cwd``, in order, after
-    the ``docs-setup`` blocks of ``setup``, with ``dpframe`` forked by ``commands`` when
-    given; yields each of the document's blocks with its output, and raises
-    :class:`BlockFailed` at the first failure."""
+    the ``docs-setup`` blocks of ``setup`` (or their :func:`prepare`-d state), with
+    ``dpframe`` forked by ``commands`` when given; yields each of the document's blocks
+    with its output, and raises :class:`BlockFailed` at the first failure."""
     terminal = Terminal(cwd, commands=commands)
     try:
-        if setup is not None:
+        if isinstance(setup, Prepared):
+            setup.restore(terminal)
+        elif setup is not None:
             for block in blocks(setup.read_text()):
                 if block.runs and block.setup:
                     terminal.run(block, f"{setup} (setup)")
@@ -412,4 +453,14 @@ def run_document(
         terminal.close()
 
 
-__all__ = ["Block", "BlockFailed", "Commands", "Terminal", "blocks", "run_document", "runnable"]
+__all__ = [
+    "Block",
+    "BlockFailed",
+    "Commands",
+    "Prepared",
+    "Terminal",
+    "blocks",
+    "prepare",
+    "run_document",
+    "runnable",
+]

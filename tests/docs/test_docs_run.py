@@ -6,10 +6,19 @@ README's ``docs-setup`` blocks: the bundled data ``ctg.csv``, its domain file an
 
 from __future__ import annotations
 
+import shutil
 from pathlib import Path
 
 import pytest
-from docblocks import BlockFailed, Commands, Terminal, blocks, run_document, runnable
+from docblocks import (
+    BlockFailed,
+    Commands,
+    Terminal,
+    blocks,
+    prepare,
+    run_document,
+    runnable,
+)
 
 REPO = Path(__file__).resolve().parents[2]
 README = REPO / "README.md"
@@ -27,13 +36,21 @@ def commands():
     server.close()
 
 
+@pytest.fixture(scope="module")
+def tutorial(commands):
+    """The README's ``docs-setup`` blocks, run once; each page starts from a copy."""
+    prepared = prepare(README, commands)
+    yield prepared
+    shutil.rmtree(prepared.root, ignore_errors=True)
+
+
 @pytest.mark.parametrize(
     "path",
     [p for p in DOCUMENTS if runnable(p)],
     ids=lambda p: str(p.relative_to(REPO)),
 )
-def test_document_runs(path, tmp_path, commands):
-    setup = None if path == README else README
+def test_document_runs(path, tmp_path, commands, tutorial):
+    setup = None if path == README else tutorial
     ran = [block.line for block, _ in run_document(path, tmp_path, setup, commands)]
     assert ran == [b.line for b in blocks(path.read_text()) if b.runs]
 
@@ -93,6 +110,29 @@ def test_setup_blocks_run_first_and_only_once(tmp_path):
     work.mkdir()
     ((_, out),) = run_document(doc, work, setup)
     assert out.split() == ["made", "1", "data.txt"]
+
+
+def test_prepared_setup_blocks_leave_each_document_their_files_directory_and_variables(
+    tmp_path,
+):
+    setup = tmp_path / "setup.md"
+    setup.write_text(
+        "<!-- docs-setup -->\n```bash\nmkdir sub && cd sub\necho made > data.txt\n"
+        "export HERE=$PWD/data.txt\n```\n\n```bash\necho not setup > other.txt\n```\n"
+    )
+    prepared = prepare(setup)
+    doc = _doc(tmp_path, '```bash\ncat "$HERE"; echo "$HERE"; pwd; ls\n```\n')
+    for name in ("one", "two"):  # each from its own copy, the variables pointing into it
+        work = tmp_path / name
+        work.mkdir()
+        ((_, out),) = run_document(doc, work, prepared)
+        assert out.split() == [
+            "made",
+            str(work / "sub" / "data.txt"),
+            str(work / "sub"),
+            "data.txt",
+        ]
+    assert (prepared.root / "sub" / "data.txt").read_text() == "made\n"
 
 
 def test_a_marker_without_a_reason_is_refused(tmp_path):
