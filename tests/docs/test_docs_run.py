@@ -79,6 +79,33 @@ def test_blocks_share_the_directory_variables_and_the_interpreter(tmp_path):
     assert outputs[3].strip() == "hello sub hello"
 
 
+def test_a_forked_interpreter_shares_names_directory_variables_and_reports_failures(
+    tmp_path, commands
+):
+    doc = _doc(
+        tmp_path,
+        "```bash\nmkdir sub && cd sub\nexport GREETING=héllo\n```\n\n"
+        "```python\nimport os, sys\nname = os.environ['GREETING'] + ' ' + os.getcwd()\n"
+        "print(sys.argv[0], name)\n```\n\n"
+        "```python\nprint(name.upper(), file=__import__('sys').stderr)\n```\n\n"
+        "```python\nraise ValueError('boom')\n```\n",
+    )
+    terminal = Terminal(tmp_path, commands=commands)
+    try:
+        found = [b for b in blocks(doc.read_text()) if b.runs]
+        terminal.run(found[0], "doc.md")
+        assert terminal.run(found[1], "doc.md").strip() == f"-c héllo {tmp_path / 'sub'}"
+        assert terminal.run(found[2], "doc.md").strip() == f"HÉLLO {tmp_path / 'sub'}".upper()
+        failed = r"(?s)doc.md:17: the Python block failed.*line 17.*boom"
+        with pytest.raises(BlockFailed, match=failed):
+            terminal.run(found[3], "doc.md")
+        terminal._python.kill()  # a killed interpreter is reported as dead
+        with pytest.raises(BlockFailed, match="the Python interpreter died"):
+            terminal.run(found[1], "doc.md")
+    finally:
+        terminal.close()
+
+
 def test_a_failing_block_fails_the_document_and_names_its_line(tmp_path):
     doc = _doc(tmp_path, "text\n\n```bash\ntrue\nfalse\necho never\n```\n")
     with pytest.raises(BlockFailed, match=r"doc.md:4: the bash block exited 1"):
