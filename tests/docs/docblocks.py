@@ -196,6 +196,49 @@ listener = socket.socket(socket.AF_UNIX, socket.SOCK_STREAM)
 listener.bind(sys.argv[1])
 listener.listen()
 print("ready", flush=True)
+
+
+def enter(fds, data):
+    # in a forked child: the request's streams, directory, environment and arguments
+    listener.close()
+    for target, fd in enumerate(fds):
+        os.dup2(fd, target)
+        os.close(fd)
+    request = json.loads(data)
+    os.chdir(request["cwd"])
+    os.environ.clear()
+    os.environ.update(request["env"])
+    sys.argv = ["-c" if "driver" in request else "dpframe", *request["args"]]
+    return request
+
+
+def status(call):
+    # the exit status an interpreter running call() would end with
+    try:
+        call()
+    except SystemExit as exc:
+        return exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
+    except BaseException:
+        traceback.print_exc()
+        return 1
+    return 0
+
+
+def interpreter(fds, data, conn):
+    # a document's interpreter, as python -u -c: it replies its exit status itself
+    request = enter(fds, data)
+    sys.stdin = sys.__stdin__ = open(0, encoding="utf-8", closefd=False)
+    sys.stdout = sys.__stdout__ = io.TextIOWrapper(
+        io.FileIO(1, "w", closefd=False), encoding="utf-8", write_through=True)
+    sys.stderr = sys.__stderr__ = io.TextIOWrapper(
+        io.FileIO(2, "w", closefd=False), encoding="utf-8", write_through=True)
+    code = status(lambda: exec(compile(request["driver"], "<string>", "exec"),
+                               {"__name__": "__main__"}))
+    conn.sendall(str(code).encode())
+    conn.close()
+    sys.exit(code)
+
+
 interpreters = set()
 while True:
     conn, _ = listener.accept()
@@ -206,65 +249,24 @@ while True:
         interpreters.discard(pid)
     if not fds:
         break
-    if "driver" in json.loads(data):
-        pid = os.fork()
-        if pid == 0:  # a document's interpreter: it replies its exit status itself
-            listener.close()
-            for target, fd in enumerate(fds):
-                os.dup2(fd, target)
-                os.close(fd)
-            request = json.loads(data)
-            os.chdir(request["cwd"])
-            os.environ.clear()
-            os.environ.update(request["env"])
-            sys.argv = ["-c", *request["args"]]
-            sys.stdin = sys.__stdin__ = open(0, encoding="utf-8", closefd=False)
-            sys.stdout = sys.__stdout__ = io.TextIOWrapper(  # unbuffered, as python -u
-                io.FileIO(1, "w", closefd=False), encoding="utf-8", write_through=True)
-            sys.stderr = sys.__stderr__ = io.TextIOWrapper(
-                io.FileIO(2, "w", closefd=False), encoding="utf-8", write_through=True)
-            code = 0
-            try:
-                exec(compile(request["driver"], "<string>", "exec"), {"__name__": "__main__"})
-            except SystemExit as exc:
-                code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-            except BaseException:
-                traceback.print_exc()
-                code = 1
-            conn.sendall(str(code).encode())
-            conn.close()
-            sys.exit(code)
-        for fd in fds:
-            os.close(fd)
+    driver = "driver" in json.loads(data)
+    pid = os.fork()
+    if pid == 0 and driver:
+        interpreter(fds, data, conn)
+    if pid == 0:
+        conn.close()
+        request = enter(fds, data)
+        # the interpreter's own exit: atexit handlers and flushes, as a real one
+        sys.exit(status(lambda: main(request["args"])))
+    for fd in fds:
+        os.close(fd)
+    if driver:  # its status comes from itself; reaped later
         conn.sendall(f"{pid}\n".encode())
         conn.close()
         interpreters.add(pid)
         continue
-    pid = os.fork()
-    if pid == 0:
-        listener.close()
-        conn.close()
-        for target, fd in enumerate(fds):
-            os.dup2(fd, target)
-            os.close(fd)
-        request = json.loads(data)
-        os.chdir(request["cwd"])
-        os.environ.clear()
-        os.environ.update(request["env"])
-        sys.argv = ["dpframe", *request["args"]]
-        code = 0
-        try:
-            main(request["args"])
-        except SystemExit as exc:
-            code = exc.code if isinstance(exc.code, int) else (0 if exc.code is None else 1)
-        except BaseException:
-            traceback.print_exc()
-            code = 1
-        sys.exit(code)  # the interpreter's own exit: atexit handlers and flushes, as a real one
-    for fd in fds:
-        os.close(fd)
-    _, status = os.waitpid(pid, 0)
-    code = os.waitstatus_to_exitcode(status)
+    _, status_ = os.waitpid(pid, 0)
+    code = os.waitstatus_to_exitcode(status_)
     conn.sendall(str(code if code >= 0 else 128 - code).encode())
     conn.close()
 for pid in interpreters:  # reaped, so that their CPU time is counted as the server's
