@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -54,7 +54,7 @@ def in_memory(dataset: Any) -> bool:
 
 
 def reduce_kept(
-    dataset: Dataset, chunk_map: Callable[..., Any], kept: tuple, *, chunk_rows: int
+    dataset: Dataset, chunk_map: Callable[..., Any], kept: Sequence[Any], *, chunk_rows: int
 ) -> Any:
     """:func:`reduce` of an in-memory Dataset whose ``chunk_map(features, labels, value)``
     also takes the chunk's entry of ``kept`` (one per chunk of ``chunk_rows`` rows, in
@@ -143,6 +143,9 @@ def accumulate(total: Any, part: Any) -> Any:
     array per chunk."""
     if type(total) is tuple:
         return tuple(accumulate(x, y) for x, y in zip(total, part, strict=True))
+    if isinstance(total, Kept):  # detach's list: extended, not copied, at every chunk
+        total.kept.extend(part.kept)
+        return Kept(accumulate(total.total, part.total), total.kept)
     if isinstance(total, Moments):
         outer = None
         if total.outer is not None and part.outer is not None:
@@ -165,7 +168,7 @@ def detach(part: Any) -> Any:
     if type(part) is tuple:
         return tuple(detach(x) for x in part)
     if isinstance(part, Kept):
-        return Kept(detach(part.total), part.kept)
+        return Kept(detach(part.total), list(part.kept))
     if isinstance(part, Moments):
         return Moments(
             np.array(part.count),
@@ -219,16 +222,15 @@ class Moments:
 
 @attrs.frozen
 class Kept:
-    """A partial statistic ``total`` and per-chunk values ``kept`` (a tuple, in chunk
-    order) that a later pass of an in-memory Dataset reuses (:func:`reduce_kept`): two
-    add their totals and concatenate their values. ``kept`` must not alias a work
-    buffer."""
+    """A partial statistic ``total`` and per-chunk values ``kept`` (in chunk order) that a
+    later pass of an in-memory Dataset reuses (:func:`reduce_kept`): two add their totals
+    and concatenate their values. ``kept`` must not alias a work buffer."""
 
     total: Any
-    kept: tuple
+    kept: list[Any]
 
     def __add__(self, other: Kept) -> Kept:
-        return Kept(add(self.total, other.total), self.kept + other.kept)
+        return Kept(add(self.total, other.total), [*self.kept, *other.kept])
 
 
 @attrs.frozen

@@ -17,6 +17,7 @@ proofs are in :mod:`dpframe_rongauss.sensitivity` and README.md.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import attrs
@@ -112,7 +113,7 @@ class _Preprocess:
             self.label_centre, self.label_radius = target.centre, target.radius
         self.origin = not self.centre.any()  # x - 0 is x, bit for bit: no subtraction
         self.buffer = Scratch(dataset.n_features)
-        self.inverses: tuple[np.ndarray, ...] | None = None
+        self.inverses: Sequence[np.ndarray] | None = None
         """The first pass's ``1 / ||v||`` per chunk (an in-memory Dataset's), for the second."""
 
     def _shifted(self, rows: np.ndarray) -> np.ndarray:
@@ -167,7 +168,7 @@ class _Preprocess:
 
         def unit_sum(rows: np.ndarray, _: np.ndarray | None) -> np.ndarray | Kept:
             v, inverse = self._centred(rows)
-            return Kept(inverse @ v, (inverse,)) if keep else inverse @ v
+            return Kept(inverse @ v, [inverse]) if keep else inverse @ v
 
         total = reduce(dataset, unit_sum, chunk_rows=CHUNK_ROWS)
         if keep:
