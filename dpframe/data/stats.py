@@ -14,7 +14,7 @@ from __future__ import annotations
 
 import collections
 import threading
-from collections.abc import Callable
+from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
 from typing import Any
 
@@ -43,9 +43,31 @@ def reduce(dataset: Any, chunk_map: ChunkMap, *, chunk_rows: int = DEFAULT_CHUNK
     own = getattr(dataset, "reduce", None)
     if own is not None:
         return own(chunk_map, chunk_rows)
+    return _reduce_here(dataset, chunk_map, dataset.chunks(chunk_rows), chunk_rows)
+
+
+def in_memory(dataset: Any) -> bool:
+    """Whether :func:`reduce` reduces ``dataset`` here (an in-memory :class:`Dataset`), not
+    where a source's data live: only then may a pass keep per-chunk values
+    (:class:`Kept`) for :func:`reduce_kept`."""
+    return getattr(dataset, "reduce", None) is None
+
+
+def reduce_kept(
+    dataset: Dataset, chunk_map: Callable[..., Any], kept: Sequence[Any], *, chunk_rows: int
+) -> Any:
+    """:func:`reduce` of an in-memory Dataset whose ``chunk_map(features, labels, value)``
+    also takes the chunk's entry of ``kept`` (one per chunk of ``chunk_rows`` rows, in
+    order: what an earlier pass at the same ``chunk_rows`` kept, :class:`Kept`)."""
+    chunks = dataset.chunks(chunk_rows)
+    with_values = ((f, (y, v)) for (f, y), v in zip(chunks, kept, strict=True))
+    return _reduce_here(dataset, lambda f, yv: chunk_map(f, *yv), with_values, chunk_rows)
+
+
+def _reduce_here(dataset: Dataset, chunk_map: ChunkMap, chunks: Any, chunk_rows: int) -> Any:
     chunk_values = min(chunk_rows, len(dataset)) * dataset.n_features
     workers = pass_workers(-(-len(dataset) // chunk_rows), chunk_values)
-    return sum_chunks(chunk_map, dataset.chunks(chunk_rows), workers=workers)
+    return sum_chunks(chunk_map, chunks, workers=workers)
 
 
 PARALLEL_CHUNK_VALUES = 2**17
@@ -121,6 +143,9 @@ def accumulate(total: Any, part: Any) -> Any:
     array per chunk."""
     if type(total) is tuple:
         return tuple(accumulate(x, y) for x, y in zip(total, part, strict=True))
+    if isinstance(total, Kept):  # detach's list: extended, not copied, at every chunk
+        total.kept.extend(part.kept)
+        return Kept(accumulate(total.total, part.total), total.kept)
     if isinstance(total, Moments):
         outer = None
         if total.outer is not None and part.outer is not None:
@@ -142,6 +167,8 @@ def detach(part: Any) -> Any:
     """A copy of a partial statistic, detached from any work buffer it may alias."""
     if type(part) is tuple:
         return tuple(detach(x) for x in part)
+    if isinstance(part, Kept):
+        return Kept(detach(part.total), list(part.kept))
     if isinstance(part, Moments):
         return Moments(
             np.array(part.count),
@@ -191,6 +218,19 @@ class Moments:
         if self.outer is not None and other.outer is not None:
             outer = self.outer + other.outer
         return Moments(self.count + other.count, self.total + other.total, outer)
+
+
+@attrs.frozen
+class Kept:
+    """A partial statistic ``total`` and per-chunk values ``kept`` (in chunk order) that a
+    later pass of an in-memory Dataset reuses (:func:`reduce_kept`): two add their totals
+    and concatenate their values. ``kept`` must not alias a work buffer."""
+
+    total: Any
+    kept: list[Any]
+
+    def __add__(self, other: Kept) -> Kept:
+        return Kept(add(self.total, other.total), [*self.kept, *other.kept])
 
 
 @attrs.frozen

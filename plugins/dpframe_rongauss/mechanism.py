@@ -17,13 +17,14 @@ proofs are in :mod:`dpframe_rongauss.sensitivity` and README.md.
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Literal
 
 import attrs
 import numpy as np
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
-from dpframe.data.stats import Scratch, reduce
+from dpframe.data.stats import Kept, Scratch, in_memory, reduce, reduce_kept
 from dpframe.data.units import data_coordinates, in_domain_param, units_param
 from dpframe.privacy.events import PrivacyEvent, compose
 from dpframe.privacy.noise import (
@@ -112,11 +113,16 @@ class _Preprocess:
             self.label_centre, self.label_radius = target.centre, target.radius
         self.origin = not self.centre.any()  # x - 0 is x, bit for bit: no subtraction
         self.buffer = Scratch(dataset.n_features)
+        self.inverses: Sequence[np.ndarray] | None = None
+        """The first pass's ``1 / ||v||`` per chunk (an in-memory Dataset's), for the second."""
+
+    def _shifted(self, rows: np.ndarray) -> np.ndarray:
+        """``v = x - c``, in the buffer (or ``x`` itself when ``c = 0``)."""
+        return rows if self.origin else np.subtract(rows, self.centre, out=self.buffer(len(rows)))
 
     def _centred(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-        """``v = x - c`` (in the buffer, or ``x`` itself when ``c = 0``) and ``1 / ||v||``
-        (0 for a zero row)."""
-        v = rows if self.origin else np.subtract(rows, self.centre, out=self.buffer(len(rows)))
+        """``v = x - c`` (:meth:`_shifted`) and ``1 / ||v||`` (0 for a zero row)."""
+        v = self._shifted(rows)
         norms = np.sqrt(np.einsum("ij,ij->i", v, v))
         return v, np.divide(1.0, norms, out=np.zeros_like(norms), where=norms > 0)
 
@@ -127,23 +133,27 @@ class _Preprocess:
         mean: np.ndarray,
         w: np.ndarray,
         out: Scratch | None = None,
+        inverse: np.ndarray | None = None,
     ) -> np.ndarray:
         """``z = W^T (u - mu~) / ||u - mu~||`` (0 when ``u = mu~``), with the centred label
         appended when supervised. Per cache-sized chunk: the row scaling into the buffer
         (no copy of ``x`` when ``c = 0``), one subtraction, two row-norm reductions and one
         ``(m x p)`` product (into ``out``, a ``p``-column work buffer, when given); no
-        temporary of the chunk."""
-        v, inverse = self._centred(rows)
-        if v is rows:  # u = x / ||x||, written into the buffer (rows are read-only)
-            d = np.multiply(v, inverse[:, None], out=self.buffer(len(rows)))
+        temporary of the chunk. ``inverse``, the rows' ``1 / ||x - c||`` that the first
+        pass computed (the same bits), saves one of the row norms."""
+        if inverse is None:
+            v, inverse = self._centred(rows)
         else:
-            d = np.multiply(v, inverse[:, None], out=v)  # u, in the buffer
+            v = self._shifted(rows)
+        d = np.multiply(v, inverse[:, None], out=self.buffer(len(rows)))  # u, in the buffer
         d = np.subtract(d, mean, out=d)  # u - mu~, elementwise: no cancellation
         norms = np.sqrt(np.einsum("ij,ij->i", d, d))[:, None]
         z = np.matmul(d, w, out=None if out is None else out(len(rows)))
         positive = norms > 0
-        np.divide(z, norms, out=z, where=positive)
-        if not positive.all():
+        if positive.all():  # the common case: a plain division, half the time of a masked one
+            np.divide(z, norms, out=z)
+        else:
+            np.divide(z, norms, out=z, where=positive)
             z[~positive[:, 0]] = 0.0
         Region.ball(w.shape[1]).clip(z)
         if not self.supervised:
@@ -152,26 +162,37 @@ class _Preprocess:
         return np.column_stack([z, y])
 
     def unit_mean(self, dataset: Dataset) -> np.ndarray:
-        """``(1/n) sum_i u_i``."""
+        """``(1/n) sum_i u_i``; of an in-memory Dataset, its rows' ``1 / ||v||`` are kept
+        (8 bytes a record) for :meth:`second_moment`, which then reads each chunk once."""
+        keep = in_memory(dataset)
 
-        def unit_sum(rows: np.ndarray, _: np.ndarray | None) -> np.ndarray:
+        def unit_sum(rows: np.ndarray, _: np.ndarray | None) -> np.ndarray | Kept:
             v, inverse = self._centred(rows)
-            return inverse @ v
+            return Kept(inverse @ v, [inverse]) if keep else inverse @ v
 
-        return reduce(dataset, unit_sum, chunk_rows=CHUNK_ROWS) / dataset.n_records
+        total = reduce(dataset, unit_sum, chunk_rows=CHUNK_ROWS)
+        if keep:
+            total, self.inverses = total.total, total.kept
+        return total / dataset.n_records
 
     def second_moment(self, dataset: Dataset, mean: np.ndarray, w: np.ndarray) -> np.ndarray:
         """``(1/n) sum_i z_i z_i^T``."""
 
         buffer = Scratch(w.shape[1])
 
-        def outer_sum(rows: np.ndarray, labels: np.ndarray | None) -> np.ndarray:
-            z = self.projected(rows, labels, mean, w, buffer)
+        def outer_sum(
+            rows: np.ndarray, labels: np.ndarray | None, inverse: np.ndarray | None = None
+        ) -> np.ndarray:
+            z = self.projected(rows, labels, mean, w, buffer, inverse)
             return z.T @ z
 
         # Its chunks on one BLAS thread each (stats.reduce), beside the first pass's hash
         # if that still runs: no BLAS thread waits on a preempted one.
-        return reduce(dataset, outer_sum, chunk_rows=CHUNK_ROWS) / dataset.n_records
+        if self.inverses is None:
+            total = reduce(dataset, outer_sum, chunk_rows=CHUNK_ROWS)
+        else:
+            total = reduce_kept(dataset, outer_sum, self.inverses, chunk_rows=CHUNK_ROWS)
+        return total / dataset.n_records
 
 
 @data_coordinates

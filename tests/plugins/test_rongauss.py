@@ -238,3 +238,48 @@ def test_a_record_next_to_the_dp_mean_keeps_its_direction():
         / size
     )
     assert np.linalg.norm(z - exact) < 1e-5
+
+
+def test_the_second_pass_reuses_the_first_pass_row_norms(monkeypatch):
+    """An in-memory Dataset's second pass takes its rows' ``1 / ||x - c||`` from the first
+    pass (kept per chunk) and computes no row norm of ``x`` again: the same bits as
+    recomputing them, over several chunks on two threads, with a row at the centre and a
+    domain centred off the origin."""
+    from dpframe_rongauss import mechanism as ron
+    from threadpoolctl import threadpool_limits
+
+    rng = np.random.default_rng(7)
+    rows = rng.uniform(0.0, 2.0, size=(3 * ron.CHUNK_ROWS + 5, 20))
+    rows[4] = 1.0  # the centre: v = 0, 1 / ||v|| taken as 0
+    data = Dataset.from_arrays(rows, domain=Domain(lower=0.0, upper=2.0))
+    w, _ = np.linalg.qr(rng.standard_normal((20, 4)))
+    with threadpool_limits(2):
+        kept = ron._Preprocess(data, supervised=False)
+        mean = kept.unit_mean(data) + 0.01
+        assert kept.inverses is not None and len(kept.inverses) == 4
+        recomputed = ron._Preprocess(data, supervised=False).second_moment(data, mean, w)
+
+        def no_norms(rows: np.ndarray) -> None:
+            raise AssertionError("the second pass recomputed the row norms")
+
+        monkeypatch.setattr(kept, "_centred", no_norms)
+        assert np.array_equal(kept.second_moment(data, mean, w), recomputed)
+
+
+def test_a_record_at_the_dp_mean_projects_to_zero():
+    """``u = mu~`` exactly: ``z = 0`` (no division by a zero norm), the other rows
+    ``W^T (u - mu~) / ||u - mu~||``."""
+    from dpframe_rongauss.mechanism import _Preprocess
+
+    rng = np.random.default_rng(8)
+    rows = rng.uniform(-1, 1, size=(50, 5))
+    data = Dataset.from_arrays(rows, domain=CUBE)
+    pre = _Preprocess(data, supervised=False)
+    v, inverse = pre._centred(rows)
+    mean = v[3] * inverse[3]  # u_3, bit for bit
+    w, _ = np.linalg.qr(rng.standard_normal((5, 2)))
+    z = pre.projected(rows, None, mean, w)
+    assert np.array_equal(z[3], np.zeros(2))
+    d = np.delete(v * inverse[:, None] - mean, 3, axis=0)
+    expected = d @ w / np.linalg.norm(d, axis=1)[:, None]
+    assert np.allclose(np.delete(z, 3, axis=0), expected, rtol=0, atol=1e-12)
