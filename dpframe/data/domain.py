@@ -224,7 +224,7 @@ class Target:
 LabelSpec = Classes | Target
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)  # immutable; hashed per query by the kit and the caches
 class Domain:
     """Public description of the data space (see the module docstring)."""
 
