@@ -107,7 +107,9 @@ class Dataset:
             labels_clipped = self._clip_report.labels_clipped if self._clip_report else 0
             x.setflags(write=False)
             self._features = x
-            self._clip_report = attrs.evolve(report, labels_clipped=labels_clipped)
+            if labels_clipped != report.labels_clipped:
+                report = attrs.evolve(report, labels_clipped=labels_clipped)
+            self._clip_report = report
             self._deferred = False
 
     @property
@@ -703,7 +705,10 @@ def _validate_and_clip(
             x, owned = x.copy(), True
             chunk = x[start : start + rows]
         report += domain.clip(chunk)[1]  # in place: chunk is a view of x
-    report += ClipReport(inside, values_clipped_per_feature=(0,) * d)
+    if report.records:  # else nothing was clipped: the sum is the report of the inside
+        report += ClipReport(inside, values_clipped_per_feature=(0,) * d)
+    else:
+        report = ClipReport(inside, values_clipped_per_feature=(0,) * d)
     return (x if owned else x.view()), report
 
 

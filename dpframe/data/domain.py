@@ -224,7 +224,7 @@ class Target:
 LabelSpec = Classes | Target
 
 
-@attrs.frozen
+@attrs.frozen(cache_hash=True)  # immutable; hashed per query by the kit and the caches
 class Domain:
     """Public description of the data space (see the module docstring)."""
 
@@ -474,12 +474,25 @@ class Domain:
     def box(self) -> tuple[np.ndarray, np.ndarray]:
         """The per-feature bounds as read-only arrays (shared between calls: copy before
         writing); one clear sentence if none were declared."""
-        return _box_of(*self._box_key())
+        return self._boxes()[0]
 
     def _uniform_box(self) -> tuple[np.ndarray | float, np.ndarray | float]:
         """:func:`_uniform` of :meth:`box`, once per distinct box (clip and contains ask
         at every chunk)."""
-        return _uniform_of(*self._box_key())
+        return self._boxes()[1]
+
+    def _boxes(self) -> tuple[tuple[np.ndarray, np.ndarray], tuple[Any, Any]]:
+        """:meth:`box` and :meth:`_uniform_box`; the same Domain object asked again (a
+        mechanism asks at every release, the kit's audits make thousands) is answered
+        without building the box's key."""
+        key = ("boxes", id(self))
+        hit = _SAME_OBJECT.get(key)
+        if hit is not None and hit[0] is self:
+            return hit[1]  # type: ignore[return-value]
+        box_key = self._box_key()
+        boxes = (_box_of(*box_key), _uniform_of(*box_key))
+        _keep_same_object(key, self, boxes)
+        return boxes
 
     def _box_key(self) -> tuple:
         if self.lower is None or self.upper is None:
@@ -825,7 +838,7 @@ def _uniform(lo: np.ndarray, hi: np.ndarray) -> tuple[np.ndarray | float, np.nda
     return lo, hi
 
 
-_SAME_OBJECT: dict[tuple[Any, ...], tuple[Domain, Domain]] = {}
+_SAME_OBJECT: dict[tuple[Any, ...], tuple[Domain, Any]] = {}
 
 
 def _memo(method: Callable[..., Domain], domain: Domain, *args: Any) -> Domain:
@@ -843,10 +856,15 @@ def _memo(method: Callable[..., Domain], domain: Domain, *args: Any) -> Domain:
         result = _remembered(method, domain, repr(domain), *args)
     except TypeError:  # unhashable: computed afresh
         return method(domain, *args)
+    _keep_same_object(key, domain, result)
+    return result
+
+
+def _keep_same_object(key: tuple[Any, ...], domain: Domain, result: Any) -> None:
+    """Remember ``result`` for this Domain object (held, so its id is not reused)."""
     if len(_SAME_OBJECT) >= 256:
         _SAME_OBJECT.clear()
     _SAME_OBJECT[key] = (domain, result)
-    return result
 
 
 @functools.lru_cache(maxsize=256)

@@ -414,6 +414,8 @@ def _probability(value: float | Fraction, what: str) -> Fraction:
 
 
 def _nonnegative_scale(scale: float | ArrayLike, family: str) -> float | np.ndarray:
+    if isinstance(scale, float) and math.isfinite(scale) and scale >= 0:
+        return float(scale)  # one number (also np.float64): no array checks per draw
     arr = np.asarray(scale, dtype=np.float64)
     if not np.all(np.isfinite(arr)) or np.any(arr < 0):
         raise SamplerError(f"the {family} noise scale must be finite and >= 0, got {scale!r}.")

@@ -236,6 +236,31 @@ def test_the_frequency_test_is_built_for_few_distinct_outputs_only():
     assert histogram_ratio(mixed0, mixed1) is None
 
 
+def test_the_frequency_tests_cells_are_numpys_distinct_rows():
+    from dpframe.testing.audits import _distinct_rows
+
+    rng = np.random.default_rng(5)
+    signed = rng.integers(-1, 2, (500, 2)).astype(float)
+    signed[signed == 0] = -0.0
+    signed[:250][signed[:250] == 0] = 0.0
+    with_nan = rng.integers(0, 3, (500, 3)).astype(float)
+    with_nan[4, 1] = np.nan
+    inputs = [
+        rng.integers(-3, 4, (1000, 1)).astype(float),
+        (rng.integers(0, 4, (1000, 3)) + 1.0) * np.array([1.0, -2.5, 1e300]),
+        rng.integers(0, 2, (1000, 70)).astype(float),  # too many cells to code in an int64
+        signed,
+        with_nan,
+    ]
+    for rows in inputs:
+        cells, index = np.unique(rows, axis=0, return_inverse=True)
+        mine = _distinct_rows(rows, 4096)
+        assert mine is not None
+        assert np.array_equal(mine[0], cells, equal_nan=True)
+        assert np.array_equal(mine[1], np.ravel(index))
+        assert _distinct_rows(rows, len(cells) - 1) is None
+
+
 @pytest.mark.parametrize("family", ["laplace", "gaussian"])
 def test_the_chosen_tests_are_those_of_the_rounded_statistic_applied_afresh(family):
     # _choose rounds the values it already computed instead of applying the rounded
