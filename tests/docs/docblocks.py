@@ -437,9 +437,12 @@ class Terminal:
         proc = self._python
         assert proc.stdin is not None and proc.stdout is not None
         env = "\0".join(f"{k}={v}" for k, v in self.env.items())
-        proc.stdin.write(f"{len(block.code)}\t{block.line}\t{name}\t{self.cwd}\n{block.code}")
-        proc.stdin.write(f"{len(env)}\n{env}")
-        proc.stdin.flush()
+        # A dead interpreter may close the pipe before the block is sent: its output (none,
+        # or what it printed before dying) then reports it as dead, below.
+        with contextlib.suppress(BrokenPipeError):
+            proc.stdin.write(f"{len(block.code)}\t{block.line}\t{name}\t{self.cwd}\n{block.code}")
+            proc.stdin.write(f"{len(env)}\n{env}")
+            proc.stdin.flush()
         output: list[str] = []
         timer = threading.Timer(TIMEOUT, proc.kill)  # a block that hangs dies, and fails
         timer.start()
@@ -466,7 +469,8 @@ class Terminal:
         shutil.rmtree(self._state, ignore_errors=True)
         if self._python is not None:
             assert self._python.stdin is not None
-            self._python.stdin.close()
+            with contextlib.suppress(BrokenPipeError):  # an interpreter that died
+                self._python.stdin.close()
             self._python.wait(timeout=30)
             self._python = None
 

@@ -102,6 +102,9 @@ def test_a_forked_interpreter_shares_names_directory_variables_and_reports_failu
         terminal._python.kill()  # a killed interpreter is reported as dead
         with pytest.raises(BlockFailed, match="the Python interpreter died"):
             terminal.run(found[1], "doc.md")
+        # now surely gone (its output ended): the block cannot even be sent to it
+        with pytest.raises(BlockFailed, match="the Python interpreter died"):
+            terminal.run(found[1], "doc.md")
     finally:
         terminal.close()
 
