@@ -34,6 +34,17 @@ def kernel_path() -> str:
     return "c" if _kernel is not None else "numpy"
 
 
+def extremes(x: np.ndarray) -> tuple[float, float]:
+    """``(x.min(), x.max())``, in one read by the kernel when ``x`` is a C-contiguous
+    float64 array of finite values (exact: the same numbers); numpy's otherwise, NaN or
+    infinite when a value is."""
+    if _kernel is not None and x.dtype == np.float64 and x.flags.c_contiguous and x.size:
+        status, low, high = _kernel.extremes(x)
+        if status == 0:
+            return low, high
+    return float(x.min()), float(x.max())
+
+
 _KERNEL_TYPES = frozenset(
     np.dtype(code) for code in ("f4", "f8", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8")
 )

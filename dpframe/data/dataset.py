@@ -34,6 +34,7 @@ from typing import Any
 import attrs
 import numpy as np
 
+from dpframe.data.chunks import extremes
 from dpframe.data.domain import Classes, ClipReport, Domain, Target, _label_key
 from dpframe.data.fingerprint import FingerprintKey, as_fingerprint_key
 from dpframe.errors import DataError
@@ -724,7 +725,7 @@ def finite_extremes(
     """``(x.min(), x.max())``, or one sentence naming the first NaN or infinite value of
     ``x`` (they show in the extremes); for :meth:`Domain.contains`, so that one read of
     ``x`` answers both whether it is finite and whether clipping would change it."""
-    low, high = float(x.min()), float(x.max())
+    low, high = extremes(x)
     if not (math.isfinite(low) and math.isfinite(high)):
         _check_finite(x, domain, names, first_row)
     return low, high

@@ -41,6 +41,9 @@ class _Counting:
         self.statuses.append(result[0])
         return result
 
+    def extremes(self, values):
+        return self.kernel.extremes(values)
+
 
 def _prepare(path: str, monkeypatch, *args, **kwargs):
     """prepare_chunk through the kernel (``"c"``) or numpy; the outcome or the error."""
@@ -247,3 +250,67 @@ def test_a_pass_reuses_the_chunks_it_no_longer_holds(files, domain, monkeypatch)
     dataset = SourceDataset(open_source(files["parquet"], domain), domain)
     assert sum(float(x[0, 0]) for x, _ in dataset.chunks(64)) != 0
     assert len(taken) == -(-3000 // 64) and sum(taken) > len(taken) // 2
+
+
+# -- the extremes of an in-memory chunk (a deferred Dataset's check, one read) ------------
+
+
+@needs_kernel
+@pytest.mark.parametrize("size", [1, 3, 15, 16, 17, 33, 1000, 8195])
+def test_the_kernel_extremes_are_numpys(size):
+    """Every length around the 16-value step of the AVX2 loop and its tail, with the
+    extremes at the first, a middle, the last and a tail position."""
+    rng = np.random.default_rng(size)
+    for where in {0, size // 2, size - 1, max(0, size - 3)}:
+        for extreme in (1e300, -1e300, 5e-324, -0.0):
+            x = rng.normal(size=size)
+            x[where] = extreme
+            status, low, high = chunks._kernel.extremes(x)
+            assert (status, low, high) == (0, x.min(), x.max()), (where, extreme)
+            assert chunks.extremes(x.reshape(1, -1)) == (x.min(), x.max())
+
+
+@needs_kernel
+@pytest.mark.parametrize("bad", [np.nan, np.inf, -np.inf])
+@pytest.mark.parametrize("size", [1, 16, 17, 40])
+def test_the_kernel_reports_every_non_finite_position(bad, size):
+    for where in range(size):
+        x = np.linspace(-1.0, 1.0, size)
+        x[where] = bad
+        assert chunks._kernel.extremes(x)[0] == 1, where
+        low, high = chunks.extremes(x)  # numpy's answer, which shows the value
+        assert not (np.isfinite(low) and np.isfinite(high))
+
+
+def test_extremes_of_what_the_kernel_does_not_read_are_numpys(monkeypatch):
+    x = np.arange(24.0).reshape(4, 6)
+    for view in (x[:, ::2], x.T, x.astype(np.float32), x.astype(">f8"), x.astype(np.int64)):
+        assert chunks.extremes(view) == (float(view.min()), float(view.max()))
+    with pytest.raises(ValueError):  # an empty chunk is numpy's error too
+        chunks.extremes(np.empty((0, 3)))
+    monkeypatch.setattr(chunks, "_kernel", None)
+    assert chunks.extremes(x) == (0.0, 23.0)
+
+
+def test_a_deferred_dataset_is_checked_through_the_kernels_extremes(monkeypatch):
+    """The caller's array is checked as a release reads it, through the one-read
+    extremes, which still find a NaN and a value outside the domain."""
+    from dpframe import Dataset
+
+    calls = []
+    real = chunks.extremes
+
+    def counting(x):
+        calls.append(x.shape)
+        return real(x)
+
+    monkeypatch.setattr("dpframe.data.dataset.extremes", counting)
+    domain = Domain(lower=-1.0, upper=1.0)
+    x = np.zeros((10, 3))
+    x[7, 1] = 3.0
+    data = Dataset.from_arrays(x, domain=domain)
+    assert data.fingerprint(b"k" * 32) and calls
+    assert data.inside() is False
+    x[2, 2] = np.nan
+    with pytest.raises(DataError, match=r"column 'x2' has a missing \(NaN\) value at data row 3"):
+        Dataset.from_arrays(x, domain=domain).inside()
