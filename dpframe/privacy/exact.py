@@ -44,6 +44,7 @@ from fractions import Fraction
 import numpy as np
 from randomgen import ChaCha
 
+from dpframe.data.threads import blas_limit
 from dpframe.errors import SamplerError
 from dpframe.kernels import optional_kernel
 
@@ -335,6 +336,13 @@ def one_thread() -> Iterator[None]:
         yield
     finally:
         _local.threads = before
+
+
+def _may_split() -> bool:
+    """Whether a pass may use a second thread: the thread count (:func:`one_thread`, else
+    ``DPFRAME_EXACT_THREADS`` or ``min(2, cores)``) and the BLAS limit in force both allow
+    it (a caller's ``threadpoolctl.threadpool_limits(1)`` keeps the draws on its thread)."""
+    return (getattr(_local, "threads", None) or _threads) > 1 and blas_limit() > 1
 
 
 _SPLIT = 2**13  # passes of at least this many proposals are split between two threads
@@ -879,7 +887,7 @@ class _Fused:
                 stream.fill(words[first:stop], first, stop == n)
                 return self._filter(words[first:stop], x[first:stop], status[first:stop], 0)
 
-            if (getattr(_local, "threads", None) or _threads) > 1 and n >= _SPLIT:
+            if n >= _SPLIT and _may_split():
                 half = n // 2
                 second = _worker().submit(part, half, n)
                 try:

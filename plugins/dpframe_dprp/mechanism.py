@@ -31,7 +31,7 @@ import numpy as np
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
 from dpframe.data.domain import Classes, Target
 from dpframe.data.relation import Relation
-from dpframe.data.threads import blas_threads, usable_cores
+from dpframe.data.threads import blas_limit, blas_threads, usable_cores
 from dpframe.data.units import data_coordinates, in_domain_param
 from dpframe.errors import DomainError, ParameterError
 from dpframe.privacy import exact
@@ -59,9 +59,17 @@ from dpframe_dprp.calibration import Calibration, calibrate
 
 CHUNK_ROWS = 4096
 _PASS_WORKERS = min(2, usable_cores())
-"""Threads computing the chunks of the model's pass (one BLAS thread each)."""
+"""Most threads computing the chunks of the model's pass (one BLAS thread each)."""
 _BESIDE_NOISE = max(1, min(_PASS_WORKERS, usable_cores() - 1))
-"""Of those, the threads computing while the projection's noise is drawn on its own."""
+"""Of those, the most computing while the projection's noise is drawn on its own."""
+
+
+def _pass_threads() -> tuple[int, int]:
+    """``(workers, beside)`` for a pass now: never more threads than BLAS may use (a
+    caller's ``threadpool_limits`` of one runs the whole model on the calling thread)."""
+    workers = max(1, min(_PASS_WORKERS, blas_limit()))
+    return workers, max(1, min(workers, _BESIDE_NOISE))
+
 
 A = TypeVar("A")
 B = TypeVar("B")
@@ -467,7 +475,8 @@ class DPRPMechanism(Mechanism):
         # draws in the same order: the pass draws nothing), and added to the rows of Z R
         # in place as they are computed (no third n x k1 array, no pass of its own).
         projection = np.empty((records, params.k1))
-        noising = _Noising(projection, _BESIDE_NOISE, _PASS_WORKERS)
+        workers, beside = _pass_threads()
+        noising = _Noising(projection, beside, workers)
         _, (_, second) = _alongside(
             lambda: noising.drawn(
                 _drawn_beside(stages["projection"], (records, params.k1), sampler)
@@ -476,12 +485,12 @@ class DPRPMechanism(Mechanism):
                 encoding,
                 dataset,
                 r,
-                _PASS_WORKERS,
+                workers,
                 out=projection,
                 computed=noising.computed,
                 cores=noising.cores,
             ),
-            thread=records > CHUNK_ROWS,
+            thread=records > CHUNK_ROWS and workers > 1,
         )
         noisy_upper = stages["covariance"].perturb(upper_triangle(second), sampler)
         covariance = from_upper_triangle(noisy_upper, width)

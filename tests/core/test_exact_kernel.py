@@ -372,3 +372,24 @@ def test_grid_release_writes_into_out_and_leaves_the_drawn_noise_alone(monkeypat
         assert np.array_equal(out, plain)
     assert not wide[:, 1::2].any()
     assert len(kept) == 3 and all(np.array_equal(a, b) for a, b in kept)
+
+
+@needs_kernel
+def test_a_callers_one_thread_blas_limit_keeps_the_draws_on_its_thread(monkeypatch):
+    # threadpoolctl.threadpool_limits(1): the caller wants one core; the same draws.
+    from threadpoolctl import threadpool_limits
+
+    monkeypatch.setattr(exact, "_threads", 2)
+    split = []
+    real = exact._worker
+    monkeypatch.setattr(exact, "_worker", lambda: split.append(1) or real())
+    family, parameter = LAWS[0]
+    count = [3 * exact._SPLIT + 7]
+    with threadpool_limits(1):
+        alone = draws(exact._kernel, family, parameter, count)
+    assert not split
+    with threadpool_limits(2):
+        both = draws(exact._kernel, family, parameter, count)
+    assert split
+    for a, b in zip(alone, both, strict=True):
+        assert np.array_equal(a, b)

@@ -140,6 +140,41 @@ def test_one_worker_computes_beside_the_noise_until_it_is_drawn(monkeypatch):
     assert seen["drawn"] == 2
 
 
+def test_a_callers_one_thread_limit_runs_the_model_on_its_thread(monkeypatch):
+    # Under threadpool_limits(1) the pass and the noise run on the calling thread (no
+    # pool, no split draw), with the bits of the default threads.
+    import threading
+
+    from dpframe_dprp import mechanism
+    from threadpoolctl import threadpool_limits
+
+    from dpframe.privacy import exact
+
+    ran_on, split = set(), []
+    surely_within = mechanism.Encoding.surely_within
+    worker = exact._worker
+
+    def watched(self, u):
+        ran_on.add(threading.current_thread())
+        return surely_within(self, u)
+
+    monkeypatch.setattr(mechanism.Encoding, "surely_within", watched)
+    monkeypatch.setattr(exact, "_worker", lambda: split.append(1) or worker())
+    rows = 3 * mechanism.CHUNK_ROWS + 10
+    rng = np.random.default_rng(8)
+    domain = Domain(lower=-1, upper=1, labels=Classes(range(3)))
+    data = Dataset.from_arrays(rng.uniform(-1, 1, (rows, 20)), rng.integers(0, 3, rows), domain)
+    params = MECH.params(epsilon=1.0, delta=1e-5, k1=4)
+    with threadpool_limits(1):
+        alone = MECH.model(data, params, SeededSampler(6))
+    assert ran_on == {threading.current_thread()} and split == []
+    with threadpool_limits(2):
+        both = MECH.model(data, params, SeededSampler(6))
+    assert len(ran_on) > 1 or mechanism.usable_cores() == 1
+    for name in ("projection", "covariance", "components"):
+        assert np.array_equal(getattr(alone, name), getattr(both, name))
+
+
 def test_drop_labels_releases_none_and_model_only_on_request():
     release = MECH.run(
         _data(), MECH.params(epsilon=2.0, delta=1e-5, labels="drop"), SeededSampler(1)
