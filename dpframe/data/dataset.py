@@ -448,6 +448,7 @@ class Fingerprinter:
         self._labels = None if self._key is None else self._key.new()
         self._queue: queue.Queue = queue.Queue(maxsize=backlog)
         self._refusal: str | None = None
+        self._error: BaseException | None = None  # the thread's, raised to the caller
         self._thread: threading.Thread | None = None
         if n_records * n_features > INLINE_VALUES:
             self._thread = threading.Thread(target=self._work, name="dpframe-fingerprint")
@@ -474,21 +475,34 @@ class Fingerprinter:
             self._put(_END)
 
     def _put(self, item: object) -> None:
-        if self._thread is not None:
-            self._queue.put(item)
-        elif item is not _END and self._admit(item):  # type: ignore[arg-type]
-            self._hash(*item)  # type: ignore[misc]
+        if self._thread is None:
+            if item is not _END and self._admit(item):  # type: ignore[arg-type]
+                self._hash(*item)  # type: ignore[misc]
+            return
+        while True:  # a thread that failed takes nothing more: its error, not a hang
+            self._raise_error()
+            try:
+                self._queue.put(item, timeout=0.05)
+                return
+            except queue.Full:
+                continue
+
+    def _raise_error(self) -> None:
+        if self._error is not None:
+            raise self._error
 
     def inside(self) -> bool:
         """After :meth:`end_of_pass`: whether every chunk checked was finite and inside
         the domain (waits for the checks only, not for the hashing)."""
         self._checked.wait()
+        self._raise_error()
         return not self._outside
 
     def hexdigest(self) -> str | None:
         """The fingerprint of every chunk added (``None`` without a key); one sentence if a
         checked chunk was outside the domain."""
         self.close()
+        self._raise_error()
         if self._refusal is not None:
             raise DataError(self._refusal)
         if self._key is None or self._features is None or self._labels is None:
@@ -501,6 +515,7 @@ class Fingerprinter:
     def refused(self) -> DataError | None:
         """After the chunks: the sentence refusing a checked chunk outside the domain."""
         self.close()
+        self._raise_error()
         return None if self._refusal is None else DataError(self._refusal)
 
     def close(self) -> None:
@@ -509,7 +524,12 @@ class Fingerprinter:
             self._closed = True
             if self._thread is None:
                 return
-            self._queue.put(None)
+            while self._thread.is_alive():  # (a thread that failed takes nothing)
+                try:
+                    self._queue.put(None, timeout=0.05)
+                    break
+                except queue.Full:
+                    continue
             self._thread.join()
 
     def _work(self) -> None:
@@ -537,6 +557,8 @@ class Fingerprinter:
                     self._hash(*item)
             while pending and not self._outside:
                 self._hash(*pending.popleft())
+        except BaseException as exc:
+            self._error = exc
         finally:
             self._checked.set()
 
@@ -545,7 +567,10 @@ class Fingerprinter:
         the check (else it is refused, or marked outside for a deferred Dataset)."""
         if self._refusal is not None or self._outside:
             return False
-        if self._check is not None and not self._check.contains(item[0]):
+        features = item[0]
+        if self._check is not None and not self._check.contains(
+            features, extremes=extremes(features) if features.size else None
+        ):
             if self._deferred:
                 self._outside = True
             else:

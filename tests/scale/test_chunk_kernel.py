@@ -309,8 +309,51 @@ def test_a_deferred_dataset_is_checked_through_the_kernels_extremes(monkeypatch)
     x = np.zeros((10, 3))
     x[7, 1] = 3.0
     data = Dataset.from_arrays(x, domain=domain)
-    assert data.fingerprint(b"k" * 32) and calls
-    assert data.inside() is False
+    assert data.inside() is False and calls
+    # a release's first pass: its chunks are checked on the fingerprint's thread
+    from dpframe.data.dataset import Fingerprinter
+
+    calls.clear()
+    rows = np.zeros((40_000, 3))
+    checker = Fingerprinter(None, len(rows), 3, check=domain.bind(3), deferred=True)
+    for start in range(0, len(rows), 8192):
+        checker.update(rows[start : start + 8192], None)
+    checker.end_of_pass()
+    assert checker.inside() and len(calls) == 5
+    checker.close()
     x[2, 2] = np.nan
     with pytest.raises(DataError, match=r"column 'x2' has a missing \(NaN\) value at data row 3"):
         Dataset.from_arrays(x, domain=domain).inside()
+
+
+def test_a_failing_check_thread_raises_its_error_to_the_caller_instead_of_hanging():
+    # The check on the fingerprint's thread fails (here: a domain never bound to data):
+    # the chunks that follow, and the end of the pass, get its error; nothing waits
+    # forever (the producer runs on a thread of its own so that a hang fails the test).
+    import threading
+
+    from dpframe.data.dataset import Fingerprinter
+
+    rows = np.zeros((200_000, 3))
+    checker = Fingerprinter(None, len(rows), 3, check=Domain(lower=-1.0, upper=1.0), backlog=1)
+    raised = []
+
+    def produce() -> None:
+        try:
+            for start in range(0, len(rows), 1000):
+                checker.update(rows[start : start + 1000], None)
+            checker.end_of_pass()
+            checker.inside()
+        except Exception as exc:
+            raised.append(exc)
+        try:
+            checker.hexdigest()
+        except Exception as exc:
+            raised.append(exc)
+
+    producer = threading.Thread(target=produce, daemon=True)
+    producer.start()
+    producer.join(60)  # a guard against a hang, not a measure of speed
+    assert not producer.is_alive(), "the producer waits forever on a dead thread"
+    assert len(raised) == 2
+    assert all("feature count is not known" in str(exc) for exc in raised)
