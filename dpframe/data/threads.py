@@ -45,6 +45,34 @@ def blas_limit() -> int:
     return max((int(lib["num_threads"]) for lib in found), default=1)
 
 
+_held_lock = threading.Lock()
+_held: list[int] = []
+"""The limits of the :func:`blas_threads` blocks open now, in any thread of the process."""
+_before: dict[str, int] = {}
+"""Each process-wide BLAS library's thread count before the first of those blocks."""
+
+
+def _process_wide(lib: object) -> bool:
+    """Whether a BLAS library's thread count holds for the whole process (OpenBLAS and BLIS
+    on their own threads, MKL), not for the calling thread alone (on OpenMP)."""
+    return getattr(lib, "threading_layer", None) != "openmp"
+
+
+def _set(lib: object, threads: int) -> None:
+    """Set a process-wide library's thread count from this thread (under
+    :data:`_held_lock`). threadpoolctl lets one thread at a time control OpenBLAS's shared
+    pool and ignores the others' settings, so the control is taken for this change and
+    released after it."""
+    from threadpoolctl import OpenBLASController
+
+    openblas = isinstance(lib, OpenBLASController)
+    if openblas:
+        OpenBLASController.clear_controlling_thread(force=True)
+    lib.set_num_threads(threads)  # type: ignore[attr-defined]
+    if openblas:
+        OpenBLASController.clear_controlling_thread(force=True)
+
+
 @contextlib.contextmanager
 def blas_threads(others: int = 0, *, at_most: int | None = None) -> Iterator[int]:
     """Limit BLAS, for the duration, to the cores this process may use less ``others``
@@ -54,13 +82,40 @@ def blas_threads(others: int = 0, *, at_most: int | None = None) -> Iterator[int
     thread each); yields the limit. A pass makes many small products between which
     BLAS's worker threads spin: more threads than free cores make each product wait for a
     preempted thread (measured: a rank-k step of 1.3 s took 36 s on a busy two-core
-    machine)."""
+    machine).
+
+    Blocks open at once in several threads (a Dask worker's tasks, concurrent releases)
+    share a process-wide library's one pool: it is held at the smallest of their limits,
+    and given back its own count when the last block closes, whatever the order they
+    close in (each restoring what it found would leave the pool at another block's limit,
+    or raise it while a block still runs). A library with a pool per thread (OpenMP) is
+    limited for the calling thread, as threadpoolctl does."""
     limit = min(usable_cores() - others, blas_limit())
     if at_most is not None:
         limit = min(limit, at_most)
     limit = max(1, limit)
-    with _blas_controller().limit(limits=limit):  # type: ignore[attr-defined]
-        yield limit
+    controller = _blas_controller()
+    per_thread = controller.select(threading_layer="openmp")  # type: ignore[attr-defined]
+    with _held_lock:
+        _held.append(limit)
+        for lib in controller.lib_controllers:  # type: ignore[attr-defined]
+            if _process_wide(lib):
+                _before.setdefault(lib.filepath, lib.num_threads)
+                _set(lib, min(_held))
+    try:
+        if per_thread.lib_controllers:
+            with per_thread.limit(limits=limit):
+                yield limit
+        else:
+            yield limit
+    finally:
+        with _held_lock:
+            _held.remove(limit)
+            for lib in _blas_controller().lib_controllers:  # type: ignore[attr-defined]
+                if _process_wide(lib) and lib.filepath in _before:
+                    _set(lib, min(_held) if _held else _before[lib.filepath])
+            if not _held:
+                _before.clear()
 
 
 def read_ahead(items: Iterator[T], depth: int = 1) -> Iterator[T]:

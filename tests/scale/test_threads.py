@@ -244,3 +244,43 @@ def test_blas_threads_never_raises_the_limit_in_force():
 
     with threadpool_limits(1, user_api="blas"), blas_threads() as limit:
         assert limit == 1 and _blas_threads() == {1}
+
+
+def test_blocks_open_in_several_threads_hold_the_pool_and_give_it_back():
+    # A Dask worker's two tasks: A opens, B opens, A closes while B still computes (the
+    # pool must stay at B's limit, not go back to A's "before"), then B closes (the
+    # pool must come back to its own count, not to the limit B found when it opened).
+    import threading
+
+    from dpframe.data.threads import blas_threads
+
+    before = _blas_threads()
+    if not before or max(before) < 2:
+        pytest.skip("needs a BLAS with two threads or more")
+    a_open, b_open, a_closed = threading.Event(), threading.Event(), threading.Event()
+    seen = {}
+
+    def task_a() -> None:
+        with blas_threads(at_most=1):
+            a_open.set()
+            b_open.wait(30)
+        a_closed.set()
+
+    def task_b() -> None:
+        a_open.wait(30)
+        with blas_threads(at_most=1):
+            b_open.set()
+            a_closed.wait(30)
+            seen["while B runs alone"] = _blas_threads()
+
+    threads = [threading.Thread(target=task_a), threading.Thread(target=task_b)]
+    for thread in threads:
+        thread.start()
+    for thread in threads:
+        thread.join(60)
+    assert seen == {"while B runs alone": {1}}
+    assert _blas_threads() == before
+    # and this thread (no longer blocked by another's control of OpenBLAS) can still set
+    with threadpool_limits(1, user_api="blas"):
+        assert _blas_threads() == {1}
+    assert _blas_threads() == before
