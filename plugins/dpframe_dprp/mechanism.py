@@ -29,6 +29,7 @@ import attrs
 import numpy as np
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
+from dpframe.data.chunks import extremes
 from dpframe.data.domain import Classes, Target
 from dpframe.data.relation import Relation
 from dpframe.data.threads import blas_limit, blas_threads, usable_cores
@@ -257,16 +258,18 @@ class Encoding:
     def surely_within(self, u: np.ndarray) -> bool:
         """Whether no row of ``u`` can be over ``feature_bound`` as :meth:`clip` computes
         the row norms (so :meth:`clip` would return ``None``), from the largest magnitude
-        ``a`` alone: two reductions, cheaper than the row norms. Each computed square is at
-        most ``a^2 (1 + 2^-53)`` and a computed sum of ``d`` such non-negative terms, in
-        any order, at most ``d a^2 (1 + 2^-53)^d``; the square root adds one rounding. So
+        ``a`` alone (the extremes, in one read): cheaper than the row norms. Each computed
+        square is at most ``a^2 (1 + 2^-53)`` and a computed sum of ``d`` such non-negative
+        terms, in any order, at most ``d a^2 (1 + 2^-53)^d``; the square root adds one
+        rounding. So
         ``d a^2 (1 + 2^-53)^(d + 2) <= feature_bound^2`` proves every computed norm at
         most ``feature_bound``; the test below is wider than that and than its own
         roundings. ``False`` decides nothing (the rows are then checked one by one)."""
         d = u.shape[1] if u.ndim == 2 else 0
         if not u.size or d >= 2**30:
             return not u.size
-        largest = max(float(u.max()), -float(u.min()))  # NaN: False below
+        low, high = extremes(u)  # one read (the chunk kernel's, where it is built)
+        largest = max(high, -low)  # NaN: False below
         slack = (d + 8) * 2.0**-50
         return d * largest * largest * (1 + slack) < self.feature_bound**2 * (1 - slack)
 
