@@ -27,6 +27,7 @@ setup(
         Extension(
             "dpframe.privacy._exactc",
             ["dpframe/privacy/_exactc.c"],
+            depends=["dpframe/_avx2.h"],
             extra_compile_args=flags,
             define_macros=[("DPFRAME_LIBMVEC", "1")] if libmvec else [],
             libraries=["mvec", "m"] if libmvec else [],
@@ -35,6 +36,7 @@ setup(
         Extension(
             "dpframe.data._chunkc",
             ["dpframe/data/_chunkc.c"],
+            depends=["dpframe/_avx2.h"],
             extra_compile_args=vectorised,
             optional=True,
         ),

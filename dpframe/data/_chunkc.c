@@ -329,21 +329,8 @@ scan_scalar(const double *v, Py_ssize_t n, double *low, double *high)
     return nan;
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define HAVE_AVX2_PATH 1
-
-static int
-use_avx2(void)
-{
-    static int known = -1;
-    if (known < 0) {
-        __builtin_cpu_init();
-        known = __builtin_cpu_supports("avx2") ? 1 : 0;
-    }
-    return known;
-}
-
+#include "../_avx2.h"
+#ifdef HAVE_AVX2_PATH
 /* scan_scalar, 16 values at a time in four pairs of accumulators. */
 __attribute__((target("avx2"))) static int
 scan_avx2(const double *v, Py_ssize_t n, double *low, double *high)

@@ -388,9 +388,8 @@ chacha_block(const uint32_t *key, uint64_t lo, uint64_t hi, uint32_t *out)
         out[i] = x[i] + in[i];
 }
 
-#if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
-#include <immintrin.h>
-#define HAVE_AVX2_PATH 1
+#include "../_avx2.h"
+#ifdef HAVE_AVX2_PATH
 
 #define AVX_ROT16(v)                                                                    \
     _mm256_shuffle_epi8(v, _mm256_set_epi8(13, 12, 15, 14, 9, 8, 11, 10, 5, 4, 7, 6, 1, \
@@ -443,17 +442,6 @@ chacha_blocks8(const uint32_t *key, uint64_t lo, uint64_t hi, uint32_t *out)
     for (int l = 0; l < 8; l++)
         for (int i = 0; i < 16; i++)
             out[16 * l + i] = lanes[i][l];
-}
-
-static int
-use_avx2(void)
-{
-    static int known = -1;
-    if (known < 0) {
-        __builtin_cpu_init();
-        known = __builtin_cpu_supports("avx2") ? 1 : 0;
-    }
-    return known;
 }
 #endif
 

@@ -241,14 +241,21 @@ def test_one_thread_and_two_return_the_same_draws(monkeypatch, family, parameter
         assert np.array_equal(one, two)
 
 
+@pytest.fixture
+def split(monkeypatch) -> list[int]:
+    """Two threads for the exact samplers' passes; each pass handed to the worker thread
+    appends to the list."""
+    monkeypatch.setattr(exact, "_threads", 2)
+    handed: list[int] = []
+    real = exact._worker
+    monkeypatch.setattr(exact, "_worker", lambda: handed.append(1) or real())
+    return handed
+
+
 @needs_kernel
-def test_one_thread_limits_only_the_calling_thread_and_is_restored(monkeypatch):
+def test_one_thread_limits_only_the_calling_thread_and_is_restored(split):
     # DPRP draws its noise with exact.one_thread() beside its threaded pass: no pass of
     # that thread is handed to the worker; another thread still splits; same draws.
-    monkeypatch.setattr(exact, "_threads", 2)
-    split = []
-    real = exact._worker
-    monkeypatch.setattr(exact, "_worker", lambda: split.append(1) or real())
     family, parameter = LAWS[0]
     count = [3 * exact._SPLIT + 7]
     with exact.one_thread():
@@ -375,14 +382,10 @@ def test_grid_release_writes_into_out_and_leaves_the_drawn_noise_alone(monkeypat
 
 
 @needs_kernel
-def test_a_callers_one_thread_blas_limit_keeps_the_draws_on_its_thread(monkeypatch):
+def test_a_callers_one_thread_blas_limit_keeps_the_draws_on_its_thread(split):
     # threadpoolctl.threadpool_limits(1): the caller wants one core; the same draws.
     from threadpoolctl import threadpool_limits
 
-    monkeypatch.setattr(exact, "_threads", 2)
-    split = []
-    real = exact._worker
-    monkeypatch.setattr(exact, "_worker", lambda: split.append(1) or real())
     family, parameter = LAWS[0]
     count = [3 * exact._SPLIT + 7]
     with threadpool_limits(1):
