@@ -54,8 +54,11 @@ _before: dict[str, int] = {}
 
 def _process_wide(lib: object) -> bool:
     """Whether a BLAS library's thread count holds for the whole process (OpenBLAS and BLIS
-    on their own threads, MKL), not for the calling thread alone (on OpenMP)."""
-    return getattr(lib, "threading_layer", None) != "openmp"
+    on their own threads, MKL), not for the calling thread alone (on OpenMP), and is known
+    (threadpoolctl reports ``None`` for a library it cannot ask)."""
+    return getattr(lib, "threading_layer", None) != "openmp" and isinstance(
+        getattr(lib, "num_threads", None), int
+    )
 
 
 def _set(lib: object, threads: int) -> None:

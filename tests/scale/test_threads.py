@@ -284,3 +284,13 @@ def test_blocks_open_in_several_threads_hold_the_pool_and_give_it_back():
     with threadpool_limits(1, user_api="blas"):
         assert _blas_threads() == {1}
     assert _blas_threads() == before
+
+
+def test_only_known_process_wide_pools_are_held():
+    from types import SimpleNamespace
+
+    from dpframe.data.threads import _process_wide
+
+    assert _process_wide(SimpleNamespace(threading_layer="pthreads", num_threads=2))
+    assert not _process_wide(SimpleNamespace(threading_layer="openmp", num_threads=2))
+    assert not _process_wide(SimpleNamespace(threading_layer="pthreads", num_threads=None))
