@@ -261,10 +261,10 @@ class Encoding:
         ``a`` alone (the extremes, in one read): cheaper than the row norms. Each computed
         square is at most ``a^2 (1 + 2^-53)`` and a computed sum of ``d`` such non-negative
         terms, in any order, at most ``d a^2 (1 + 2^-53)^d``; the square root adds one
-        rounding. So
-        ``d a^2 (1 + 2^-53)^(d + 2) <= feature_bound^2`` proves every computed norm at
-        most ``feature_bound``; the test below is wider than that and than its own
-        roundings. ``False`` decides nothing (the rows are then checked one by one)."""
+        rounding. So ``d a^2 (1 + 2^-53)^(d + 2) <= feature_bound^2`` proves every
+        computed norm at most ``feature_bound``; the test below is wider than that and
+        than its own roundings. ``False`` decides nothing (the rows are then checked one
+        by one)."""
         d = u.shape[1] if u.ndim == 2 else 0
         if not u.size or d >= 2**30:
             return not u.size
