@@ -52,6 +52,18 @@ _before: dict[str, int] = {}
 """Each process-wide BLAS library's thread count before the first of those blocks."""
 
 
+def _new_lock_in_child() -> None:
+    """A forked child gets a free lock: another thread of the parent may have held it at
+    the fork, and no thread of the child would ever release it. (The blocks that thread
+    had open stay counted, so the child's pool stays at most at their limits.)"""
+    global _held_lock
+    _held_lock = threading.Lock()
+
+
+if hasattr(os, "register_at_fork"):
+    os.register_at_fork(after_in_child=_new_lock_in_child)
+
+
 def _process_wide(lib: object) -> bool:
     """Whether a BLAS library's thread count holds for the whole process (OpenBLAS and BLIS
     on their own threads, MKL), not for the calling thread alone (on OpenMP), and is known

@@ -294,3 +294,46 @@ def test_only_known_process_wide_pools_are_held():
     assert _process_wide(SimpleNamespace(threading_layer="pthreads", num_threads=2))
     assert not _process_wide(SimpleNamespace(threading_layer="openmp", num_threads=2))
     assert not _process_wide(SimpleNamespace(threading_layer="pthreads", num_threads=None))
+
+
+@pytest.mark.skipif(not hasattr(os, "fork"), reason="needs fork")
+def test_a_child_forked_while_another_thread_holds_the_registry_can_limit_blas():
+    import threading
+    import time
+
+    from dpframe.data import threads
+    from dpframe.data.threads import blas_threads
+
+    holding, release = threading.Event(), threading.Event()
+
+    def hold() -> None:
+        with threads._held_lock:
+            holding.set()
+            release.wait(30)
+
+    holder = threading.Thread(target=hold)
+    holder.start()
+    holding.wait(30)
+    try:
+        pid = os.fork()
+        if pid == 0:  # the child: its registry's lock must be free
+            code = 1
+            try:
+                with blas_threads(at_most=1) as limit:
+                    code = 0 if limit == 1 else 2
+            finally:
+                os._exit(code)
+        deadline = 60  # seconds: a guard against a hang, not a measure of speed
+        for _ in range(deadline * 20):
+            done, status = os.waitpid(pid, os.WNOHANG)
+            if done:
+                break
+            time.sleep(0.05)
+        else:
+            os.kill(pid, 9)
+            os.waitpid(pid, 0)
+            pytest.fail("the forked child waits forever for the registry's lock")
+        assert os.waitstatus_to_exitcode(status) == 0
+    finally:
+        release.set()
+        holder.join()
