@@ -569,7 +569,7 @@ class Fingerprinter:
             return False
         features = item[0]
         if self._check is not None and not self._check.contains(
-            features, extremes=extremes(features) if features.size else None
+            features, extremes=extremes(features)
         ):
             if self._deferred:
                 self._outside = True
