@@ -217,3 +217,46 @@ def test_the_reservation_waits_for_the_warm_up_thread():
     thread.start()
     assert WarmedLedger(Ledger(), thread).reserve({}) == "reservation"
     assert order == ["warm-up", "reserve"]
+
+
+def test_the_warm_up_switches_the_gil_quickly_and_restores_the_interval_after_the_last():
+    """While a warm-up evaluates its accountant (an import that holds the GIL for long
+    stretches), the GIL's switch interval is at most ``SWITCH_INTERVAL``, so that the pass's
+    threads get it back at once; the interval found before is restored when the last of
+    several overlapping warm-ups ends, and after one that raised."""
+    import sys
+    import threading
+
+    from dpframe.apps.cli import warmup
+
+    assert warmup.SWITCH_INTERVAL < 0.005  # below Python's default
+    seen: list[float] = []
+    first_in, second_out = threading.Event(), threading.Event()
+
+    class Accountant:
+        def supports(self, event):
+            return True
+
+        def epsilon(self, event, delta):
+            seen.append(sys.getswitchinterval())
+            if event == "first":
+                first_in.set()
+                assert second_out.wait(10)
+                seen.append(sys.getswitchinterval())  # the second one ended before
+            else:
+                raise RuntimeError("the reservation reports it")
+
+    before = sys.getswitchinterval()
+    sys.setswitchinterval(0.003)
+    try:
+        first = threading.Thread(target=warmup._evaluate, args=(Accountant(), "first", 0.0))
+        first.start()
+        assert first_in.wait(10)
+        warmup._evaluate(Accountant(), "second", 0.0)  # raises inside: swallowed
+        second_out.set()
+        first.join(10)
+        # Python keeps the interval in whole microseconds
+        assert seen == pytest.approx([warmup.SWITCH_INTERVAL] * 3, abs=1e-6), seen
+        assert sys.getswitchinterval() == pytest.approx(0.003, abs=1e-6)
+    finally:
+        sys.setswitchinterval(before)
