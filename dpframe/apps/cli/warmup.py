@@ -38,9 +38,9 @@ if TYPE_CHECKING:
 
 
 SWITCH_INTERVAL = 1e-4
-"""Python's GIL switch interval (seconds) while a warm-up runs. Measured on the 3e6 x 100
-Parquet release of Lap-PCA through the CLI (two cores): 3.16 to 3.36 s instead of 3.39 to
-3.82 s at the default 5 ms; 0.2 ms to 1 ms gave nearly the same (docs/benchmarks.md)."""
+"""Python's GIL switch interval (seconds) while a warm-up runs. Lap-PCA's 3e6 x 100 Parquet
+release through the CLI on two cores took 3.38 s instead of 3.48 s at the default 5 ms
+(min of 8 interleaved rounds); 0.2 ms to 1 ms gave about the same (docs/benchmarks.md)."""
 
 _switching = threading.Lock()
 _warming = 0  # warm-ups running
