@@ -1,12 +1,13 @@
 """The budget's accountant, warmed up on a thread while a release reads its data.
 
-A charge's accountant may import dp-accounting (the ``pld`` member of ``best``: scipy.stats
-and scipy.signal, about 1.2 s of CPU) and scipy.optimize (the ``approx`` accountant's
-searches, about 0.6 s; zCDP's order search is numpy only) the first time it evaluates an
-event. The ledger evaluates it when it reserves the
-charge, after the statistic's pass over the data; a command that streams a file can do
-that work alongside the pass instead, where the pass leaves a core idle (it is mostly
-decoding and BLAS, outside the GIL).
+A charge's accountant may import dp-accounting (the ``pld`` member of ``best``: its package
+imports scipy.optimize, scipy.stats and scipy.signal, about 1 s of CPU) and scipy.optimize
+(the ``approx`` accountant's searches, about 0.6 s; zCDP's order search is numpy only) the
+first time it evaluates an event. The ledger evaluates it when it reserves the charge, after the
+statistic's pass over the data; a command that streams a file can do that work alongside
+the pass instead. Where the pass leaves a core idle (it is mostly decoding and BLAS,
+outside the GIL) that hides the import; where the pass keeps every core busy (two cores:
+docs/benchmarks.md, "Streaming and Dask") it only spreads the import's CPU.
 
 The thread evaluates the accountant on the planned event alone, a public input: it reads
 no data and writes nothing; whatever it computes is discarded (the accountants' per-event
