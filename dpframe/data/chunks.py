@@ -45,6 +45,31 @@ def extremes(x: np.ndarray) -> tuple[float, float]:
     return float(x.min()), float(x.max())
 
 
+def grouped_sums(
+    x: np.ndarray, codes: np.ndarray, groups: int
+) -> tuple[np.ndarray, np.ndarray, float, float]:
+    """``(sums, counts, low, high)`` of the rows of ``x`` (``n x d`` float64) by group:
+    ``sums[c]`` the sum of the rows ``i`` with ``codes[i] == c`` (added in row order),
+    ``counts[c]`` their number, and ``(low, high)`` as :func:`extremes` gives them
+    (``(inf, -inf)`` when ``x`` is empty). One read by the kernel (C-contiguous ``x``,
+    finite values), numpy's ``add.at`` otherwise: the same sums, bit for bit. A code
+    outside ``0 .. groups - 1`` raises ``ValueError``."""
+    codes = np.ascontiguousarray(codes, dtype=np.int64)
+    n, d = x.shape
+    if n == 0:
+        return np.zeros((groups, d)), np.zeros(groups, dtype=np.int64), np.inf, -np.inf
+    sums, counts = np.zeros((groups, d)), np.zeros(groups, dtype=np.int64)
+    if _kernel is not None and x.dtype == np.float64 and x.flags.c_contiguous and d:
+        status, low, high = _kernel.grouped(x, d, codes, sums, counts)
+        if status == 0:
+            return sums, counts, low, high
+        sums.fill(0.0)
+    if codes.min() < 0 or codes.max() >= groups:
+        raise ValueError(f"a group code is outside 0 .. {groups - 1}.")
+    np.add.at(sums, codes, x)
+    return sums, np.bincount(codes, minlength=groups), float(x.min()), float(x.max())
+
+
 _KERNEL_TYPES = frozenset(
     np.dtype(code) for code in ("f4", "f8", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8")
 )

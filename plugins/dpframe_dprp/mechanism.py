@@ -29,7 +29,7 @@ import attrs
 import numpy as np
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
-from dpframe.data.chunks import extremes
+from dpframe.data.chunks import extremes, grouped_sums
 from dpframe.data.domain import Classes, Target
 from dpframe.data.relation import Relation
 from dpframe.data.threads import blas_limit, blas_threads, usable_cores
@@ -257,19 +257,28 @@ class Encoding:
 
     def surely_within(self, u: np.ndarray) -> bool:
         """Whether no row of ``u`` can be over ``feature_bound`` as :meth:`clip` computes
-        the row norms (so :meth:`clip` would return ``None``), from the largest magnitude
-        ``a`` alone (the extremes, in one read): cheaper than the row norms. Each computed
-        square is at most ``a^2 (1 + 2^-53)`` and a computed sum of ``d`` such non-negative
-        terms, in any order, at most ``d a^2 (1 + 2^-53)^d``; the square root adds one
-        rounding. So ``d a^2 (1 + 2^-53)^(d + 2) <= feature_bound^2`` proves every
-        computed norm at most ``feature_bound``; the test below is wider than that and
-        than its own roundings. ``False`` decides nothing (the rows are then checked one
-        by one)."""
-        d = u.shape[1] if u.ndim == 2 else 0
-        if not u.size or d >= 2**30:
-            return not u.size
-        low, high = extremes(u)  # one read (the chunk kernel's, where it is built)
-        largest = max(high, -low)  # NaN: False below
+        the row norms (so :meth:`clip` would return ``None``): :meth:`within_extremes` of
+        its extremes, in one read."""
+        if not u.size:
+            return True
+        return self.within_extremes(*extremes(u), u.shape[1] if u.ndim == 2 else 0)
+
+    def within_extremes(self, low: float, high: float, d: int) -> bool:
+        """Whether no row of ``d`` values between ``low`` and ``high`` can be over
+        ``feature_bound`` as :meth:`clip` computes the row norms, from the largest
+        magnitude ``a`` alone: cheaper than the row norms. Each computed square is at most
+        ``a^2 (1 + 2^-53)`` and a computed sum of ``d`` such non-negative terms, in any
+        order, at most ``d a^2 (1 + 2^-53)^d``; the square root adds one rounding. So
+        ``d a^2 (1 + 2^-53)^(d + 2) <= feature_bound^2`` proves every computed norm at
+        most ``feature_bound``; the test below is wider than that and than its own
+        roundings. ``False`` decides nothing (the rows are then checked one by one), as
+        for a NaN or infinite extreme and ``d >= 2^30``; no values (``low > high``, as
+        :func:`grouped_sums` gives them) are within."""
+        if low > high:
+            return True
+        if d >= 2**30 or not (math.isfinite(low) and math.isfinite(high)):
+            return False
+        largest = max(high, -low)
         slack = (d + 8) * 2.0**-50
         return d * largest * largest * (1 + slack) < self.feature_bound**2 * (1 - slack)
 
@@ -704,30 +713,25 @@ def _project(
     The chunks are read in order on this thread and computed by ``workers`` threads with
     one BLAS thread each (BLAS's own threads would spin between the many small products,
     and the noise's thread runs alongside); each chunk's rows of ``Z R`` are its own, and
-    its products are added to ``Z^T Z`` in chunk order, so the result does not depend on
-    the number of workers or on their timing (the same bits as one worker).
+    its sums are added in chunk order, so the result does not depend on the number of
+    workers or on their timing (the same bits as one worker).
 
-    With labels, a chunk's working rows ``Z = [U | L]`` are assembled in a reused scratch
-    array (in cache), so that one syrk gives all of ``Z^T Z``'s blocks and one product
-    ``Z R`` (products with the few label columns alone run far below BLAS's rate). Without
-    labels, the records are read in place when the map leaves them as they are (the
-    identity: a box centred at 0 with unit half-widths after standardising). The
-    clipping check first bounds the chunk by its largest magnitude
-    (:meth:`Encoding.surely_within`, which also reads it into cache for the syrk); the
-    row norms, where that cannot decide, come after the syrk, which is computed again
+    ``Z = [U | L]`` is never assembled: the syrk and the product ``U R_U`` read a chunk's
+    ``U`` where it is (the records themselves when the map is the identity, else the
+    map's output), and the label block ``L`` enters by its structure
+    (:class:`_LabelSums`): with classes, ``U^T L`` is ``w`` times each class's sum of
+    rows and ``L^T L`` is ``w^2`` times its count (one read of the chunk that also gives
+    the clipping check its extremes), and ``L R_L`` adds row ``y_i`` of ``w R_L``; a
+    numeric target is one column. The clipping check first bounds the chunk by its
+    largest magnitude (:meth:`Encoding.within_extremes`); the row norms, where that cannot
+    decide, come after the syrk, which is computed again, with the chunk's label sums,
     after clipping if the chunk has a row over the bound (rare: the default bound holds
-    every record of the box), so the sum is the clipped rows' as if checked first."""
+    every record of the box), so the sums are the clipped rows' as if checked first."""
     d, width = encoding.centre.shape[0], encoding.width
     projected = np.empty((len(dataset), r.shape[1])) if out is None else out
-    second = np.zeros((width, width))
-
-    def buffers(rows: int) -> tuple[np.ndarray, np.ndarray | None]:
-        """A chunk's ``Z`` and, with labels and a map other than the identity, a contiguous
-        array for the map's output (numpy's map into ``Z``'s strided block: 1.6x slower)."""
-        contiguous = width > d and not encoding.identity
-        return np.empty((rows, width)), np.empty((rows, d)) if contiguous else None
-
-    spare = [buffers(CHUNK_ROWS) for _ in range(2 * workers)]  # reused: no page faults
+    second = np.zeros((d, d))
+    labels_sums = _LabelSums(encoding, r)
+    spare = [np.empty((CHUNK_ROWS, d)) for _ in range(2 * workers)]  # reused: no page faults
 
     def products(features: np.ndarray, labels: np.ndarray | None, start: int, scratch):
         with cores or contextlib.nullcontext():
@@ -735,34 +739,30 @@ def _project(
 
     def chunk_products(features: np.ndarray, labels: np.ndarray | None, start: int, scratch):
         rows = len(features)
-        if rows > len(scratch[0]):
-            scratch = buffers(rows)
-        z, mapped = scratch[0][:rows], scratch[1]
-        own = z[:, :d]  # U's place in Z
-        if width > d:  # Z assembled: the features beside the label block
-            values = features if mapped is None else encoding.feature_rows(features, mapped[:rows])
-            np.copyto(own, values)
-            encoding.label_block(labels, rows, out=z[:, d:])
-            u = own
-        else:
-            values = u = encoding.feature_rows(features, own)
-        rows_z = features if u is features else z
-        # most chunks are proved within the bound by the largest magnitude of U's values
-        # (``values``, contiguous), without the row norms; taken before the syrk, which
-        # then finds the chunk in cache
-        within = encoding.surely_within(values)
-        part = rows_z.T @ rows_z
+        if rows > len(scratch):
+            scratch = np.empty((rows, d))
+        own = scratch[:rows]
+        u = encoding.feature_rows(features, own)
+        # most chunks are proved within the bound by the largest magnitude of U's values,
+        # without the row norms; read before the syrk, which then finds the chunk in cache
+        label_part, low, high = labels_sums.read(u, labels)
+        within = encoding.within_extremes(low, high, d)
+        part = u.T @ u
         if not within and encoding.clip(u, own) is not None:
-            rows_z = z
-            part = rows_z.T @ rows_z
-        np.matmul(rows_z, r, out=projected[start : start + rows])
+            u = own
+            part = u.T @ u
+            label_part, _, _ = labels_sums.read(u, labels)
+        stop = start + rows
+        np.matmul(u, r[:d], out=projected[start:stop])
+        labels_sums.project(labels, projected[start:stop])
         if computed is not None:
-            computed(start, start + rows)
-        return part, scratch
+            computed(start, stop)
+        return part, label_part, scratch
 
     def add(parts: tuple) -> None:
-        part, scratch = parts
+        part, label_part, scratch = parts
         second[...] += part
+        labels_sums.add(label_part)
         spare.append(scratch)
 
     start = 0
@@ -783,4 +783,67 @@ def _project(
             start += len(features)
         while pending:
             add(pending.popleft().result())
-    return projected, second
+    return projected, labels_sums.second(second, width)
+
+
+class _LabelSums:
+    """The label block ``L`` of the working rows in :func:`_project`, by its structure:
+    with classes, row ``i`` of ``L`` is ``w e_{y_i}``, so ``U^T L`` is ``w`` times the
+    classes' sums of rows of ``U`` (:func:`grouped_sums`, which also gives the chunk's
+    extremes), ``L^T L`` is diagonal with ``w^2`` times the classes' counts, and row
+    ``i`` of ``L R_L`` is row ``y_i`` of ``w R_L``; a numeric target is one column ``t``
+    (``U^T t``, ``t^T t`` and ``t R_L``). Each is one ordering of the terms of the plain
+    products (times ``w`` once, after the sum: one rounding more than the sum's own, which
+    the floating-point bounds' record depth covers), with no product by a zero."""
+
+    def __init__(self, encoding: Encoding, r: np.ndarray) -> None:
+        self._encoding = encoding
+        d = encoding.centre.shape[0]
+        self._classes = isinstance(encoding.labels, Classes)
+        self._w = encoding.label_weight
+        self._weighted = self._w * r[d:]  # w R_L: row c is a class-c row's L R_L
+        self._r = r[d:]
+        self._cross = np.zeros((encoding.label_columns, d))  # U^T L / w, or U^T t
+        self._square = np.zeros(encoding.label_columns)  # class counts, or t^T t
+
+    def read(
+        self, u: np.ndarray, labels: np.ndarray | None
+    ) -> tuple[tuple[np.ndarray, np.ndarray] | None, float, float]:
+        """A chunk's label sums and the extremes of its ``u`` (one read with classes)."""
+        if self._classes:
+            sums, counts, low, high = grouped_sums(u, labels, len(self._square))
+            return (sums, counts), low, high
+        low, high = extremes(u) if u.size else (math.inf, -math.inf)
+        if self._encoding.labels is None:
+            return None, low, high
+        t = self._encoding.label_block(labels, len(u))[:, 0]
+        return (u.T @ t, np.array([t @ t])), low, high
+
+    def project(self, labels: np.ndarray | None, rows: np.ndarray) -> None:
+        """Add the chunk's ``L R_L`` to its rows of ``U R_U``."""
+        if self._classes:
+            rows += self._weighted[labels]
+        elif self._encoding.labels is not None:
+            t = self._encoding.label_block(labels, len(rows))
+            rows += t * self._r[0]
+
+    def add(self, part: tuple[np.ndarray, np.ndarray] | None) -> None:
+        """Add a chunk's sums (in chunk order)."""
+        if part is not None:
+            self._cross += part[0]
+            self._square += part[1]
+
+    def second(self, features: np.ndarray, width: int) -> np.ndarray:
+        """``Z^T Z`` from ``U^T U`` (``features``) and the label sums."""
+        d = features.shape[0]
+        if width == d:
+            return features
+        cross, square = self._cross, self._square
+        if self._classes:
+            cross, square = self._w * cross, (self._w * self._w) * square
+        second = np.zeros((width, width))
+        second[:d, :d] = features
+        second[d:, :d] = cross
+        second[:d, d:] = cross.T
+        second[d:, d:] = np.diag(square)
+        return second

@@ -109,9 +109,9 @@ def test_one_worker_computes_beside_the_noise_until_it_is_drawn(monkeypatch):
     monkeypatch.setattr(mechanism, "_BESIDE_NOISE", 1)
     lock, active, seen = threading.Lock(), [0], {"drawing": 0, "drawn": 0}
     drawn = threading.Event()
-    label_block = mechanism.Encoding.label_block
+    within_extremes = mechanism.Encoding.within_extremes  # once per chunk computed
 
-    def watched(self, y, rows, out=None):
+    def watched(self, low, high, d):
         with lock:
             active[0] += 1
             phase = "drawn" if drawn.is_set() else "drawing"
@@ -119,7 +119,7 @@ def test_one_worker_computes_beside_the_noise_until_it_is_drawn(monkeypatch):
         time.sleep(0.01)  # long enough for a second worker to overlap, were it let in
         with lock:
             active[0] -= 1
-        return label_block(self, y, rows, out)
+        return within_extremes(self, low, high, d)
 
     drawn_beside = mechanism._drawn_beside
 
@@ -129,7 +129,7 @@ def test_one_worker_computes_beside_the_noise_until_it_is_drawn(monkeypatch):
         drawn.set()
         return noise
 
-    monkeypatch.setattr(mechanism.Encoding, "label_block", watched)
+    monkeypatch.setattr(mechanism.Encoding, "within_extremes", watched)
     monkeypatch.setattr(mechanism, "_drawn_beside", slow_draw)
     rng = np.random.default_rng(5)
     rows = 64 * 40
@@ -151,14 +151,14 @@ def test_a_callers_one_thread_limit_runs_the_model_on_its_thread(monkeypatch):
     from dpframe.privacy import exact
 
     ran_on, split = set(), []
-    surely_within = mechanism.Encoding.surely_within
+    within_extremes = mechanism.Encoding.within_extremes  # once per chunk computed
     worker = exact._worker
 
-    def watched(self, u):
+    def watched(self, low, high, d):
         ran_on.add(threading.current_thread())
-        return surely_within(self, u)
+        return within_extremes(self, low, high, d)
 
-    monkeypatch.setattr(mechanism.Encoding, "surely_within", watched)
+    monkeypatch.setattr(mechanism.Encoding, "within_extremes", watched)
     monkeypatch.setattr(exact, "_worker", lambda: split.append(1) or worker())
     rows = 3 * mechanism.CHUNK_ROWS + 10
     rng = np.random.default_rng(8)
@@ -323,8 +323,9 @@ def _working_rows(x, y, centre, scale, bound, labels, weight):
 @pytest.mark.parametrize(
     ("lower", "upper", "labels", "extra"),
     [
-        (-1.0, 1.0, Classes((0, 1, 2)), {}),  # the map is the identity: records copied into Z
+        (-1.0, 1.0, Classes((0, 1, 2)), {}),  # the map is the identity: records read in place
         (-1.0, 1.0, Classes((0, 1, 2)), {"row_norm_bound": 1.9}),  # some chunks clip
+        (0.0, 4.0, Classes((0, 1, 2)), {"row_norm_bound": 1.6, "label_weight": 0.7}),  # mapped
         (-1.0, 1.0, None, {"row_norm_bound": 1.5}),  # no labels: records read in place
         (0.0, 4.0, Target(0.0, 2.0), {"row_norm_bound": 1.5}),  # centred and scaled
         (0.0, 4.0, None, {"standardise": False, "row_norm_bound": 2.0, "labels": "drop"}),
@@ -333,10 +334,11 @@ def _working_rows(x, y, centre, scale, bound, labels, weight):
 def test_fused_pass_is_the_plain_formula_across_chunk_boundaries(
     monkeypatch, lower, upper, labels, extra
 ):
-    # _project assembles Z = [U | L] chunk by chunk in a reused scratch array (with
-    # labels), reads the records in place when the map is the identity and there are no
-    # labels, and clips after the syrk (redoing a chunk with a row over the bound). Z R
-    # and Z^T Z must be the plain formula's, with one worker thread or several.
+    # _project never assembles Z = [U | L]: it reads U in place (the records when the map
+    # is the identity), sums the label block by its structure (per-class sums and counts,
+    # or the target's column), and clips after the syrk (redoing a chunk with a row over
+    # the bound). Z R and Z^T Z must be the plain formula's, with one worker thread or
+    # several, and with the chunk kernel or numpy's path.
     from dpframe_dprp import mechanism
 
     monkeypatch.setattr(mechanism, "CHUNK_ROWS", 64)
@@ -377,6 +379,12 @@ def test_fused_pass_is_the_plain_formula_across_chunk_boundaries(
         threaded = mechanism._project(encoding, data, r, workers)
         np.testing.assert_array_equal(threaded[0], projected)
         np.testing.assert_array_equal(threaded[1], second)
+    from dpframe.data import chunks
+
+    monkeypatch.setattr(chunks, "_kernel", None)  # numpy's per-class sums: the same bits
+    without = mechanism._project(encoding, data, r)
+    np.testing.assert_array_equal(without[0], projected)
+    np.testing.assert_array_equal(without[1], second)
 
 
 @pytest.mark.parametrize("d", [1, 3, 100, 1000])
@@ -428,7 +436,7 @@ def test_rows_over_the_bound_are_clipped_in_the_model_with_or_without_the_shortc
         params = MECH.params(epsilon=1.0, delta=1e-5, k1=3, row_norm_bound=bound)
         fast = MECH.model(data, params, SeededSampler(3))
         with monkeypatch.context() as patch:
-            patch.setattr(mechanism.Encoding, "surely_within", lambda self, u: False)
+            patch.setattr(mechanism.Encoding, "within_extremes", lambda *args: False)
             slow = MECH.model(data, params, SeededSampler(3))
         for name in ("projection", "covariance", "components"):
             assert np.array_equal(getattr(fast, name), getattr(slow, name))

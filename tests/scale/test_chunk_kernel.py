@@ -357,3 +357,51 @@ def test_a_failing_check_thread_raises_its_error_to_the_caller_instead_of_hangin
     assert not producer.is_alive(), "the producer waits forever on a dead thread"
     assert len(raised) == 2
     assert all("feature count is not known" in str(exc) for exc in raised)
+
+
+# -- per-class sums of an in-memory chunk (DPRP's label blocks, one read) -----------------
+
+
+def _grouped_by_hand(x, codes, groups):
+    """Each class's rows summed one after the other in row order, written out."""
+    sums, counts = np.zeros((groups, x.shape[1])), np.zeros(groups, dtype=np.int64)
+    for row, code in zip(x, codes, strict=True):
+        sums[code] = sums[code] + row
+        counts[code] += 1
+    return sums, counts
+
+
+@needs_kernel
+@pytest.mark.parametrize("d", [1, 3, 4, 5, 8, 103])
+def test_the_kernel_grouped_sums_are_the_row_order_sums(monkeypatch, d):
+    """Widths around the AVX2 loop's four values and its tail; the sums are the row-order
+    sums bit for bit on the kernel's path and on numpy's (classes with no row included),
+    and the extremes are numpy's."""
+    rng = np.random.default_rng(d)
+    x = rng.normal(size=(301, d)) * 10.0 ** rng.integers(-8, 8, (301, d))
+    x[17, d - 1], x[200, 0] = 1e300, -0.0
+    codes = rng.integers(0, 4, 301)  # group 4 of 5 is empty
+    sums, counts = _grouped_by_hand(x, codes, 5)
+    found = chunks.grouped_sums(x, codes, 5)
+    assert np.array_equal(found[0], sums) and np.array_equal(found[1], counts)
+    assert found[2:] == (x.min(), x.max())
+    monkeypatch.setattr(chunks, "_kernel", None)
+    numpy = chunks.grouped_sums(x, codes, 5)
+    assert np.array_equal(numpy[0], sums) and np.array_equal(numpy[1], counts)
+    assert numpy[2:] == found[2:]
+
+
+@pytest.mark.parametrize("kernel", ["c", "numpy"])
+def test_grouped_sums_refuse_a_code_outside_the_groups_and_show_a_nan(monkeypatch, kernel):
+    if kernel == "numpy":
+        monkeypatch.setattr(chunks, "_kernel", None)
+    x = np.ones((6, 3))
+    for bad in (-1, 3):
+        with pytest.raises(ValueError, match="outside 0 .. 2"):
+            chunks.grouped_sums(x, np.array([0, 1, bad, 2, 0, 1]), 3)
+    x[4, 2] = np.nan
+    sums, counts, low, high = chunks.grouped_sums(x, np.array([0, 1, 2, 2, 0, 1]), 3)
+    assert np.isnan(low) and np.isnan(high) and np.isnan(sums[0, 2])
+    assert counts.tolist() == [2, 2, 2]
+    empty = chunks.grouped_sums(np.empty((0, 3)), np.empty(0, dtype=np.int64), 3)
+    assert empty[2:] == (np.inf, -np.inf) and not empty[0].any() and not empty[1].any()
