@@ -34,18 +34,24 @@
      the caller asks numpy, which names the value. One read where min() and max() make
      two; the AVX2 path where the CPU has it.
 
-   grouped(values, d, codes, sums, counts) -> (status, low, high)
+   rows(values, d, centre, scale, out, codes, sums, counts) -> (status, low, high)
 
      values   a C-contiguous float64 buffer of n rows of d values (a chunk in memory)
-     codes    int64[n]: each row's group, 0 <= codes[i] < k
-     sums     float64[k * d] (read and write): row i is added to row codes[i], rows in
-              order, each sum in its own order of rows (the same bits on either path)
+     centre, scale  float64[d], or both empty: each value becomes (v - centre) / scale,
+              written to out (float64[n * d], write; not values' memory); empty: the
+              values are read as they are (out is not written)
+     codes    int64[n]: each row's group, 0 <= codes[i] < k, with k = len(counts); when
+              k is 0 the rows are not grouped (codes is then empty)
+     sums     float64[k * d] (read and write): each (mapped) row i is added to row
+              codes[i], rows in order, each sum in its own order of rows (the same bits
+              on either path)
      counts   int64[k] (read and write): counts[codes[i]] += 1
-     status 0: done, every value finite, (low, high) the extremes as extremes() returns
-     them; status 1: a value is NaN or infinite; status 2: a code is outside 0 .. k-1
-     (sums and counts unspecified). One read for a chunk's extremes and its per-class
-     sums (DPRP's label blocks of Z^T Z), where a one-hot product runs far below BLAS's
-     rate and a copy of the chunk beside its label columns costs a read and a write.
+     status 0: done, every (mapped) value finite, (low, high) their extremes as
+     extremes() returns them; status 1: a value is NaN or infinite; status 2: a code is
+     outside 0 .. k-1 (out, sums and counts unspecified). One read for DPRP's chunk: the
+     public map, the extremes of the clipping check and the per-class sums of its label
+     blocks of Z^T Z, where numpy makes three passes (subtract, divide, then the sums) and
+     a one-hot product runs far below BLAS's rate.
 
    Conversions are C's casts, which are numpy's (exact for float32 and for integers up to
    2^53, rounded to nearest above). Compiled with -ffp-contract=off: nothing is fused. */
@@ -407,34 +413,47 @@ extremes(PyObject *self, PyObject *args)
     return Py_BuildValue("idd", status, low, high);
 }
 
-/* Row i of the n x d values added to row codes[i] of sums; the extremes and NaN as
-   scan_scalar's. Returns 1 for a NaN, 2 for a code outside 0 .. k-1. */
+/* Row i of the n x d values, mapped to (v - centre) / scale into out when map, added to
+   row codes[i] of sums when k > 0; the extremes and NaN as scan_scalar's. Returns 1 for a
+   NaN, 2 for a code outside 0 .. k-1. */
 static int
-group_scalar(const double *v, Py_ssize_t n, Py_ssize_t d, const int64_t *codes, Py_ssize_t k,
-             double *sums, int64_t *counts, double *low, double *high)
+rows_scalar(const double *v, Py_ssize_t n, Py_ssize_t d, const double *centre,
+            const double *scale, double *out, const int64_t *codes, Py_ssize_t k,
+            double *sums, int64_t *counts, double *low, double *high)
 {
     int nan = 0;
     Py_ssize_t i, j;
     for (i = 0; i < n; i++) {
-        const int64_t c = codes[i];
         const double *row = v + i * d;
-        double *sum;
-        if (c < 0 || c >= k)
-            return 2;
-        sum = sums + c * d;
-        counts[c] += 1;
-        for (j = 0; j < d; j++)
-            sum[j] += row[j];
+        double *sum = NULL;
+        if (k > 0) {
+            const int64_t c = codes[i];
+            if (c < 0 || c >= k)
+                return 2;
+            sum = sums + c * d;
+            counts[c] += 1;
+        }
+        if (centre != NULL) {
+            double *mapped = out + i * d;
+            for (j = 0; j < d; j++)
+                mapped[j] = (row[j] - centre[j]) / scale[j];
+            row = mapped;
+        }
+        if (sum != NULL)
+            for (j = 0; j < d; j++)
+                sum[j] += row[j];
         nan |= scan_scalar(row, d, low, high);
     }
     return nan;
 }
 
 #ifdef HAVE_AVX2_PATH
-/* group_scalar, four values of a row at a time (each sum still adds its rows in order). */
+/* rows_scalar, four values of a row at a time (each sum still adds its rows in order;
+   the map is the same two roundings, nothing fused). */
 __attribute__((target("avx2"))) static int
-group_avx2(const double *v, Py_ssize_t n, Py_ssize_t d, const int64_t *codes, Py_ssize_t k,
-           double *sums, int64_t *counts, double *low, double *high)
+rows_avx2(const double *v, Py_ssize_t n, Py_ssize_t d, const double *centre,
+          const double *scale, double *out, const int64_t *codes, Py_ssize_t k,
+          double *sums, int64_t *counts, double *low, double *high)
 {
     __m256d lo = _mm256_set1_pd(*low), hi = _mm256_set1_pd(*high), nan = _mm256_setzero_pd();
     double lanes_lo[4], lanes_hi[4];
@@ -443,22 +462,36 @@ group_avx2(const double *v, Py_ssize_t n, Py_ssize_t d, const int64_t *codes, Py
     Py_ssize_t i, j;
     int m;
     for (i = 0; i < n; i++) {
-        const int64_t c = codes[i];
         const double *row = v + i * d;
-        double *sum;
-        if (c < 0 || c >= k)
-            return 2;
-        sum = sums + c * d;
-        counts[c] += 1;
+        double *sum = NULL, *mapped = centre != NULL ? out + i * d : NULL;
+        if (k > 0) {
+            const int64_t c = codes[i];
+            if (c < 0 || c >= k)
+                return 2;
+            sum = sums + c * d;
+            counts[c] += 1;
+        }
         for (j = 0; j < whole; j += 4) {
-            const __m256d x = _mm256_loadu_pd(row + j);
-            _mm256_storeu_pd(sum + j, _mm256_add_pd(_mm256_loadu_pd(sum + j), x));
+            __m256d x = _mm256_loadu_pd(row + j);
+            if (mapped != NULL) {
+                x = _mm256_div_pd(_mm256_sub_pd(x, _mm256_loadu_pd(centre + j)),
+                                  _mm256_loadu_pd(scale + j));
+                _mm256_storeu_pd(mapped + j, x);
+            }
+            if (sum != NULL)
+                _mm256_storeu_pd(sum + j, _mm256_add_pd(_mm256_loadu_pd(sum + j), x));
             lo = _mm256_min_pd(x, lo);
             hi = _mm256_max_pd(x, hi);
             nan = _mm256_or_pd(nan, _mm256_cmp_pd(x, x, _CMP_UNORD_Q));
         }
-        for (j = whole; j < d; j++)
-            sum[j] += row[j];
+        if (mapped != NULL) {
+            for (j = whole; j < d; j++)
+                mapped[j] = (row[j] - centre[j]) / scale[j];
+            row = mapped;
+        }
+        if (sum != NULL)
+            for (j = whole; j < d; j++)
+                sum[j] += row[j];
         tail |= scan_scalar(row + whole, d - whole, low, high);
     }
     _mm256_storeu_pd(lanes_lo, lo);
@@ -472,37 +505,52 @@ group_avx2(const double *v, Py_ssize_t n, Py_ssize_t d, const int64_t *codes, Py
 #endif
 
 static PyObject *
-grouped(PyObject *self, PyObject *args)
+rows(PyObject *self, PyObject *args)
 {
-    Py_buffer view = {0}, codev = {0}, sumv = {0}, countv = {0};
+    Py_buffer view = {0}, centrev = {0}, scalev = {0}, outv = {0}, codev = {0}, sumv = {0},
+              countv = {0};
     Py_ssize_t d, n, k;
     double low = INFINITY, high = -INFINITY;
+    const double *centre = NULL, *scale = NULL;
     int status;
     PyObject *result = NULL;
-    if (!PyArg_ParseTuple(args, "y*ny*w*w*", &view, &d, &codev, &sumv, &countv))
+    if (!PyArg_ParseTuple(args, "y*ny*y*w*y*w*w*", &view, &d, &centrev, &scalev, &outv,
+                          &codev, &sumv, &countv))
         return NULL;
     k = countv.len / (Py_ssize_t)sizeof(int64_t);
     n = d > 0 ? view.len / (Py_ssize_t)sizeof(double) / d : 0;
+    if (centrev.len > 0) {
+        centre = centrev.buf;
+        scale = scalev.buf;
+    }
     if (d <= 0 || view.len != n * d * (Py_ssize_t)sizeof(double)
-        || codev.len != n * (Py_ssize_t)sizeof(int64_t)
+        || (centre != NULL && (centrev.len != d * (Py_ssize_t)sizeof(double)
+                               || scalev.len != centrev.len
+                               || outv.len != view.len || outv.buf == view.buf))
+        || (k > 0 && codev.len != n * (Py_ssize_t)sizeof(int64_t))
         || sumv.len != k * d * (Py_ssize_t)sizeof(double)
         || countv.len != k * (Py_ssize_t)sizeof(int64_t)) {
-        PyErr_SetString(PyExc_ValueError, "the buffers' sizes do not match n x d, n and k");
+        PyErr_SetString(PyExc_ValueError, "the buffers' sizes do not match n x d, d, n and k");
         goto done;
     }
     Py_BEGIN_ALLOW_THREADS
 #ifdef HAVE_AVX2_PATH
     if (use_avx2())
-        status = group_avx2(view.buf, n, d, codev.buf, k, sumv.buf, countv.buf, &low, &high);
+        status = rows_avx2(view.buf, n, d, centre, scale, outv.buf, codev.buf, k, sumv.buf,
+                           countv.buf, &low, &high);
     else
 #endif
-        status = group_scalar(view.buf, n, d, codev.buf, k, sumv.buf, countv.buf, &low, &high);
+        status = rows_scalar(view.buf, n, d, centre, scale, outv.buf, codev.buf, k, sumv.buf,
+                             countv.buf, &low, &high);
     Py_END_ALLOW_THREADS
     if (status == 0 && (!isfinite(low) || !isfinite(high)))
         status = 1;
     result = Py_BuildValue("idd", status, low, high);
 done:
     PyBuffer_Release(&view);
+    PyBuffer_Release(&centrev);
+    PyBuffer_Release(&scalev);
+    PyBuffer_Release(&outv);
     PyBuffer_Release(&codev);
     PyBuffer_Release(&sumv);
     PyBuffer_Release(&countv);
@@ -510,9 +558,9 @@ done:
 }
 
 static PyMethodDef methods[] = {
-    {"grouped", grouped, METH_VARARGS,
-     "Add each row of contiguous float64 values to its group's sum, count it, and return "
-     "the extremes, in one read."},
+    {"rows", rows, METH_VARARGS,
+     "Map each row of contiguous float64 values, add it to its group's sum, count it, and "
+     "return the extremes, in one read."},
     {"extremes", extremes, METH_VARARGS,
      "The minimum and maximum of contiguous float64 values in one read, and whether one "
      "is not finite."},

@@ -46,28 +46,56 @@ def extremes(x: np.ndarray) -> tuple[float, float]:
 
 
 def grouped_sums(
-    x: np.ndarray, codes: np.ndarray, groups: int
-) -> tuple[np.ndarray, np.ndarray, float, float]:
-    """``(sums, counts, low, high)`` of the rows of ``x`` (``n x d`` float64) by group:
-    ``sums[c]`` the sum of the rows ``i`` with ``codes[i] == c`` (added in row order),
-    ``counts[c]`` their number, and ``(low, high)`` as :func:`extremes` gives them
-    (``(inf, -inf)`` when ``x`` is empty). One read by the kernel (C-contiguous ``x``,
-    finite values), numpy's ``add.at`` otherwise: the same sums, bit for bit. A code
-    outside ``0 .. groups - 1`` raises ``ValueError``."""
-    codes = np.ascontiguousarray(codes, dtype=np.int64)
+    x: np.ndarray,
+    codes: np.ndarray | None = None,
+    groups: int = 0,
+    *,
+    centre: np.ndarray | None = None,
+    scale: np.ndarray | None = None,
+    out: np.ndarray | None = None,
+) -> tuple[np.ndarray, np.ndarray, np.ndarray, float, float]:
+    """``(u, sums, counts, low, high)`` for the rows of ``x`` (``n x d`` float64): ``u`` is
+    ``x``, or ``(x - centre) / scale`` written to ``out`` (a contiguous ``n x d`` float64
+    array, not ``x``) when ``centre`` and ``scale`` are given; ``sums[c]`` is the sum of
+    the rows ``i`` of ``u`` with ``codes[i] == c`` (added in row order) and ``counts[c]``
+    their number, for ``groups`` groups (none without ``codes``); ``(low, high)`` are
+    ``u``'s extremes as :func:`extremes` gives them (``(inf, -inf)`` when ``x`` is
+    empty). One read by the kernel (C-contiguous ``x``, finite values); numpy's passes
+    otherwise (``subtract``, ``divide``, ``add.at``): the same values, bit for bit. A
+    code outside ``0 .. groups - 1`` raises ``ValueError``."""
     n, d = x.shape
-    if n == 0:
-        return np.zeros((groups, d)), np.zeros(groups, dtype=np.int64), np.inf, -np.inf
+    groups = groups if codes is not None else 0
+    codes = np.ascontiguousarray(codes if groups else (), dtype=np.int64)
     sums, counts = np.zeros((groups, d)), np.zeros(groups, dtype=np.int64)
+    mapped = centre is not None
+    u = x if not mapped else out
+    if n == 0:
+        return u, sums, counts, np.inf, -np.inf
     if _kernel is not None and x.dtype == np.float64 and x.flags.c_contiguous and d:
-        status, low, high = _kernel.grouped(x, d, codes, sums, counts)
+        none = np.empty(0)
+        status, low, high = _kernel.rows(
+            x,
+            d,
+            np.ascontiguousarray(centre, dtype=np.float64) if mapped else none,
+            np.ascontiguousarray(scale, dtype=np.float64) if mapped else none,
+            out if mapped else none,
+            codes,
+            sums,
+            counts,
+        )
         if status == 0:
-            return sums, counts, low, high
+            return u, sums, counts, low, high
         sums.fill(0.0)
-    if codes.min() < 0 or codes.max() >= groups:
-        raise ValueError(f"a group code is outside 0 .. {groups - 1}.")
-    np.add.at(sums, codes, x)
-    return sums, np.bincount(codes, minlength=groups), float(x.min()), float(x.max())
+        counts.fill(0)
+    if mapped:
+        np.subtract(x, centre, out=out)
+        np.divide(out, scale, out=out)
+    if groups:
+        if codes.min() < 0 or codes.max() >= groups:
+            raise ValueError(f"a group code is outside 0 .. {groups - 1}.")
+        np.add.at(sums, codes, u)
+        counts = np.bincount(codes, minlength=groups)
+    return u, sums, counts, float(u.min()), float(u.max())
 
 
 _KERNEL_TYPES = frozenset(

@@ -718,8 +718,8 @@ def _project(
 
     ``Z = [U | L]`` is never assembled: the syrk and the product ``U R_U`` read a chunk's
     ``U`` where it is (the records themselves when the map is the identity, else the
-    map's output), and the label block ``L`` enters by its structure
-    (:class:`_LabelSums`): with classes, ``U^T L`` is ``w`` times each class's sum of
+    map's output, written in the same read), and the label block ``L`` enters by its
+    structure (:class:`_ChunkSums`): with classes, ``U^T L`` is ``w`` times each class's sum of
     rows and ``L^T L`` is ``w^2`` times its count (one read of the chunk that also gives
     the clipping check its extremes), and ``L R_L`` adds row ``y_i`` of ``w R_L``; a
     numeric target is one column. The clipping check first bounds the chunk by its
@@ -730,7 +730,7 @@ def _project(
     d, width = encoding.centre.shape[0], encoding.width
     projected = np.empty((len(dataset), r.shape[1])) if out is None else out
     second = np.zeros((d, d))
-    labels_sums = _LabelSums(encoding, r)
+    sums = _ChunkSums(encoding, r)
     spare = [np.empty((CHUNK_ROWS, d)) for _ in range(2 * workers)]  # reused: no page faults
 
     def products(features: np.ndarray, labels: np.ndarray | None, start: int, scratch):
@@ -742,19 +742,19 @@ def _project(
         if rows > len(scratch):
             scratch = np.empty((rows, d))
         own = scratch[:rows]
-        u = encoding.feature_rows(features, own)
-        # most chunks are proved within the bound by the largest magnitude of U's values,
-        # without the row norms; read before the syrk, which then finds the chunk in cache
-        label_part, low, high = labels_sums.read(u, labels)
+        # one read: the map (into own), the extremes and the label sums; most chunks are
+        # proved within the bound by the largest magnitude of U's values, without the row
+        # norms; read before the syrk, which then finds the chunk in cache
+        u, label_part, low, high = sums.read(features, labels, own)
         within = encoding.within_extremes(low, high, d)
         part = u.T @ u
         if not within and encoding.clip(u, own) is not None:
             u = own
             part = u.T @ u
-            label_part, _, _ = labels_sums.read(u, labels)
+            _, label_part, _, _ = sums.read(u, labels)
         stop = start + rows
         np.matmul(u, r[:d], out=projected[start:stop])
-        labels_sums.project(labels, projected[start:stop])
+        sums.project(labels, projected[start:stop])
         if computed is not None:
             computed(start, stop)
         return part, label_part, scratch
@@ -762,7 +762,7 @@ def _project(
     def add(parts: tuple) -> None:
         part, label_part, scratch = parts
         second[...] += part
-        labels_sums.add(label_part)
+        sums.add(label_part)
         spare.append(scratch)
 
     start = 0
@@ -783,18 +783,19 @@ def _project(
             start += len(features)
         while pending:
             add(pending.popleft().result())
-    return projected, labels_sums.second(second, width)
+    return projected, sums.second(second, width)
 
 
-class _LabelSums:
-    """The label block ``L`` of the working rows in :func:`_project`, by its structure:
-    with classes, row ``i`` of ``L`` is ``w e_{y_i}``, so ``U^T L`` is ``w`` times the
-    classes' sums of rows of ``U`` (:func:`grouped_sums`, which also gives the chunk's
-    extremes), ``L^T L`` is diagonal with ``w^2`` times the classes' counts, and row
-    ``i`` of ``L R_L`` is row ``y_i`` of ``w R_L``; a numeric target is one column ``t``
-    (``U^T t``, ``t^T t`` and ``t R_L``). Each is one ordering of the terms of the plain
-    products (times ``w`` once, after the sum: one rounding more than the sum's own, which
-    the floating-point bounds' record depth covers), with no product by a zero."""
+class _ChunkSums:
+    """What :func:`_project` reads from a chunk beside ``U^T U`` and ``U R_U``, in one
+    read (:func:`grouped_sums`): ``U`` (the map's output), its extremes, and the label
+    block ``L`` of the working rows by its structure. With classes, row ``i`` of ``L`` is
+    ``w e_{y_i}``, so ``U^T L`` is ``w`` times the classes' sums of rows of ``U``,
+    ``L^T L`` is diagonal with ``w^2`` times the classes' counts, and row ``i`` of
+    ``L R_L`` is row ``y_i`` of ``w R_L``; a numeric target is one column ``t`` (``U^T
+    t``, ``t^T t`` and ``t R_L``). Each is one ordering of the terms of the plain products
+    (times ``w`` once, after the sum: one rounding more than the sum's own, which the
+    floating-point bounds' record depth covers), with no product by a zero."""
 
     def __init__(self, encoding: Encoding, r: np.ndarray) -> None:
         self._encoding = encoding
@@ -807,17 +808,26 @@ class _LabelSums:
         self._square = np.zeros(encoding.label_columns)  # class counts, or t^T t
 
     def read(
-        self, u: np.ndarray, labels: np.ndarray | None
-    ) -> tuple[tuple[np.ndarray, np.ndarray] | None, float, float]:
-        """A chunk's label sums and the extremes of its ``u`` (one read with classes)."""
+        self, features: np.ndarray, labels: np.ndarray | None, out: np.ndarray | None = None
+    ) -> tuple[np.ndarray, tuple[np.ndarray, np.ndarray] | None, float, float]:
+        """``(u, label sums, low, high)`` of a chunk: ``u`` the features mapped into
+        ``out`` (``features`` itself without ``out`` or when the map is the identity),
+        its label sums and extremes, in one read."""
+        encoding, mapped = self._encoding, out is not None and not self._encoding.identity
+        u, sums, counts, low, high = grouped_sums(
+            features,
+            labels if self._classes else None,
+            len(self._square),
+            centre=encoding.centre if mapped else None,
+            scale=encoding.scale if mapped else None,
+            out=out if mapped else None,
+        )
         if self._classes:
-            sums, counts, low, high = grouped_sums(u, labels, len(self._square))
-            return (sums, counts), low, high
-        low, high = extremes(u) if u.size else (math.inf, -math.inf)
-        if self._encoding.labels is None:
-            return None, low, high
-        t = self._encoding.label_block(labels, len(u))[:, 0]
-        return (u.T @ t, np.array([t @ t])), low, high
+            return u, (sums, counts), low, high
+        if encoding.labels is None:
+            return u, None, low, high
+        t = encoding.label_block(labels, len(u))[:, 0]
+        return u, (u.T @ t, np.array([t @ t])), low, high
 
     def project(self, labels: np.ndarray | None, rows: np.ndarray) -> None:
         """Add the chunk's ``L R_L`` to its rows of ``U R_U``."""

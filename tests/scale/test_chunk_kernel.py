@@ -373,22 +373,32 @@ def _grouped_by_hand(x, codes, groups):
 
 @needs_kernel
 @pytest.mark.parametrize("d", [1, 3, 4, 5, 8, 103])
-def test_the_kernel_grouped_sums_are_the_row_order_sums(monkeypatch, d):
-    """Widths around the AVX2 loop's four values and its tail; the sums are the row-order
-    sums bit for bit on the kernel's path and on numpy's (classes with no row included),
-    and the extremes are numpy's."""
+@pytest.mark.parametrize("mapped", [False, True])
+def test_the_kernel_grouped_sums_are_the_row_order_sums(monkeypatch, d, mapped):
+    """Widths around the AVX2 loop's four values and its tail, with and without the map
+    ``(x - centre) / scale``: the mapped rows are numpy's, the sums are the row-order sums
+    bit for bit on the kernel's path and on numpy's (classes with no row included), and
+    the extremes are numpy's."""
     rng = np.random.default_rng(d)
     x = rng.normal(size=(301, d)) * 10.0 ** rng.integers(-8, 8, (301, d))
     x[17, d - 1], x[200, 0] = 1e300, -0.0
     codes = rng.integers(0, 4, 301)  # group 4 of 5 is empty
-    sums, counts = _grouped_by_hand(x, codes, 5)
-    found = chunks.grouped_sums(x, codes, 5)
-    assert np.array_equal(found[0], sums) and np.array_equal(found[1], counts)
-    assert found[2:] == (x.min(), x.max())
+    centre, scale = rng.normal(size=d), rng.uniform(0.1, 3.0, d)
+    u = (x - centre) / scale if mapped else x
+    sums, counts = _grouped_by_hand(u, codes, 5)
+    options = {"centre": centre, "scale": scale, "out": np.empty_like(x)} if mapped else {}
+    found = chunks.grouped_sums(x, codes, 5, **options)
+    assert np.array_equal(found[0], u) and (found[0] is options["out"] if mapped else True)
+    assert np.array_equal(found[1], sums) and np.array_equal(found[2], counts)
+    assert found[3:] == (u.min(), u.max())
+    ungrouped = chunks.grouped_sums(x, **options)
+    assert ungrouped[1].shape == (0, d) and ungrouped[3:] == found[3:]
     monkeypatch.setattr(chunks, "_kernel", None)
-    numpy = chunks.grouped_sums(x, codes, 5)
-    assert np.array_equal(numpy[0], sums) and np.array_equal(numpy[1], counts)
-    assert numpy[2:] == found[2:]
+    options = {**options, "out": np.empty_like(x)} if mapped else {}
+    numpy = chunks.grouped_sums(x, codes, 5, **options)
+    assert np.array_equal(numpy[0], u)
+    assert np.array_equal(numpy[1], sums) and np.array_equal(numpy[2], counts)
+    assert numpy[3:] == found[3:]
 
 
 @pytest.mark.parametrize("kernel", ["c", "numpy"])
@@ -397,11 +407,16 @@ def test_grouped_sums_refuse_a_code_outside_the_groups_and_show_a_nan(monkeypatc
         monkeypatch.setattr(chunks, "_kernel", None)
     x = np.ones((6, 3))
     for bad in (-1, 3):
-        with pytest.raises(ValueError, match="outside 0 .. 2"):
+        with pytest.raises(ValueError, match=r"outside 0 \.\. 2"):
             chunks.grouped_sums(x, np.array([0, 1, bad, 2, 0, 1]), 3)
     x[4, 2] = np.nan
-    sums, counts, low, high = chunks.grouped_sums(x, np.array([0, 1, 2, 2, 0, 1]), 3)
+    _, sums, counts, low, high = chunks.grouped_sums(x, np.array([0, 1, 2, 2, 0, 1]), 3)
     assert np.isnan(low) and np.isnan(high) and np.isnan(sums[0, 2])
     assert counts.tolist() == [2, 2, 2]
+    x[4, 2] = 10.0  # a finite value whose map overflows: shown as numpy's map shows it
+    out = np.empty_like(x)
+    with np.errstate(over="ignore"):  # numpy's divide says so; the kernel's status does
+        mapped = chunks.grouped_sums(x, centre=np.zeros(3), scale=np.full(3, 1e-308), out=out)
+    assert mapped[0] is out and np.isinf(mapped[4])
     empty = chunks.grouped_sums(np.empty((0, 3)), np.empty(0, dtype=np.int64), 3)
-    assert empty[2:] == (np.inf, -np.inf) and not empty[0].any() and not empty[1].any()
+    assert empty[3:] == (np.inf, -np.inf) and not empty[1].any() and not empty[2].any()
