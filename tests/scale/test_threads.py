@@ -199,6 +199,45 @@ def test_an_in_memory_pass_computes_its_chunks_on_the_cores_blas_may_use():
         assert {name for name, _ in seen} == {threading.current_thread().name}
 
 
+def test_a_pass_hashed_for_the_ledger_leaves_the_hash_a_core(tmp_path, monkeypatch):
+    """A release's first pass, hashed for the ledger on a thread of its own, computes its
+    chunks on the cores the hash leaves (one on two cores: never two workers sharing the
+    hash's core); without a ledger nothing is hashed and the pass takes every core BLAS
+    may use, as does the pass after the first, which is not hashed."""
+    from dpframe import execute, mechanism
+    from dpframe.data import stats
+    from dpframe.ledger import Ledger
+    from dpframe.privacy.budget import Budget
+    from dpframe.privacy.samplers import SeededSampler
+
+    cores = len(os.sched_getaffinity(0))
+    if cores < 2:
+        pytest.skip("one core: one worker")
+    ledger = Ledger.init(tmp_path / "l.ledger")
+    ledger.create_budget("b", Budget(100.0, 0.5), accountant="approx")
+    ron = mechanism("ron_gauss")  # two passes: the first hashed with a ledger, the second not
+    params = ron.params(epsilon=1.0, dimension=2, n_synthetic=1)
+    counts: list[int] = []  # the workers of each pass
+    sum_chunks = stats.sum_chunks
+
+    def counted(chunk_map, chunks, *, workers=1):
+        counts.append(workers)
+        return sum_chunks(chunk_map, chunks, workers=workers)
+
+    monkeypatch.setattr(stats, "sum_chunks", counted)
+    seen = {}
+    for label, charge in (
+        ("ledger", {"ledger": ledger, "request": {"budget_label": "b"}}),
+        ("none", {}),
+    ):
+        counts.clear()
+        with threadpool_limits(2, user_api="blas"):
+            execute(ron, _in_memory(60_000), params, SeededSampler(0), **charge)
+        seen[label] = list(counts)
+    assert seen["ledger"] == [1, 2], seen  # the first pass beside the hash, then both cores
+    assert seen["none"] == [2, 2], seen
+
+
 def test_a_threaded_pass_adds_its_parts_in_chunk_order_bit_for_bit():
     """Parts computed in a per-thread work buffer (Scratch) are copied before that thread's
     next chunk overwrites it, and added in chunk order: the same bits as one thread."""
