@@ -29,7 +29,7 @@ import attrs
 import numpy as np
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
-from dpframe.data.chunks import extremes, grouped_sums
+from dpframe.data.chunks import grouped_sums
 from dpframe.data.domain import Classes, Target
 from dpframe.data.relation import Relation
 from dpframe.data.threads import blas_limit, blas_threads, usable_cores
@@ -254,14 +254,6 @@ class Encoding:
     def identity(self) -> bool:
         """Whether :meth:`feature_rows` leaves the features as they are."""
         return not np.any(self.centre) and not np.any(self.scale != 1.0)
-
-    def surely_within(self, u: np.ndarray) -> bool:
-        """Whether no row of ``u`` can be over ``feature_bound`` as :meth:`clip` computes
-        the row norms (so :meth:`clip` would return ``None``): :meth:`within_extremes` of
-        its extremes, in one read."""
-        if not u.size:
-            return True
-        return self.within_extremes(*extremes(u), u.shape[1] if u.ndim == 2 else 0)
 
     def within_extremes(self, low: float, high: float, d: int) -> bool:
         """Whether no row of ``d`` values between ``low`` and ``high`` can be over
