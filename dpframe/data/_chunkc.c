@@ -413,9 +413,27 @@ extremes(PyObject *self, PyObject *args)
     return Py_BuildValue("idd", status, low, high);
 }
 
-/* Row i of the n x d values, mapped to (v - centre) / scale into out when map, added to
-   row codes[i] of sums when k > 0; the extremes and NaN as scan_scalar's. Returns 1 for a
-   NaN, 2 for a code outside 0 .. k-1. */
+/* The row of sums that record i adds to, its group counted (NULL when k is 0: the rows
+   are not grouped); *bad for a code outside 0 .. k-1. */
+static inline double *
+group_row(const int64_t *codes, Py_ssize_t i, Py_ssize_t k, Py_ssize_t d, double *sums,
+          int64_t *counts, int *bad)
+{
+    int64_t c;
+    if (k == 0)
+        return NULL;
+    c = codes[i];
+    if (c < 0 || c >= k) {
+        *bad = 1;
+        return NULL;
+    }
+    counts[c] += 1;
+    return sums + c * d;
+}
+
+/* Row i of the n x d values, mapped to (v - centre) / scale into out when centre is
+   given, added to row codes[i] of sums when k > 0; the extremes and NaN as scan_scalar's.
+   Returns 1 for a NaN, 2 for a code outside 0 .. k-1. */
 static int
 rows_scalar(const double *v, Py_ssize_t n, Py_ssize_t d, const double *centre,
             const double *scale, double *out, const int64_t *codes, Py_ssize_t k,
@@ -425,14 +443,10 @@ rows_scalar(const double *v, Py_ssize_t n, Py_ssize_t d, const double *centre,
     Py_ssize_t i, j;
     for (i = 0; i < n; i++) {
         const double *row = v + i * d;
-        double *sum = NULL;
-        if (k > 0) {
-            const int64_t c = codes[i];
-            if (c < 0 || c >= k)
-                return 2;
-            sum = sums + c * d;
-            counts[c] += 1;
-        }
+        int bad = 0;
+        double *sum = group_row(codes, i, k, d, sums, counts, &bad);
+        if (bad)
+            return 2;
         if (centre != NULL) {
             double *mapped = out + i * d;
             for (j = 0; j < d; j++)
@@ -463,14 +477,11 @@ rows_avx2(const double *v, Py_ssize_t n, Py_ssize_t d, const double *centre,
     int m;
     for (i = 0; i < n; i++) {
         const double *row = v + i * d;
-        double *sum = NULL, *mapped = centre != NULL ? out + i * d : NULL;
-        if (k > 0) {
-            const int64_t c = codes[i];
-            if (c < 0 || c >= k)
-                return 2;
-            sum = sums + c * d;
-            counts[c] += 1;
-        }
+        double *mapped = centre != NULL ? out + i * d : NULL;
+        int bad = 0;
+        double *sum = group_row(codes, i, k, d, sums, counts, &bad);
+        if (bad)
+            return 2;
         for (j = 0; j < whole; j += 4) {
             __m256d x = _mm256_loadu_pd(row + j);
             if (mapped != NULL) {
