@@ -138,6 +138,11 @@ class Region:
     radius: float
     half_widths: tuple[float, ...] | None = attrs.field(default=None, converter=_as_widths)
     l1: float = math.inf
+    # (-half_widths, half_widths) as read-only arrays for :meth:`clip`, built once: a
+    # mechanism clips every chunk (the sensitivity searches, thousands of tiny ones)
+    _bounds: tuple[np.ndarray, np.ndarray] | None = attrs.field(
+        init=False, default=None, eq=False, repr=False
+    )
 
     def __attrs_post_init__(self) -> None:
         if self.dim < 1:
@@ -153,6 +158,12 @@ class Region:
             raise ParameterError(f"a region needs a finite radius >= 0, got {self.radius}.")
         object.__setattr__(self, "radius", radius)
         object.__setattr__(self, "l1", l1)
+        if self.half_widths is not None:
+            high = np.array(self.half_widths)
+            low = -high
+            high.setflags(write=False)
+            low.setflags(write=False)
+            object.__setattr__(self, "_bounds", (low, high))
 
     @property
     def coordinate_bound(self) -> float:
@@ -218,12 +229,11 @@ class Region:
         """Clip ``rows`` (in place) into the region: coordinates to the half-widths, then
         rows to the radius. A no-op on exact arithmetic for rows already inside; it makes
         the region hold by construction (rounding, re-centring at a noisy mean)."""
-        if self.half_widths is not None:
-            widths = np.asarray(self.half_widths)
-            np.clip(rows, -widths, widths, out=rows)
+        if self._bounds is not None:
+            rows.clip(*self._bounds, out=rows)
         norms = np.sqrt(np.einsum("ij,ij->i", rows, rows))
         over = norms > self.radius
-        if np.any(over):
+        if over.any():
             rows[over] *= (self.radius / norms[over])[:, None]
         return rows
 
