@@ -268,7 +268,14 @@ def bernoulli_exp_array(
 
 def bernoulli_exp(gamma: Fraction, size: int, generator: np.random.Generator) -> np.ndarray:
     """``size`` draws of ``Bernoulli(exp(-gamma))`` for a rational ``gamma >= 0``."""
-    num, den = gamma.numerator, gamma.denominator
+    return bernoulli_exp_ratio(gamma.numerator, gamma.denominator, size, generator)
+
+
+def bernoulli_exp_ratio(
+    num: int, den: int, size: int, generator: np.random.Generator
+) -> np.ndarray:
+    """:func:`bernoulli_exp` of ``gamma = num / den`` given in lowest terms (``num >= 0``,
+    ``den >= 1`` coprime Python integers)."""
     if den < 2**56 and num < _INT64_SAFE:
         whole, frac = divmod(num, den)
         out = _exp_minus_one_successes(np.full(size, whole, dtype=np.int64), generator)

@@ -51,32 +51,50 @@ class ExactSelection:
         eps = exact.as_rational(epsilon, "exponential mechanism's epsilon", positive=True)
         delta = exact.as_rational(sensitivity, "score sensitivity", positive=True)
         gamma = eps / (2 * delta)
-        rational = [Fraction(v) for v in values.tolist()]
-        best = max(rational)
-        self.gaps = [gamma * (best - u) for u in rational]
-        common = math.lcm(*(g.denominator for g in self.gaps))
-        numerators = [g.numerator * (common // g.denominator) for g in self.gaps]
+        # In integers (no Fraction per candidate): each float score is num / 2^e exactly,
+        # so on their largest denominator they are integers; the gap of u is
+        # gamma (best - u) = gamma.num (best - u) / (gamma.den scale), in lowest terms.
+        ratios = [v.as_integer_ratio() for v in values.tolist()]
+        scale = max(den for _, den in ratios)
+        scaled = [num * (scale // den) for num, den in ratios]
+        best = max(scaled)
+        top, bottom = gamma.numerator, gamma.denominator * scale
+        self._gaps: list[tuple[int, int]] = []  # (numerator, denominator), coprime
+        for u in scaled:
+            num = top * (best - u)
+            common_factor = math.gcd(num, bottom)
+            self._gaps.append((num // common_factor, bottom // common_factor))
+        common = math.lcm(*(den for _, den in self._gaps))
+        numerators = [num * (common // den) for num, den in self._gaps]
         # One vectorised Bernoulli per round when the gaps fit dpframe.privacy.exact's int64 path.
         self._int64 = common < 2**56 and max(numerators) < 2**62
         self._numerators = np.array(numerators, dtype=np.int64) if self._int64 else None
         self._denominator = common
+
+    @property
+    def gaps(self) -> list[Fraction]:
+        """The exact gaps ``gamma (u_max - u_r)``, one per candidate."""
+        return [Fraction(num, den) for num, den in self._gaps]
 
     def draw(self, size: int, generator: np.random.Generator) -> np.ndarray:
         """``size`` independent candidate indices (int64)."""
         out = np.empty(size, dtype=np.int64)
         pending = np.arange(size)
         while pending.size:
-            proposals = generator.integers(0, len(self.gaps), pending.size)
+            proposals = generator.integers(0, len(self._gaps), pending.size)
             if self._numerators is not None:
                 accepted = exact.bernoulli_exp_array(
                     self._numerators[proposals], self._denominator, generator
                 )
+            elif pending.size == 1:  # one draw pending (a single selection): no grouping
+                num, den = self._gaps[int(proposals[0])]
+                accepted = exact.bernoulli_exp_ratio(num, den, 1, generator)
             else:
                 accepted = np.zeros(pending.size, dtype=bool)
                 for candidate in np.unique(proposals).tolist():
                     where = np.flatnonzero(proposals == candidate)
-                    gap = self.gaps[candidate]
-                    accepted[where] = exact.bernoulli_exp(gap, where.size, generator)
+                    num, den = self._gaps[candidate]
+                    accepted[where] = exact.bernoulli_exp_ratio(num, den, where.size, generator)
             out[pending[accepted]] = proposals[accepted]
             pending = pending[~accepted]
         return out
