@@ -149,22 +149,26 @@ class MST(Mechanism):
     def measure(self, dataset: Dataset, params: MSTParams, sampler: Sampler) -> Measured:
         """Steps 1-3, the private part: the measurements and the selected tree (on the
         compressed cells when ``compress``)."""
-        budget = self.budget(params, dataset.domain)
-        grid = Discretisation.of(dataset.domain, params.bins, dataset.n_features)
-        codes = grid.encode(dataset.features, dataset.labels)
+        return self._measure(
+            _Table.of(self.budget(params, dataset.domain), dataset, params), sampler
+        )
+
+    def _measure(self, table: _Table, sampler: Sampler) -> Measured:
+        """:meth:`measure` of the discretised records ``table``."""
+        budget, grid, codes = table.budget, table.grid, table.codes
         one_way = privacy.measure_one_way(codes, grid.sizes, budget.sigma_one_way, sampler)
-        compression = Compression.of(one_way, budget.sigma_one_way) if params.compress else None
+        compression = Compression.of(one_way, budget.sigma_one_way) if table.compress else None
         if compression is not None:
             codes = compression.encode(codes)
         sizes = compression.sizes if compression is not None else grid.sizes
+        pair_counts = _PairCounts(codes, sizes) if compression is not None else table.pairs
         estimates = [
             compression.merge(a, noisy) if compression is not None else noisy
             for a, noisy in enumerate(one_way)
         ]
-        tree = _private_tree(codes, sizes, estimates, budget, sampler)
+        tree = _private_tree(pair_counts, estimates, budget, sampler)
         two_way = [
-            privacy.measure(counts(codes, pair, sizes), budget.sigma_two_way, sampler)
-            for pair in tree
+            privacy.measure(pair_counts(pair), budget.sigma_two_way, sampler) for pair in tree
         ]
         return Measured(grid, compression, budget, one_way, tree, two_way)
 
@@ -172,15 +176,18 @@ class MST(Mechanism):
         self, dataset: Dataset, params: MSTParams, sampler: Sampler, count: int
     ) -> dict[str, np.ndarray]:
         """The private part of ``count`` runs (measurements and tree, as released by
-        ``run``), without the post-processing fit: what the testing kit audits.
+        ``run``), without the post-processing fit: what the testing kit audits. The records
+        are discretised once for the ``count`` runs on this one dataset (and, without
+        compression, each pair's counts computed once): the same statistics each run.
 
         With ``compress`` the two-way vectors are on compressed cells, whose number varies
         from run to run (a function of the released one-way counts); each run's is padded
         with zeros to the uncompressed maximum, (k - 1) times the largest pair's cells, so
         that runs stack. The padding is a function of the released outputs (their length)."""
         stages: dict[str, list[np.ndarray]] = {"one_way": [], "two_way": [], "tree": []}
+        table = _Table.of(self.budget(params, dataset.domain), dataset, params)
         for _ in range(count):
-            measured = self.measure(dataset, params, sampler)
+            measured = self._measure(table, sampler)
             sizes = sorted(measured.grid.sizes)
             width = measured.budget.pairs * sizes[-1] * sizes[-2]
             for name, value in measured.arrays().items():
@@ -252,6 +259,39 @@ class Measured:
         return measurements, weights
 
 
+class _PairCounts:
+    """The two-way counts of one table of cell codes, each pair counted once (the tree's
+    scores and its measurements ask for the same pairs)."""
+
+    def __init__(self, codes: np.ndarray, sizes: tuple[int, ...]) -> None:
+        self.codes, self.sizes = codes, sizes
+        self._counts: dict[tuple[int, int], np.ndarray] = {}
+
+    def __call__(self, pair: tuple[int, int]) -> np.ndarray:
+        if pair not in self._counts:
+            self._counts[pair] = counts(self.codes, pair, self.sizes)
+            self._counts[pair].setflags(write=False)
+        return self._counts[pair]
+
+
+@attrs.frozen(eq=False)
+class _Table:
+    """One dataset's records in cells, with what MST's runs on it share: the budget, the
+    cells, the codes and (uncompressed) the pairs' counts."""
+
+    budget: MSTBudget
+    grid: Discretisation
+    codes: np.ndarray
+    compress: bool
+    pairs: _PairCounts
+
+    @classmethod
+    def of(cls, budget: MSTBudget, dataset: Dataset, params: MSTParams) -> _Table:
+        grid = Discretisation.of(dataset.domain, params.bins, dataset.n_features)
+        codes = grid.encode(dataset.features, dataset.labels)
+        return cls(budget, grid, codes, params.compress, _PairCounts(codes, grid.sizes))
+
+
 def _total(dataset: Dataset, measurements: list) -> float:
     """The record count the model is fitted to: public under replace-one, else estimated
     from the noisy one-way measurements (post-processing)."""
@@ -262,8 +302,7 @@ def _total(dataset: Dataset, measurements: list) -> float:
 
 
 def _private_tree(
-    codes: np.ndarray,
-    sizes: tuple[int, ...],
+    pair_counts: _PairCounts,
     one_way: list[np.ndarray],
     budget: MSTBudget,
     sampler: Sampler,
@@ -271,7 +310,7 @@ def _private_tree(
     """Private Kruskal: k - 1 exponential-mechanism picks among pairs that join two
     components, scored by the L1 distance between the true two-way marginal and the
     independent prediction from the noisy one-way marginals (on the same cells)."""
-    k = len(sizes)
+    k = len(pair_counts.sizes)
     total = max(1.0, float(np.mean([noisy.sum() for noisy in one_way])))
     shares = [np.clip(noisy, 0, None) for noisy in one_way]
     shares = [s / s.sum() if s.sum() > 0 else np.full(s.size, 1 / s.size) for s in shares]
@@ -279,7 +318,7 @@ def _private_tree(
     for a in range(k):
         for b in range(a + 1, k):
             predicted = total * np.outer(shares[a], shares[b]).ravel()
-            scores[(a, b)] = float(np.abs(counts(codes, (a, b), sizes) - predicted).sum())
+            scores[(a, b)] = float(np.abs(pair_counts((a, b)) - predicted).sum())
     component = list(range(k))
 
     def root(a: int) -> int:
