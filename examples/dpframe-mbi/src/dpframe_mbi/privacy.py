@@ -13,6 +13,7 @@
 
 from __future__ import annotations
 
+import functools
 import math
 from collections.abc import Sequence
 from fractions import Fraction
@@ -29,9 +30,11 @@ VARIANCE_STEP = 2**10
 the exact sampler in int64 arithmetic, and more noise than planned only helps privacy."""
 
 
+@functools.lru_cache(maxsize=256)
 def noise_variance(sigma: float) -> Fraction:
     """The discrete Gaussian's variance parameter for a planned ``sigma``: at least
-    ``sigma²`` (one step above the rounded float square, whatever its rounding)."""
+    ``sigma²`` (one step above the rounded float square, whatever its rounding). Cached:
+    a pure function of the public plan, asked for at every measurement."""
     return Fraction(math.ceil(sigma * sigma * VARIANCE_STEP) + 1, VARIANCE_STEP)
 
 
