@@ -385,6 +385,7 @@ class GMM(Mechanism):
         n_classes = len(domain.classes().values)
         if params.recentred:
             _, model = _recentred(dataset, w, region, params, planned, sampler)
+            assert model is not None  # planned: the model is made
             means, covariances, weights = model
         else:
             means, covariances, weights = self._model(dataset, w, region, params, planned, sampler)
@@ -634,7 +635,7 @@ def _recentred(
     params: GMMParams,
     planned: dict | None = None,
     sampler: Sampler | None = None,
-) -> tuple[dict[str, np.ndarray], tuple[list[np.ndarray], list[np.ndarray], list[float]]]:
+) -> tuple[dict[str, np.ndarray], tuple[list[np.ndarray], list[np.ndarray], list[float]] | None]:
     """``centring = dp_mean``: three passes, each about values already released.
 
     1. ``centre``: ``sum_i u_i``; ``c~`` its noisy mean, clamped into the region.
@@ -645,8 +646,9 @@ def _recentred(
 
     Returns the statistics (noiseless) and the model: class means ``c~ + mu~_k`` clamped
     into the region, the shared covariance and the noisy counts. Without ``planned`` (the
-    query's stand-in) nothing is released and the centres are the public centre ``0``,
-    about which every bound holds as well.
+    query's stand-in) nothing is released, the centres are the public centre ``0``, about
+    which every bound holds as well, and no model is made (``None``: the query returns
+    the statistics only, and the sensitivity searches ask for thousands).
     """
     dataset.require_labels("gmm")
     domain = dataset.domain
@@ -686,6 +688,8 @@ def _recentred(
 
     pooled = reduce(dataset, scatter, chunk_rows=CHUNK_ROWS)
     values["second_moments"] = symmetric_entries(pooled, params.noise)
+    if planned is None:
+        return values, None
     second = release("second_moments", values["second_moments"])
     covariance = psd_project(
         symmetric_matrix(second, region.dim, params.noise) / public_count(domain)
