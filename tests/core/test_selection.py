@@ -4,12 +4,16 @@ its Bernoulli(exp(-x)) primitive is tested in test_exact.py."""
 
 from __future__ import annotations
 
+import math
+from fractions import Fraction
+
 import numpy as np
 import pytest
 from scipy import stats
 
 from dpframe.errors import SamplerError
 from dpframe.privacy.samplers import SeededSampler
+from dpframe.privacy.selection import ExactSelection
 
 
 def _chi_square_pvalue(counts: np.ndarray, probabilities: np.ndarray) -> float:
@@ -38,6 +42,28 @@ def test_exponential_mechanism_is_reproducible_and_decided_by_rationals() -> Non
     # a score gap of 1e-300 never changes which candidate wins certainly.
     one = SeededSampler(9).exponential_mechanism([0.0, 1e-300], 1.0, 1.0, size=2000)
     assert 0.4 < np.mean(one) < 0.6
+
+
+@pytest.mark.parametrize(
+    ("scores", "epsilon", "sensitivity", "int64"),
+    [
+        ([14.0, 16.0, 16.0], 0.2018467907353609, 2.0, False),  # MST's: Python integers
+        ([0.0, -0.0, 5e-324, 1e-300, -3.25], 1.0, 1.0, False),
+        ([1e300, -1e300, 0.1, 7.0], 3, 1 / 3, False),
+        ([0.5, 0.25, -7.125, 3.0], 0.5, 2, True),  # small denominators: the int64 path
+    ],
+)
+def test_gaps_are_the_exact_rationals(scores, epsilon, sensitivity, int64) -> None:
+    # The gaps are formed in integers on the scores' common power-of-two denominator:
+    # they must be gamma (max - u) of the exact values, in lowest terms, with their lcm
+    # as the common denominator of the int64 path.
+    gamma = Fraction(epsilon) / (2 * Fraction(sensitivity))
+    exact = [Fraction(u) for u in scores]
+    expected = [gamma * (max(exact) - u) for u in exact]
+    selection = ExactSelection(scores, epsilon, sensitivity)
+    assert selection.gaps == expected
+    assert selection._denominator == math.lcm(*(g.denominator for g in expected))
+    assert selection._int64 is int64
 
 
 def test_huge_score_gaps_never_overflow() -> None:
