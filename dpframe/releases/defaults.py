@@ -34,6 +34,12 @@ from __future__ import annotations
 
 import math
 from collections.abc import Callable, Mapping
+from typing import TYPE_CHECKING, Any
+
+import attrs
+
+if TYPE_CHECKING:
+    from dpframe.data.domain import Domain
 
 DETECTION_CONSTANT = 1.0
 """``lambda_k >= DETECTION_CONSTANT * floor(k)``: the BBP threshold itself (not tuned)."""
@@ -104,3 +110,42 @@ def chosen_by_rule(given: object, resolved: object, names: tuple[str, ...]) -> d
         for name in names
         if getattr(given, name) is None and getattr(resolved, name) is not None
     }
+
+
+class ResolvedOnce:
+    """A mechanism's parameters resolved by its rule (:func:`projection_dimension`,
+    :func:`balanced_shares`) once per ``(params, domain)`` object pair: every query, plan
+    and run of a release asks again, and a sensitivity search asks thousands of times.
+
+    Holds both objects (so that neither id is reused while remembered), and only pairs of
+    public values: not a domain whose bounds were inferred from the data, and only
+    parameters and domains whose every field is immutable (:func:`_immutable`)."""
+
+    def __init__(self, size: int = 256) -> None:
+        self.size = size
+        self._table: dict[tuple[int, int], tuple[object, Domain, Any]] = {}
+
+    def __call__(self, params: Any, domain: Domain, resolve: Callable[[Any, Domain], Any]) -> Any:
+        """``resolve(params, domain)``, or what it gave for these same two objects."""
+        key = (id(params), id(domain))
+        hit = self._table.get(key)
+        if hit is not None and hit[0] is params and hit[1] is domain:
+            return hit[2]
+        resolved = resolve(params, domain)
+        if not domain.inferred and _immutable(params, domain):
+            if len(self._table) >= self.size:
+                self._table.clear()
+            self._table[key] = (params, domain, resolved)
+        return resolved
+
+
+def _immutable(params: object, domain: Domain) -> bool:
+    """Whether ``params`` and ``domain`` hold no mutable value: both hash (tuples, numbers,
+    strings) and no field left out of the hash (``eq=False``: an array such as a supplied
+    ``projection``) is set."""
+    try:
+        hash((params, domain))
+    except TypeError:
+        return False
+    fields = attrs.fields(type(params))
+    return all(getattr(params, f.name) is None for f in fields if not f.eq)

@@ -44,7 +44,7 @@ from dpframe.releases.batch import (
     psd_project_stack,
     symmetric_stack,
 )
-from dpframe.releases.defaults import chosen_by_rule
+from dpframe.releases.defaults import ResolvedOnce, chosen_by_rule
 from dpframe.releases.linalg import psd_project
 from dpframe.releases.params import fraction, one_of, optional, positive_int, probability_open
 from dpframe.releases.synthesis import (
@@ -68,23 +68,8 @@ CLIP_FRACTION = 0.2
 (README, "Recentring at a DP mean": chosen on a validation split of CTG's training records)."""
 
 
-_RESOLVED: dict[tuple[int, int], tuple[object, Domain, object]] = {}
-"""``GMM._resolved`` per (params, domain) object pair, holding both (so that neither id is
-reused while remembered): public parameters and a public domain (not one whose bounds
-were inferred from the data). Only pairs whose every field is immutable are kept
-(:func:`_immutable`)."""
-
-
-def _immutable(params: object, domain: Domain) -> bool:
-    """Whether ``params`` and ``domain`` hold no mutable value: both hash (tuples, numbers,
-    strings) and no field left out of the hash (``eq=False``: an array such as the
-    supplied ``projection``) is set."""
-    try:
-        hash((params, domain))
-    except TypeError:
-        return False
-    fields = attrs.fields(type(params))
-    return all(getattr(params, f.name) is None for f in fields if not f.eq)
+_RESOLVED = ResolvedOnce()
+"""``GMM._resolved`` per (params, domain) object pair."""
 
 
 class EmptyClassWarning(UserWarning):
@@ -265,6 +250,16 @@ class GMMParams(PrivacyParams):
         return shares
 
 
+def _resolve(params: GMMParams, domain: Domain) -> GMMParams:
+    """:func:`resolve` after the checks of the given dimension, projection and classes."""
+    if params.reduction == "ron" and params.dimension is not None:
+        check_dimension(params.dimension, domain)
+    if params.reduction == "supplied":
+        check_projection(params.projection, domain)
+    domain.classes()  # one sentence if the domain declares no class list
+    return resolve(params, domain)
+
+
 @data_coordinates
 class GMM(Mechanism):
     """Class-conditional Gaussian mixture from DP per-class moments."""
@@ -301,21 +296,7 @@ class GMM(Mechanism):
         """``params`` with the rule's dimension and shares where none were given; the
         same params and domain objects asked again (every query, plan and run of a release
         asks) get the same answer, from :data:`_RESOLVED`."""
-        key = (id(params), id(domain))
-        hit = _RESOLVED.get(key)
-        if hit is not None and hit[0] is params and hit[1] is domain:
-            return hit[2]
-        if params.reduction == "ron" and params.dimension is not None:
-            check_dimension(params.dimension, domain)
-        if params.reduction == "supplied":
-            check_projection(params.projection, domain)
-        domain.classes()  # one sentence if the domain declares no class list
-        resolved = resolve(params, domain)
-        if not domain.inferred and _immutable(params, domain):
-            if len(_RESOLVED) >= 256:
-                _RESOLVED.clear()
-            _RESOLVED[key] = (params, domain, resolved)
-        return resolved
+        return _RESOLVED(params, domain, _resolve)
 
     def _region(self, params: GMMParams, domain: Domain) -> Region:
         return feature_region(domain, params.reduction, params.dimension, params.projection)

@@ -45,7 +45,7 @@ from dpframe.releases.batch import (
     symmetric_entries_stack,
     symmetric_stack,
 )
-from dpframe.releases.defaults import chosen_by_rule
+from dpframe.releases.defaults import ResolvedOnce, chosen_by_rule
 from dpframe.releases.linalg import psd_project
 from dpframe.releases.params import one_of, optional, positive_int, probability_open
 from dpframe.releases.synthesis import gaussian, map_back, n_synthetic_param, split_label
@@ -195,6 +195,19 @@ class _Preprocess:
         return total / dataset.n_records
 
 
+_RESOLVED = ResolvedOnce()
+"""``RONGauss._resolved`` per (params, domain) object pair."""
+
+
+def _resolve(params: RONGaussParams, domain: Domain) -> RONGaussParams:
+    """:func:`resolve` after the checks of the given dimension and the target."""
+    if params.dimension is not None:
+        check_dimension(params.dimension, domain)
+    if params.supervised:
+        domain.target()  # one sentence if the domain declares no bounded target
+    return resolve(params, domain)
+
+
 @data_coordinates
 class RONGauss(Mechanism):
     """Random orthonormal projection plus a DP Gaussian generative model."""
@@ -221,12 +234,9 @@ class RONGauss(Mechanism):
         return kinds
 
     def _resolved(self, params: RONGaussParams, domain: Domain) -> RONGaussParams:
-        """``params`` with the rule's dimension and mean share where none was given."""
-        if params.dimension is not None:
-            check_dimension(params.dimension, domain)
-        if params.supervised:
-            domain.target()  # one sentence if the domain declares no bounded target
-        return resolve(params, domain)
+        """``params`` with the rule's dimension and mean share where none was given (the
+        same params and domain objects asked again get the same answer, :data:`_RESOLVED`)."""
+        return _RESOLVED(params, domain, _resolve)
 
     def _checked_stages(self, params: RONGaussParams, domain: Domain) -> dict:
         return stages(self._resolved(params, domain), domain)

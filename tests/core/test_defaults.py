@@ -8,7 +8,9 @@ import math
 import numpy as np
 import pytest
 
+from dpframe import Domain
 from dpframe.releases.defaults import (
+    ResolvedOnce,
     balanced_shares,
     chosen_by_rule,
     matrix_floor,
@@ -88,3 +90,33 @@ def test_chosen_by_rule_lists_only_what_the_rule_filled():
     assert chosen_by_rule(given, resolved, ("dimension", "mean_share", "centre_share")) == {
         "dimension": 4
     }
+
+
+def test_resolved_once_remembers_public_immutable_pairs_only():
+    """The rule's answer is remembered per (params, domain) objects, and never for a
+    domain inferred from the data nor for parameters holding a mutable field."""
+    import dpframe
+
+    gmm = dpframe.mechanism("gmm")
+    calls = []
+
+    def resolve(params, domain):
+        calls.append((params, domain))
+        return params
+
+    memo = ResolvedOnce()
+    domain = Domain(lower=[0.0, 0.0], upper=[1.0, 1.0]).bind(2)
+    params = gmm.params(epsilon=1.0)
+    for _ in range(3):
+        assert memo(params, domain, resolve) is params
+    assert len(calls) == 1
+    memo(params, Domain(lower=[0.0, 0.0], upper=[1.0, 2.0]).bind(2), resolve)  # another
+    assert len(calls) == 2
+    inferred = Domain(lower=[0.0, 0.0], upper=[1.0, 1.0], inferred=True).bind(2)
+    memo(params, inferred, resolve)
+    memo(params, inferred, resolve)
+    assert len(calls) == 4
+    supplied = gmm.params(epsilon=1.0, reduction="supplied", projection=np.eye(2, 1))
+    memo(supplied, domain, resolve)
+    memo(supplied, domain, resolve)
+    assert len(calls) == 6
