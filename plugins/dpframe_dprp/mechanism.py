@@ -792,6 +792,7 @@ class _ChunkSums:
     def __init__(self, encoding: Encoding, r: np.ndarray) -> None:
         self._encoding = encoding
         d = encoding.centre.shape[0]
+        self._mapped = not encoding.identity  # asked once, not per chunk
         self._classes = isinstance(encoding.labels, Classes)
         self._w = encoding.label_weight
         self._weighted = self._w * r[d:]  # w R_L: row c is a class-c row's L R_L
@@ -805,7 +806,7 @@ class _ChunkSums:
         """``(u, label sums, low, high)`` of a chunk: ``u`` the features mapped into
         ``out`` (``features`` itself without ``out`` or when the map is the identity),
         its label sums and extremes, in one read."""
-        encoding, mapped = self._encoding, out is not None and not self._encoding.identity
+        encoding, mapped = self._encoding, out is not None and self._mapped
         u, sums, counts, low, high = grouped_sums(
             features,
             labels if self._classes else None,
