@@ -287,23 +287,19 @@ class Encoding:
         out[over] *= (self.feature_bound / norms[over])[:, None]
         return out
 
-    def label_block(
-        self, y: np.ndarray | None, rows: int, out: np.ndarray | None = None
-    ) -> np.ndarray | None:
+    def label_block(self, y: np.ndarray | None, rows: int) -> np.ndarray | None:
         """The label columns of ``rows`` working rows (``None`` without labels): ``w``
         times the one-hot class (norm exactly ``w``), or ``w`` times the target scaled to
-        [-1, 1] (at most ``w``); written to ``out`` (``rows x label_columns``) when given."""
+        [-1, 1] (at most ``w``)."""
         if self.labels is None:
             return None
-        block = np.empty((rows, self.label_columns)) if out is None else out
         if isinstance(self.labels, Classes):
-            block.fill(0.0)
+            block = np.zeros((rows, self.label_columns))
             block[np.arange(rows), np.asarray(y)] = self.label_weight
             return block
         radius = self.labels.radius
         t = (y - self.labels.centre) / radius if radius > 0 else np.zeros_like(y)
-        block[:, 0] = self.label_weight * t
-        return block
+        return (self.label_weight * t)[:, None]
 
     def decode(self, rows: np.ndarray) -> tuple[np.ndarray, np.ndarray | None]:
         """Features in the original units (computed in place: ``rows`` is overwritten, no

@@ -203,7 +203,8 @@ def test_a_pass_hashed_for_the_ledger_leaves_the_hash_a_core(tmp_path, monkeypat
     """A release's first pass, hashed for the ledger on a thread of its own, computes its
     chunks on the cores the hash leaves (one on two cores: never two workers sharing the
     hash's core); without a ledger nothing is hashed and the pass takes every core BLAS
-    may use, as does the pass after the first, which is not hashed."""
+    may use, as does the pass after the first, which is not hashed (at least one chunk a
+    core: the workers are not capped by the chunks)."""
     from dpframe import execute, mechanism
     from dpframe.data import stats
     from dpframe.ledger import Ledger
@@ -231,11 +232,12 @@ def test_a_pass_hashed_for_the_ledger_leaves_the_hash_a_core(tmp_path, monkeypat
         ("none", {}),
     ):
         counts.clear()
-        with threadpool_limits(2, user_api="blas"):
-            execute(ron, _in_memory(60_000), params, SeededSampler(0), **charge)
+        with threadpool_limits(cores, user_api="blas"):
+            execute(ron, _in_memory(max(60_000, 8192 * cores)), params, SeededSampler(0), **charge)
         seen[label] = list(counts)
-    assert seen["ledger"] == [1, 2], seen  # the first pass beside the hash, then both cores
-    assert seen["none"] == [2, 2], seen
+    # the first pass beside the hash (one worker on two cores), then every core
+    assert seen["ledger"] == [cores - 1, cores], seen
+    assert seen["none"] == [cores, cores], seen
 
 
 def test_a_threaded_pass_adds_its_parts_in_chunk_order_bit_for_bit():
