@@ -284,9 +284,10 @@ class Ledger:
     def fingerprint_key(self) -> FingerprintKey:
         """The key of the keyed dataset fingerprints (derived from the ledger key) with
         the ledger's fingerprint scheme, read from its init entry once that entry's hash
-        and MAC are checked: ``blake3-keyed`` for ledgers made since it exists,
-        ``hmac-sha256`` for older ones (an init entry without the field), so that every
-        ledger keeps recognising its data (:mod:`dpframe.data.fingerprint`)."""
+        and MAC are checked: ``gmac-blake3`` for ledgers made since it exists,
+        ``blake3-keyed`` or ``hmac-sha256`` for older ones (the latter: an init entry
+        without the field), so that every ledger keeps recognising its data
+        (:mod:`dpframe.data.fingerprint`)."""
         if self._fingerprint_key is None:
             if self._key is not None:
                 secret, init = self._key.fingerprint_key, self._authenticated_init()

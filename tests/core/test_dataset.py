@@ -6,6 +6,8 @@ import gzip
 
 import numpy as np
 import pytest
+from cryptography.hazmat.primitives.ciphers.aead import AESGCM
+from fingerprint_reference import gmac_tag, reference_mac
 
 import dpframe.data.dataset as dataset_module
 from dpframe.data.dataset import Dataset
@@ -143,7 +145,7 @@ def test_fingerprint_is_keyed_and_content_based():
     assert a.fingerprint(key) != a.fingerprint(other)
 
 
-@pytest.mark.parametrize("scheme", ["blake3-keyed", "hmac-sha256"])
+@pytest.mark.parametrize("scheme", ["gmac-blake3", "blake3-keyed", "hmac-sha256"])
 def test_fingerprint_does_not_depend_on_chunking(scheme):
     x = np.arange(30_000.0).reshape(10_000, 3)
     data = Dataset.from_arrays(x)
@@ -151,15 +153,54 @@ def test_fingerprint_does_not_depend_on_chunking(scheme):
     assert data.fingerprint(key) == data.fingerprint(key, chunk_rows=999)
 
 
-def test_the_two_fingerprint_schemes_give_different_values_and_bytes_mean_blake3():
+def test_the_three_fingerprint_schemes_give_different_values_and_bytes_mean_gmac_blake3():
     data = Dataset.from_arrays(np.arange(12.0).reshape(6, 2))
     secret = b"k" * 32
-    new, old = FingerprintKey(secret), FingerprintKey(secret, "hmac-sha256")
-    assert new.scheme == "blake3-keyed"
-    assert data.fingerprint(secret) == data.fingerprint(new) != data.fingerprint(old)
+    new = FingerprintKey(secret)
+    older = [FingerprintKey(secret, scheme) for scheme in ("blake3-keyed", "hmac-sha256")]
+    assert new.scheme == "gmac-blake3"
+    values = {data.fingerprint(key) for key in [new, *older]}
+    assert data.fingerprint(secret) == data.fingerprint(new) and len(values) == 3
     assert "<secret>" in repr(new) and "kkkk" not in repr(new)
     with pytest.raises(ValueError, match="unknown fingerprint scheme"):
         FingerprintKey(secret, "md5")
+    with pytest.raises(ValueError, match="32-byte key"):
+        FingerprintKey(b"short", "gmac-blake3")
+
+
+def test_the_reference_gmac_is_the_standard_one():
+    """The tests' GHASH (written from SP 800-38D) gives OpenSSL's GCM tags of data with no
+    plaintext, and test case 13 of the GCM specification (McGrew and Viega)."""
+    assert gmac_tag(bytes(32), bytes(12), b"").hex() == "530f8afbc74536b9a963b4f1c4cb738b"
+    rng = np.random.default_rng(0)
+    for size in (1, 15, 16, 17, 1000):
+        key, aad = rng.bytes(32), rng.bytes(size)
+        assert gmac_tag(key, bytes(12), aad) == AESGCM(key).encrypt(bytes(12), b"", aad)
+
+
+@pytest.mark.parametrize("scheme", ["gmac-blake3", "blake3-keyed", "hmac-sha256"])
+def test_each_scheme_is_its_specification(scheme):
+    """Each scheme's streamed hash (in uneven pieces) is the keyed hash its specification
+    defines, and GMAC-then-BLAKE3 depends on every byte and on the secret."""
+    rng = np.random.default_rng(1)
+    data = rng.bytes(5000)
+    key = FingerprintKey(rng.bytes(32), scheme)
+    streamed = key.new()
+    for start, stop in ((0, 7), (7, 4096), (4096, 5000)):
+        streamed.update(memoryview(data)[start:stop])
+    assert streamed.digest() == reference_mac(key)(data)
+    flipped = bytes([data[0] ^ 1]) + data[1:]
+    assert reference_mac(key)(flipped) != reference_mac(key)(data)
+    other = FingerprintKey(rng.bytes(32), scheme)
+    assert reference_mac(other)(data) != reference_mac(key)(data)
+
+
+def test_a_finalised_gmac_blake3_hash_takes_no_more_bytes():
+    mac = FingerprintKey(b"k" * 32).new()
+    mac.update(b"records")
+    assert mac.digest() == mac.digest() and mac.hexdigest() == mac.digest().hex()
+    with pytest.raises(ValueError, match="finalised"):
+        mac.update(b"more")
 
 
 def test_real_dataset_loads_with_declared_domain(datasets_dir):

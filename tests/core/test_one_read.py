@@ -3,13 +3,11 @@ the ledger reserves at the first draw; a refused release draws nothing and retur
 
 from __future__ import annotations
 
-import hashlib
-import hmac
 import threading
 
-import blake3
 import numpy as np
 import pytest
+from fingerprint_reference import reference_mac
 
 import dpframe
 from dpframe.data.dataset import Dataset
@@ -31,13 +29,10 @@ def records(n: int = 3000, seed: int = 0) -> tuple[np.ndarray, np.ndarray]:
 
 
 def v2_fingerprint(key: FingerprintKey, x: np.ndarray, y: np.ndarray | None) -> str:
-    """The dataset fingerprint as format v2 defines it under the key's scheme (keyed
-    BLAKE3, or HMAC-SHA256 for older ledgers), written out independently."""
-    if key.scheme == "blake3-keyed":
-        mac = lambda data: blake3.blake3(data, key=key.secret).digest()  # noqa: E731
-    else:
-        assert key.scheme == "hmac-sha256"
-        mac = lambda data: hmac.new(key.secret, data, hashlib.sha256).digest()  # noqa: E731
+    """The dataset fingerprint as format v2 defines it under the key's scheme
+    (GMAC-then-BLAKE3, or keyed BLAKE3 or HMAC-SHA256 for older ledgers), written out
+    independently."""
+    mac = reference_mac(key)
     features = mac(x.astype("<f8").tobytes())
     labels = mac(b"" if y is None else y.astype("<f8").tobytes())
     outer = f"dpframe-dataset-v2:{x.shape[0]}x{x.shape[1]}:".encode()

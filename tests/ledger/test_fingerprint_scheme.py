@@ -4,8 +4,9 @@ entry, kept by import and copy, and never changed under the data bound to its bu
 a real PostgreSQL server (the ``location`` fixture).
 
 ``data/hmac-sha256-ledger.jsonl`` and its key were written by dpframe at commit 7f4c2f5
-(before keyed BLAKE3): a pure budget ``d`` of ε = 1 bound to ``make_dataset()``, charged
-0.25 by ``charge(ledger, 0.25)``, then ``export_jsonl``.
+(before keyed BLAKE3), ``data/blake3-keyed-ledger.jsonl`` and its key at commit 4d9e162
+(before GMAC-then-BLAKE3): each a pure budget ``d`` of ε = 1 bound to ``make_dataset()``,
+charged 0.25 by ``charge(ledger, 0.25)``, then ``export_jsonl``.
 """
 
 from __future__ import annotations
@@ -22,7 +23,8 @@ from dpframe.errors import BudgetExceededError, LedgerError
 from dpframe.ledger import Ledger, copy_ledger, import_jsonl
 from dpframe.ledger.state import CHECKPOINT_EVERY
 
-OLD = Path(__file__).parent / "data" / "hmac-sha256-ledger"
+DATA = Path(__file__).parent / "data"
+OLD = DATA / "hmac-sha256-ledger"
 
 
 def edit(location: Path | str, statement: str) -> None:
@@ -44,17 +46,24 @@ def rows(ledger: Ledger) -> int:
     return ledger.head()[0]
 
 
-def test_a_ledger_made_before_blake3_still_recognises_its_data(location, tmp_path):
+@pytest.mark.parametrize("scheme", ["hmac-sha256", "blake3-keyed"])
+def test_a_ledger_made_before_the_current_scheme_still_recognises_its_data(
+    location, tmp_path, scheme
+):
+    old = DATA / f"{scheme}-ledger"
     key = tmp_path / "old.key"
-    shutil.copy(OLD.with_suffix(".key"), key)
-    with import_jsonl(OLD.with_suffix(".jsonl"), location, key_file=key) as old:
-        assert old.fingerprint_key.scheme == "hmac-sha256"
-        fingerprint = make_dataset().fingerprint(old.fingerprint_key)
-        assert old.find_budget(fingerprint=fingerprint).label == "d"
-        charge(old, 0.75)  # the same budget: 0.25 + 0.75 = 1
+    shutil.copy(old.with_suffix(".key"), key)
+    with import_jsonl(old.with_suffix(".jsonl"), location, key_file=key) as ledger:
+        assert ledger.fingerprint_key.scheme == scheme
+        fingerprint = make_dataset().fingerprint(ledger.fingerprint_key)
+        assert ledger.find_budget(fingerprint=fingerprint).label == "d"
+        charge(ledger, 0.75)  # the same budget: 0.25 + 0.75 = 1
         with pytest.raises(BudgetExceededError):
-            charge(old, 0.01)
-        assert [b.fingerprints for b in old.budgets()] == [(fingerprint,)]
+            charge(ledger, 0.01)
+        assert [b.fingerprints for b in ledger.budgets()] == [(fingerprint,)]
+        current = type(ledger.fingerprint_key)(ledger.fingerprint_key.secret)
+        assert current.scheme == "gmac-blake3"
+        assert make_dataset().fingerprint(current) != fingerprint  # it would open a new budget
 
 
 def test_a_copy_keeps_the_scheme_of_its_ledger(tmp_path, pg_url):
@@ -69,19 +78,19 @@ def test_a_copy_keeps_the_scheme_of_its_ledger(tmp_path, pg_url):
             charge(copied, 0.01)
 
 
-def test_a_new_ledger_fingerprints_with_keyed_blake3(location):
+def test_a_new_ledger_fingerprints_with_gmac_then_blake3(location):
     with Ledger.open(location, create=True) as ledger:
-        assert ledger.entries()[0].body["fingerprint"] == "blake3-keyed"
+        assert ledger.entries()[0].body["fingerprint"] == "gmac-blake3"
         key = ledger.fingerprint_key
-        assert key.scheme == "blake3-keyed"
+        assert key.scheme == "gmac-blake3"
         ledger.create_budget("d", (1.0, 0.0), accountant="pure")
         release = charge(ledger, 0.1)
     with Ledger.open(location) as again:
         assert again.fingerprint_key == key
     data = make_dataset()
     assert release.dataset_fingerprint == data.fingerprint(key)
-    hmac_key = type(key)(key.secret, "hmac-sha256")
-    assert release.dataset_fingerprint != data.fingerprint(hmac_key)
+    for older in ("hmac-sha256", "blake3-keyed"):
+        assert release.dataset_fingerprint != data.fingerprint(type(key)(key.secret, older))
 
 
 @pytest.mark.parametrize("checkpointed", [False, True], ids=["no-checkpoint", "checkpoint"])
@@ -90,10 +99,10 @@ def test_an_edited_scheme_is_found_by_verify_and_refuses_charges(location, check
         ledger.create_budget("d", (1.0, 0.0), accountant="pure")
         for _ in range(CHECKPOINT_EVERY // 2 + 2 if checkpointed else 1):
             charge(ledger, 0.01)
-    # To HMAC-SHA256 the same data would get another fingerprint: a second budget.
+    # Under keyed BLAKE3 the same data would get another fingerprint: a second budget.
     edit(
         location,
-        "UPDATE entries SET body = replace(body, 'blake3-keyed', 'hmac-sha256') WHERE seq = 1",
+        "UPDATE entries SET body = replace(body, 'gmac-blake3', 'blake3-keyed') WHERE seq = 1",
     )
     with Ledger.open(location) as ledger:
         problems = ledger.verify().problems

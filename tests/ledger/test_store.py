@@ -74,7 +74,7 @@ def test_identity_and_key_persist_across_opens(ledger_file):
     with Ledger.open(ledger_file) as again:
         assert (again.ledger_id, again.fingerprint_key) == (identity, key)
         assert not again.is_new
-    assert len(key.secret) == 32 and key.scheme == "blake3-keyed"
+    assert len(key.secret) == 32 and key.scheme == "gmac-blake3"
     with pytest.raises(LedgerError, match="already exists"):
         Ledger.init(ledger_file)
 
