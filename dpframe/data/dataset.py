@@ -458,11 +458,6 @@ class Fingerprinter:
             self._checked.set()
         self._closed = False
 
-    @property
-    def hashes(self) -> bool:
-        """Whether it hashes (it has a key), or only checks."""
-        return self._key is not None
-
     def update(self, features: np.ndarray, labels: np.ndarray | None) -> None:
         """Add the next chunk of records (hashed on the fingerprint's thread; ignored once
         closed)."""
@@ -627,22 +622,21 @@ class FirstPass:
     def _observed(
         self, chunks: Iterator[tuple[np.ndarray, np.ndarray | None]]
     ) -> Iterator[tuple[np.ndarray, np.ndarray | None]]:
-        from dpframe.data.threads import blas_threads
-
+        # The pass keeps every core: the checks take a fraction of one, and the hash
+        # (GMAC-then-BLAKE3, about half of one X.T @ X's wall time on two cores) shares
+        # them (a core of its own made the pass slower: scaling.md, "Passes per mechanism").
         try:
-            # The hash needs a core of its own; the checks alone, a fraction of one.
-            with blas_threads(others=1 if self.fingerprinter.hashes else 0):
-                while True:
-                    try:
-                        features, labels = next(chunks)
-                    except StopIteration:
-                        break
-                    except DataError as exc:
-                        self.refusal = exc
-                        raise
-                    if self.state == "reading":  # not abandoned meanwhile
-                        self.fingerprinter.update(features, labels)
-                    yield features, labels
+            while True:
+                try:
+                    features, labels = next(chunks)
+                except StopIteration:
+                    break
+                except DataError as exc:
+                    self.refusal = exc
+                    raise
+                if self.state == "reading":  # not abandoned meanwhile
+                    self.fingerprinter.update(features, labels)
+                yield features, labels
             if self.state == "reading":
                 self.state = "done"
                 self.fingerprinter.end_of_pass()

@@ -13,7 +13,6 @@ reduced statistics, by the mechanism.
 from __future__ import annotations
 
 import collections
-import itertools
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -67,16 +66,8 @@ def reduce_kept(
 
 def _reduce_here(dataset: Dataset, chunk_map: ChunkMap, chunks: Any, chunk_rows: int) -> Any:
     chunk_values = min(chunk_rows, len(dataset)) * dataset.n_features
-    # The workers are counted once the first chunk is read: a release's first pass,
-    # observed and hashed for the ledger, limits BLAS from its first chunk on so that the
-    # hash has a core of its own (FirstPass), and the pass then computes on the others
-    # (on two cores: one worker beside the hash, not two sharing its core).
-    chunks = iter(chunks)
-    first = next(chunks, None)
-    if first is None:
-        raise ValueError("no chunks to reduce")
     workers = pass_workers(-(-len(dataset) // chunk_rows), chunk_values)
-    return sum_chunks(chunk_map, itertools.chain([first], chunks), workers=workers)
+    return sum_chunks(chunk_map, chunks, workers=workers)
 
 
 PARALLEL_CHUNK_VALUES = 2**17

@@ -199,12 +199,12 @@ def test_an_in_memory_pass_computes_its_chunks_on_the_cores_blas_may_use():
         assert {name for name, _ in seen} == {threading.current_thread().name}
 
 
-def test_a_pass_hashed_for_the_ledger_leaves_the_hash_a_core(tmp_path, monkeypatch):
+def test_a_pass_hashed_for_the_ledger_keeps_every_core(tmp_path, monkeypatch):
     """A release's first pass, hashed for the ledger on a thread of its own, computes its
-    chunks on the cores the hash leaves (one on two cores: never two workers sharing the
-    hash's core); without a ledger nothing is hashed and the pass takes every core BLAS
-    may use, as does the pass after the first, which is not hashed (at least one chunk a
-    core: the workers are not capped by the chunks)."""
+    chunks on every core BLAS may use, as without a ledger and as the pass after the
+    first: the hash (GMAC-then-BLAKE3) shares the cores, none is kept for it (that made
+    the passes slower; scaling.md). At least one chunk a core: the workers are not capped
+    by the chunks."""
     from dpframe import execute, mechanism
     from dpframe.data import stats
     from dpframe.ledger import Ledger
@@ -233,10 +233,12 @@ def test_a_pass_hashed_for_the_ledger_leaves_the_hash_a_core(tmp_path, monkeypat
     ):
         counts.clear()
         with threadpool_limits(cores, user_api="blas"):
-            execute(ron, _in_memory(max(60_000, 8192 * cores)), params, SeededSampler(0), **charge)
+            release = execute(
+                ron, _in_memory(max(60_000, 8192 * cores)), params, SeededSampler(0), **charge
+            )
         seen[label] = list(counts)
-    # the first pass beside the hash (one worker on two cores), then every core
-    assert seen["ledger"] == [cores - 1, cores], seen
+        assert (release.dataset_fingerprint is not None) == (label == "ledger")
+    assert seen["ledger"] == [cores, cores], seen
     assert seen["none"] == [cores, cores], seen
 
 
