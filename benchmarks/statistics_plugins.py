@@ -50,7 +50,7 @@ from threadpoolctl import threadpool_info, threadpool_limits
 
 import dpframe
 from dpframe import Classes, Dataset, Domain, SeededSampler
-from dpframe.data.fingerprint import HMAC_SHA256, FingerprintKey
+from dpframe.data.fingerprint import BLAKE3_KEYED, HMAC_SHA256, FingerprintKey
 from dpframe.data.threads import blas_threads
 from dpframe.ledger import Ledger
 from dpframe.privacy.budget import Budget
@@ -230,7 +230,7 @@ def main() -> None:
 
     def user_path_charged(name: str, params: dict) -> Callable[[], object]:
         """The user path with a ledger: the first pass also hashes the data under the
-        ledger's key (keyed BLAKE3), and the release is charged (basic composition, `approx`,
+        ledger's key (GMAC-then-BLAKE3), and the release is charged (basic composition, `approx`,
         a budget no run exhausts; the charge itself is issue 16's cost)."""
         mechanism = dpframe.mechanism(name)
         validated = mechanism.params(epsilon=1.0, **params)
@@ -262,10 +262,14 @@ def main() -> None:
     if only is None or "dprp" in only:
         runs += dprp_parts(data)
     dprp_alone = only == {"dprp"}  # DPRP's section: its model, parts and floor only
-    key, old_key = FingerprintKey(b"k" * 32), FingerprintKey(b"k" * 32, HMAC_SHA256)
+    keys = [
+        ("GMAC-then-BLAKE3: new ledgers", FingerprintKey(b"k" * 32)),
+        ("keyed BLAKE3: ledgers of 2026-11-25 to 29", FingerprintKey(b"k" * 32, BLAKE3_KEYED)),
+        ("HMAC-SHA256: older ledgers", FingerprintKey(b"k" * 32, HMAC_SHA256)),
+    ]
     fingerprints = [
-        ("fingerprint pass alone (keyed BLAKE3: new ledgers)", lambda: data.fingerprint(key)),
-        ("fingerprint pass alone (HMAC-SHA256: older ledgers)", lambda: data.fingerprint(old_key)),
+        (f"fingerprint pass alone ({name})", lambda key=key: data.fingerprint(key))
+        for name, key in keys
     ]
     runs += [] if dprp_alone else fingerprints
     draws = SeededSampler(2)
