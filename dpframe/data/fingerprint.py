@@ -55,8 +55,8 @@ class KeyedHash(Protocol):
 class GmacThenBlake3:
     """``BLAKE3(k2; GMAC(k1; bytes))``: the AES-256-GMAC tag of the bytes fed to
     :meth:`update` (GCM with no plaintext: ``GHASH_H(bytes, lengths) xor AES_k1(J0)``, ``H =
-    AES_k1(0)``), then keyed BLAKE3 of that 16-byte tag. GHASH is ``L / 2^128``-almost
-    universal over messages of ``L`` blocks, and a PRF of an almost-universal hash of the
+    AES_k1(0)``), then keyed BLAKE3 of that 16-byte tag. GHASH is ``(L + 1) / 2^128``-almost
+    universal over messages of at most ``L`` blocks, and a PRF of an almost-universal hash of the
     input is a PRF of the input; ``k1`` and ``k2`` are derived from ``secret`` with
     BLAKE3's key derivation under two contexts. Streams, releases the GIL on large buffers,
     and gives one digest (more bytes after it are refused)."""
