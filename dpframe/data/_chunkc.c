@@ -53,6 +53,17 @@
      blocks of Z^T Z, where numpy makes three passes (subtract, divide, then the sums) and
      a one-hot product runs far below BLAS's rate.
 
+   sums_norms(values, d, sums) -> (status, largest)
+
+     values   a C-contiguous float64 buffer of n >= 1 rows of d values (a chunk in memory)
+     sums     float64[d] (write): the column sums, 0.0 plus each row added in row order
+              (numpy's x.sum(axis=0), bit for bit)
+     largest  the largest squared row norm, each row's squares added in column order
+              (x[:, 0]**2 + x[:, 1]**2 + ..., numpy's column loop, bit for bit)
+     status 0: done; status 1: a value is NaN or infinite (sums and largest unspecified).
+     One read for PCA-Gauss's chunk, where numpy makes two (a matrix-vector product and
+     the row norms), four rows' norms at a time as four independent chains.
+
    Conversions are C's casts, which are numpy's (exact for float32 and for integers up to
    2^53, rounded to nearest above). Compiled with -ffp-contract=off: nothing is fused. */
 
@@ -568,6 +579,106 @@ done:
     return result;
 }
 
+/* Row i's squared norm, its squares added in column order (the first square, then each
+   next one). */
+static inline double
+square_norm(const double *row, Py_ssize_t d)
+{
+    double s = row[0] * row[0];
+    Py_ssize_t j;
+    for (j = 1; j < d; j++)
+        s += row[j] * row[j];
+    return s;
+}
+
+/* sums_norms: see the module's comment. Returns 1 if a value or a square is not finite.
+   Eight rows at a time: their column sums in row order (vectorised across the columns),
+   then their norms as eight independent chains, each in column order. */
+static inline __attribute__((always_inline)) int
+sums_norms_body(const double *v, Py_ssize_t n, Py_ssize_t d, double *sums, double *largest)
+{
+    double top, s[8];
+    int bad = 0, r;
+    Py_ssize_t i = 1, j;
+    for (j = 0; j < d; j++)
+        sums[j] = 0.0 + v[j]; /* numpy's sum starts at +0.0: a column of -0.0 sums to +0.0 */
+    top = square_norm(v, d);
+    bad |= !isfinite(top);
+    for (; i + 8 <= n; i += 8) {
+        const double *rows = v + i * d;
+        for (r = 0; r < 8; r++)
+            for (j = 0; j < d; j++)
+                sums[j] += rows[r * d + j];
+        for (r = 0; r < 8; r++)
+            s[r] = rows[r * d] * rows[r * d];
+        for (j = 1; j < d; j++)
+            for (r = 0; r < 8; r++)
+                s[r] += rows[r * d + j] * rows[r * d + j];
+        for (r = 0; r < 8; r++) {
+            bad |= !isfinite(s[r]);
+            top = s[r] > top ? s[r] : top;
+        }
+    }
+    for (; i < n; i++) {
+        const double *row = v + i * d;
+        double t = square_norm(row, d);
+        for (j = 0; j < d; j++)
+            sums[j] += row[j];
+        bad |= !isfinite(t);
+        top = t > top ? t : top;
+    }
+    for (j = 0; j < d; j++)
+        bad |= !isfinite(sums[j]);
+    *largest = top;
+    return bad;
+}
+
+static int
+sums_norms_rows(const double *v, Py_ssize_t n, Py_ssize_t d, double *sums, double *largest)
+{
+    return sums_norms_body(v, n, d, sums, largest);
+}
+
+#ifdef HAVE_AVX2_PATH
+/* The same code, compiled for AVX2 (nothing fused: -ffp-contract=off). */
+__attribute__((target("avx2"))) static int
+sums_norms_avx2(const double *v, Py_ssize_t n, Py_ssize_t d, double *sums, double *largest)
+{
+    return sums_norms_body(v, n, d, sums, largest);
+}
+#endif
+
+static PyObject *
+sums_norms(PyObject *self, PyObject *args)
+{
+    Py_buffer view = {0}, sumv = {0};
+    Py_ssize_t d, n;
+    double largest = 0.0;
+    int status;
+    PyObject *result = NULL;
+    if (!PyArg_ParseTuple(args, "y*nw*", &view, &d, &sumv))
+        return NULL;
+    n = d > 0 ? view.len / (Py_ssize_t)sizeof(double) / d : 0;
+    if (d <= 0 || n <= 0 || view.len != n * d * (Py_ssize_t)sizeof(double)
+        || sumv.len != d * (Py_ssize_t)sizeof(double)) {
+        PyErr_SetString(PyExc_ValueError, "the buffers' sizes do not match n x d (n >= 1) and d");
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+#ifdef HAVE_AVX2_PATH
+    if (use_avx2())
+        status = sums_norms_avx2(view.buf, n, d, sumv.buf, &largest);
+    else
+#endif
+        status = sums_norms_rows(view.buf, n, d, sumv.buf, &largest);
+    Py_END_ALLOW_THREADS
+    result = Py_BuildValue("id", status, largest);
+done:
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&sumv);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"rows", rows, METH_VARARGS,
      "Map each row of contiguous float64 values, add it to its group's sum, count it, and "
@@ -575,6 +686,9 @@ static PyMethodDef methods[] = {
     {"extremes", extremes, METH_VARARGS,
      "The minimum and maximum of contiguous float64 values in one read, and whether one "
      "is not finite."},
+    {"sums_norms", sums_norms, METH_VARARGS,
+     "The column sums and the largest squared row norm of contiguous float64 rows, in one "
+     "read."},
     {"prepare", prepare, METH_VARARGS,
      "Convert a chunk's columns to row-major float64, check them finite, clip to the box."},
     {NULL, NULL, 0, NULL},

@@ -98,6 +98,23 @@ def grouped_sums(
     return u, sums, counts, float(u.min()), float(u.max())
 
 
+def sums_and_largest_norm(x: np.ndarray) -> tuple[np.ndarray, float]:
+    """``(sums, largest)`` for the rows of ``x`` (``n x d`` float64, ``n >= 1``): the column
+    sums, added in row order (numpy's ``x.sum(axis=0)``), and the largest squared row
+    norm, each row's squares added in column order. One read by the kernel (C-contiguous
+    ``x``, finite values); numpy's passes otherwise: the same values, bit for bit."""
+    n, d = x.shape
+    if _kernel is not None and x.dtype == np.float64 and x.flags.c_contiguous and n and d:
+        sums = np.empty(d)
+        status, largest = _kernel.sums_norms(x, d, sums)
+        if status == 0:
+            return sums, largest
+    squares = x[:, 0] * x[:, 0]
+    for j in range(1, d):
+        squares += x[:, j] * x[:, j]
+    return x.sum(axis=0), float(squares.max())
+
+
 _KERNEL_TYPES = frozenset(
     np.dtype(code) for code in ("f4", "f8", "i1", "i2", "i4", "i8", "u1", "u2", "u4", "u8")
 )

@@ -32,6 +32,7 @@ import attrs
 import numpy as np
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
+from dpframe.data.chunks import sums_and_largest_norm
 from dpframe.data.stats import Maximum, Scratch, reduce
 from dpframe.data.units import data_coordinates, in_domain_param, units_param
 from dpframe.errors import ParameterError
@@ -226,14 +227,14 @@ class _Centred:
     def moments_at_centre(self, dataset: Dataset) -> tuple[np.ndarray, np.ndarray, float]:
         """Alg. 1, in one pass: ``sum_i v_i``, ``sum_i v_i v_i^T`` and ``max_i ||v_i||`` of
         ``v = x - c`` (per cache-sized chunk one subtraction, one symmetric rank-k update,
-        one matrix-vector product and the row norms, all while the chunk is in cache)."""
-        ones = Scratch(1, fill=1.0)
+        and the column sums with the row norms in one more read, all while the chunk is in
+        cache: :func:`dpframe.data.chunks.sums_and_largest_norm`)."""
 
         def sums(features: np.ndarray, labels: np.ndarray | None) -> tuple:
             v = self.rows(features, labels)  # offset 0, not re-clipped: x - c
             outer = v.T @ v  # first: it streams the chunk in; the rest reads it in cache
-            largest = float(np.einsum("ij,ij->i", v, v).max())
-            return ones(v.shape[0])[:, 0] @ v, outer, Maximum(largest)
+            total, largest = sums_and_largest_norm(v)
+            return total, outer, Maximum(largest)
 
         total, outer, largest = reduce(dataset, sums, chunk_rows=CHUNK_ROWS)
         return total, outer, math.sqrt(largest.value)

@@ -420,3 +420,49 @@ def test_grouped_sums_refuse_a_code_outside_the_groups_and_show_a_nan(monkeypatc
     assert mapped[0] is out and np.isinf(mapped[4])
     empty = chunks.grouped_sums(np.empty((0, 3)), np.empty(0, dtype=np.int64), 3)
     assert empty[3:] == (np.inf, -np.inf) and not empty[1].any() and not empty[2].any()
+
+
+def _sums_and_norms_by_hand(x: np.ndarray) -> tuple[np.ndarray, float]:
+    """Column sums, 0.0 plus every row added in order; each row's squares added in column
+    order; written out one value at a time."""
+    sums = [0.0] * x.shape[1]
+    largest = -np.inf
+    for row in x:
+        sums = [s + float(v) for s, v in zip(sums, row, strict=True)]
+        square = float(row[0]) * float(row[0])
+        for v in row[1:]:
+            square += float(v) * float(v)
+        largest = max(largest, square)
+    return np.array(sums), largest
+
+
+@pytest.mark.parametrize("kernel", ["c", "numpy"])
+@pytest.mark.parametrize(("n", "d"), [(1, 1), (1, 5), (7, 3), (8, 4), (9, 1), (25, 103)])
+def test_sums_and_largest_norm_are_the_in_order_sums(monkeypatch, kernel, n, d):
+    """Row counts around the kernel's blocks of eight rows (the first row apart, a tail),
+    widths around its vector loop: the column sums are numpy's ``sum(axis=0)`` and the
+    row-order sums bit for bit, the largest squared norm the column-order one, on either
+    path (compared bit for bit: a column of negative zeros sums to +0.0, as numpy's does)."""
+    if kernel == "numpy":
+        monkeypatch.setattr(chunks, "_kernel", None)
+    elif chunks._kernel is None:
+        pytest.skip("the chunk kernel is not built")
+    rng = np.random.default_rng(n * 1000 + d)
+    x = rng.normal(size=(n, d)) * 10.0 ** rng.integers(-8, 8, (n, d))
+    x[:, 0] = -0.0
+    sums, largest = chunks.sums_and_largest_norm(x)
+    expected_sums, expected_largest = _sums_and_norms_by_hand(x)
+    bits = sums.view(np.int64)
+    assert np.array_equal(bits, expected_sums.view(np.int64))
+    assert np.array_equal(bits, x.sum(axis=0).view(np.int64))
+    assert not np.signbit(sums[0]) and largest == expected_largest
+
+
+@pytest.mark.parametrize("kernel", ["c", "numpy"])
+def test_sums_and_largest_norm_show_a_nan_as_numpy_does(monkeypatch, kernel):
+    if kernel == "numpy":
+        monkeypatch.setattr(chunks, "_kernel", None)
+    x = np.ones((20, 3))
+    x[11, 1] = np.nan
+    sums, largest = chunks.sums_and_largest_norm(x)
+    assert np.isnan(sums[1]) and sums[0] == 20.0 and np.isnan(largest)
