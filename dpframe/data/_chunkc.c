@@ -62,7 +62,7 @@
               (x[:, 0]**2 + x[:, 1]**2 + ..., numpy's column loop, bit for bit)
      status 0: done; status 1: a value is NaN or infinite (sums and largest unspecified).
      One read for PCA-Gauss's chunk, where numpy makes two (a matrix-vector product and
-     the row norms), four rows' norms at a time as four independent chains.
+     the row norms), eight rows' norms at a time as eight independent chains.
 
    Conversions are C's casts, which are numpy's (exact for float32 and for integers up to
    2^53, rounded to nearest above). Compiled with -ffp-contract=off: nothing is fused. */

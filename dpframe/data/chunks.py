@@ -100,9 +100,10 @@ def grouped_sums(
 
 def sums_and_largest_norm(x: np.ndarray) -> tuple[np.ndarray, float]:
     """``(sums, largest)`` for the rows of ``x`` (``n x d`` float64, ``n >= 1``): the column
-    sums, added in row order (numpy's ``x.sum(axis=0)``), and the largest squared row
-    norm, each row's squares added in column order. One read by the kernel (C-contiguous
-    ``x``, finite values); numpy's passes otherwise: the same values, bit for bit."""
+    sums, added in row order (numpy's ``x.sum(axis=0)`` of a C-contiguous ``x``), and the
+    largest squared row norm, each row's squares added in column order. One read by the
+    kernel (C-contiguous ``x``, finite values); numpy's passes otherwise: the same values,
+    bit for bit."""
     n, d = x.shape
     if _kernel is not None and x.dtype == np.float64 and x.flags.c_contiguous and n and d:
         sums = np.empty(d)

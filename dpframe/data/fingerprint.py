@@ -15,7 +15,7 @@ pseudorandom function (PRF) of the data under the ledger's 32-byte secret:
   carry-less multiplication), then keyed BLAKE3 of its 16-byte tag. About twice as fast
   again (0.11 s against 0.22 s for 800 MB on one core here; measured in
   ``benchmarks/statistics_plugins.py``), which a release's first pass hides under its own
-  arithmetic. Why it is a PRF: docs/ledger.md, "Dataset fingerprints".
+  arithmetic. Why it is a PRF: docs/ledger.md, "Concepts", "Dataset fingerprint".
 """
 
 from __future__ import annotations
