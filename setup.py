@@ -1,10 +1,11 @@
-"""Build configuration beyond pyproject.toml: two optional C kernels.
+"""Build configuration beyond pyproject.toml: three optional C kernels.
 
-``dpframe.privacy._exactc`` (the exact samplers' fused filter) and ``dpframe.data._chunkc``
-(a streamed chunk converted, checked and clipped in one pass) are built when a C compiler
-is present and skipped otherwise (``optional=True``): dpframe then uses numpy, which
-computes the same values, more slowly (docs/samplers.md, "The C kernel";
-docs/scaling.md, "The chunk kernel").
+``dpframe.privacy._exactc`` (the exact samplers' fused filter), ``dpframe.data._chunkc``
+(a streamed chunk converted, checked and clipped in one pass) and ``dpframe.data._ghashc``
+(GHASH, for the ledger's dataset fingerprints) are built when a C compiler is present and
+skipped otherwise (``optional=True``): dpframe then uses numpy, or OpenSSL for GHASH, which
+compute the same values, more slowly (docs/samplers.md, "The C kernel"; docs/scaling.md,
+"The chunk kernel"; docs/ledger.md, "Dataset fingerprint").
 """
 
 import platform
@@ -38,6 +39,12 @@ setup(
             ["dpframe/data/_chunkc.c"],
             depends=["dpframe/_avx2.h"],
             extra_compile_args=vectorised,
+            optional=True,
+        ),
+        Extension(
+            "dpframe.data._ghashc",
+            ["dpframe/data/_ghashc.c"],
+            extra_compile_args=flags,
             optional=True,
         ),
     ]
