@@ -20,6 +20,15 @@
      returns y after the blocks of data: y <- (y xor X_i) * H for each block X_i, in GF(2^128)
      with GCM's bit order. The GIL is released on buffers of 64 KiB or more.
 
+   ghash_extremes(h, y, data) -> (y, nan, low, high)
+
+     data   a C-contiguous buffer of one or more float64 values (machine order)
+     returns ghash(h, y, whole blocks of data, wide) and, from the same loads, whether a
+     value is NaN and the least and greatest value (infinities included): the fingerprint
+     of a chunk and the check that it lies in its domain in one read of it. A last value
+     beyond the whole blocks is in the extremes only (the caller hashes it with the next
+     bytes). The 256-bit path only (RuntimeError on a CPU without it).
+
    paths() -> tuple: the paths this CPU runs, widest first ("vpclmulqdq", "pclmulqdq"), or ()
    where neither exists (the caller then uses OpenSSL's GCM).
 
@@ -31,6 +40,7 @@
 #define PY_SSIZE_T_CLEAN
 #include <Python.h>
 #include <stdint.h>
+#include <math.h>
 #include <string.h>
 
 #if defined(__x86_64__) && (defined(__GNUC__) || defined(__clang__))
@@ -130,13 +140,19 @@ fold(__m256i x)
     return _mm_xor_si128(_mm256_castsi256_si128(x), _mm256_extracti128_si256(x, 1));
 }
 
-T256 static void
-ghash_wide(const uint8_t *h_bytes, uint8_t *y_bytes, const uint8_t *data, size_t blocks)
+/* The 256-bit path; with `ext` (then data holds float64 values) it also finds their
+   minimum and maximum from the same loads: ext[0] = min, ext[1] = max, ext[2] = 1 if a
+   value is NaN (0 otherwise). Inlined into each caller with `ext` a constant. */
+T256 static inline __attribute__((always_inline)) void
+wide_body(const uint8_t *h_bytes, uint8_t *y_bytes, const uint8_t *data, size_t blocks,
+          double *ext)
 {
     __m128i h = reverse(_mm_loadu_si128((const __m128i *)h_bytes));
     __m128i y = reverse(_mm_loadu_si128((const __m128i *)y_bytes));
     __m128i powers[GROUP]; /* powers[k] = H^(k + 1) */
     __m256i pair[GROUP / 2], halves[GROUP / 2];
+    __m256d low = _mm256_set1_pd(INFINITY), high = _mm256_set1_pd(-INFINITY);
+    __m256d nan = _mm256_setzero_pd();
     size_t i = 0;
     int j;
     powers[0] = h;
@@ -152,7 +168,14 @@ ghash_wide(const uint8_t *h_bytes, uint8_t *y_bytes, const uint8_t *data, size_t
         const __m256i *p = (const __m256i *)(data + 16 * i);
         __m256i lo = _mm256_setzero_si256(), mid = lo, hi = lo;
         for (j = 0; j < GROUP / 2; j++) {
-            __m256i v = reverse_pair(_mm256_loadu_si256(p + j));
+            __m256i raw = _mm256_loadu_si256(p + j);
+            __m256i v = reverse_pair(raw);
+            if (ext) {
+                __m256d values = _mm256_castsi256_pd(raw);
+                low = _mm256_min_pd(low, values);
+                high = _mm256_max_pd(high, values);
+                nan = _mm256_or_pd(nan, _mm256_cmp_pd(values, values, _CMP_UNORD_Q));
+            }
             if (j == 0)
                 v = _mm256_xor_si256(v, _mm256_zextsi128_si256(y));
             lo = _mm256_xor_si256(lo, _mm256_clmulepi64_epi128(v, pair[j], 0x00));
@@ -167,6 +190,39 @@ ghash_wide(const uint8_t *h_bytes, uint8_t *y_bytes, const uint8_t *data, size_t
     for (; i < blocks; i++)
         y = multiply(_mm_xor_si128(y, block(data, i)), h);
     _mm_storeu_si128((__m128i *)y_bytes, reverse(y));
+    if (ext) {
+        double lows[4], highs[4], nans[4];
+        const double *rest = (const double *)(data + 16 * (blocks - blocks % GROUP));
+        size_t k, left = 2 * (blocks % GROUP);
+        _mm256_storeu_pd(lows, low);
+        _mm256_storeu_pd(highs, high);
+        _mm256_storeu_pd(nans, nan);
+        for (k = 0; k < 4; k++) {
+            ext[0] = k == 0 || lows[k] < ext[0] ? lows[k] : ext[0];
+            ext[1] = k == 0 || highs[k] > ext[1] ? highs[k] : ext[1];
+            ext[2] = k == 0 ? (nans[k] != 0.0) : (ext[2] != 0.0 || nans[k] != 0.0);
+        }
+        for (k = 0; k < left; k++) {
+            double v = rest[k];
+            if (v != v)
+                ext[2] = 1.0;
+            ext[0] = v < ext[0] ? v : ext[0];
+            ext[1] = v > ext[1] ? v : ext[1];
+        }
+    }
+}
+
+T256 static void
+ghash_wide(const uint8_t *h_bytes, uint8_t *y_bytes, const uint8_t *data, size_t blocks)
+{
+    wide_body(h_bytes, y_bytes, data, blocks, NULL);
+}
+
+T256 static void
+ghash_wide_extremes(const uint8_t *h_bytes, uint8_t *y_bytes, const uint8_t *data, size_t blocks,
+                    double *ext)
+{
+    wide_body(h_bytes, y_bytes, data, blocks, ext);
 }
 
 static int
@@ -234,6 +290,49 @@ done:
 }
 
 static PyObject *
+ghash_extremes(PyObject *self, PyObject *args)
+{
+    Py_buffer h = {0}, y = {0}, data = {0};
+    uint8_t state[16];
+    double ext[3] = {INFINITY, -INFINITY, 0.0}, last;
+    size_t blocks;
+    PyObject *result = NULL;
+    if (!PyArg_ParseTuple(args, "y*y*y*", &h, &y, &data))
+        return NULL;
+    if (h.len != 16 || y.len != 16 || data.len % 8 != 0 || data.len == 0) {
+        PyErr_SetString(PyExc_ValueError,
+                        "h and y must be 16 bytes, and data one or more float64 values");
+        goto done;
+    }
+    if (!(cpu_paths() & 2)) {
+        PyErr_SetString(PyExc_RuntimeError, "this CPU has no 256-bit carry-less multiply");
+        goto done;
+    }
+    memcpy(state, y.buf, 16);
+    blocks = (size_t)data.len / 16;
+#ifdef HAVE_CLMUL_PATH
+    Py_BEGIN_ALLOW_THREADS
+    if (blocks)
+        ghash_wide_extremes(h.buf, state, data.buf, blocks, ext);
+    if (data.len % 16) { /* a last value beyond the whole blocks: in the extremes only */
+        memcpy(&last, (const uint8_t *)data.buf + data.len - 8, 8);
+        if (last != last)
+            ext[2] = 1.0;
+        ext[0] = last < ext[0] ? last : ext[0];
+        ext[1] = last > ext[1] ? last : ext[1];
+    }
+    Py_END_ALLOW_THREADS
+#endif
+    result = Py_BuildValue("y#idd", (const char *)state, (Py_ssize_t)16, ext[2] != 0.0, ext[0],
+                           ext[1]);
+done:
+    PyBuffer_Release(&h);
+    PyBuffer_Release(&y);
+    PyBuffer_Release(&data);
+    return result;
+}
+
+static PyObject *
 paths(PyObject *self, PyObject *noargs)
 {
     int known = cpu_paths();
@@ -247,6 +346,9 @@ paths(PyObject *self, PyObject *noargs)
 static PyMethodDef methods[] = {
     {"ghash", ghash, METH_VARARGS,
      "GHASH continued from y over whole 16-byte blocks of data, under H (GCM's bit order)."},
+    {"ghash_extremes", ghash_extremes, METH_VARARGS,
+     "GHASH continued over the whole blocks of float64 values, and the values' extremes, in "
+     "one read (the 256-bit path)."},
     {"paths", paths, METH_NOARGS,
      "The carry-less multiply paths this CPU runs, widest first; () where there is none."},
     {NULL, NULL, 0, NULL},

@@ -178,7 +178,7 @@ class Dataset:
     def fingerprint(self, key: FingerprintKey | bytes, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> str:
         """A keyed content fingerprint of the clipped records under ``key`` (a ledger's
         :attr:`~dpframe.ledger.Ledger.fingerprint_key`, which names the ledger's scheme;
-        raw bytes use the current scheme, keyed BLAKE3).
+        raw bytes use the current scheme, GMAC-then-BLAKE3).
 
         Keyed on purpose: an unkeyed hash of the data in public metadata would let an
         adversary who knows all but one record test guesses of the last one. The ledger
@@ -407,8 +407,8 @@ CHANGED_ARRAY = (
 class Fingerprinter:
     """The keyed fingerprint of clipped records, fed chunk by chunk in record order.
 
-    The key's scheme (:mod:`dpframe.data.fingerprint`: keyed BLAKE3, or HMAC-SHA256 for
-    older ledgers) under ``key`` of the features' bytes and of the labels' bytes
+    The key's scheme (:mod:`dpframe.data.fingerprint`: GMAC-then-BLAKE3, or keyed BLAKE3
+    or HMAC-SHA256 for older ledgers) under ``key`` of the features' bytes and of the labels' bytes
     (little-endian float64, in record order), each streamed through its own keyed hash,
     then one keyed hash of ``dpframe-dataset-v2:{n}x{d}:`` and both digests: the value
     does not depend on how the records were chunked. Keyed on purpose: an unkeyed hash of
@@ -421,7 +421,11 @@ class Fingerprinter:
     wait for it (memory stays bounded for streamed sources). The chunks must not change
     until :meth:`hexdigest` returns. With ``deferred`` (the unchecked records of a deferred
     Dataset), a chunk outside the domain is no refusal: :meth:`inside` says so, and the
-    thread checks each chunk as soon as it comes, ahead of the hashing. With ``key = None``
+    thread checks each chunk as soon as it comes, ahead of the hashing when chunks wait
+    for it. Under GMAC-then-BLAKE3 on the compiled kernel a chunk of float64 values is
+    checked and hashed in one read of it (:meth:`_fused`; the extremes come from the
+    hash's own loads), which halves the thread's reads: it keeps pace with a light first
+    pass, whose release's first draw waits for the fingerprint. With ``key = None``
     (a release without a ledger, whose key would be thrown away, so that its fingerprint
     could never be compared with anything) nothing is hashed: the checks alone are made
     and :meth:`hexdigest` returns ``None``. Records of at most :data:`INLINE_VALUES` values
@@ -471,7 +475,7 @@ class Fingerprinter:
 
     def _put(self, item: object) -> None:
         if self._thread is None:
-            if item is not _END and self._admit(item):  # type: ignore[arg-type]
+            if item is not _END and not self._fused(item) and self._admit(item):  # type: ignore[arg-type]
                 self._hash(*item)  # type: ignore[misc]
             return
         while True:  # a thread that failed takes nothing more: its error, not a hang
@@ -544,6 +548,8 @@ class Fingerprinter:
                 if item is _END:
                     self._checked.set()
                     continue
+                if not pending and self._fused(item):
+                    continue
                 if not self._admit(item):
                     continue  # refused: drain, so that the producer never blocks
                 if self._deferred:
@@ -557,6 +563,32 @@ class Fingerprinter:
         finally:
             self._checked.set()
 
+    def _fused(self, item: tuple[np.ndarray, np.ndarray | None]) -> bool:
+        """Check and hash a chunk in one read of it, where the hash can
+        (:meth:`~dpframe.data.fingerprint.GmacThenBlake3.update_extremes`): whether it
+        did. A chunk outside the domain is hashed too; its verdict is the same, and a
+        refused or unsettled pass's fingerprint is never used."""
+        fused = getattr(self._features, "update_extremes", None)
+        if fused is None or self._check is None or self._refusal is not None or self._outside:
+            return False
+        features, labels = item
+        found = fused(features)
+        if found is None:
+            return False
+        if not self._check.contains(features, extremes=found):
+            self._refuse()
+        elif labels is not None:
+            self._labels.update(_record_bytes(labels))  # type: ignore[union-attr]
+        return True
+
+    def _refuse(self) -> None:
+        """A checked chunk is outside the domain: refused, or marked outside for a deferred
+        Dataset (nothing more is checked or hashed)."""
+        if self._deferred:
+            self._outside = True
+        else:
+            self._refusal = CHANGED_ARRAY
+
     def _admit(self, item: tuple[np.ndarray, np.ndarray | None]) -> bool:
         """Whether a chunk is to be hashed: nothing was refused before it, and it passes
         the check (else it is refused, or marked outside for a deferred Dataset)."""
@@ -566,10 +598,7 @@ class Fingerprinter:
         if self._check is not None and not self._check.contains(
             features, extremes=extremes(features)
         ):
-            if self._deferred:
-                self._outside = True
-            else:
-                self._refusal = CHANGED_ARRAY
+            self._refuse()
             return False
         return True
 

@@ -23,6 +23,7 @@ from __future__ import annotations
 
 import hashlib
 import hmac
+import math
 from typing import Any, Protocol
 
 import attrs
@@ -80,6 +81,7 @@ class GmacThenBlake3:
             h_and_mask = blocks.update(bytes(16) + GMAC_NONCE + (1).to_bytes(4, "big"))
             self._h, self._mask = h_and_mask[:16], h_and_mask[16:]
             self._y, self._tail, self._length = bytes(16), b"", 0
+            self._wide = "vpclmulqdq" in self._kernel.paths()
         self._digest: bytes | None = None
 
     def update(self, data: Any, /) -> None:
@@ -101,6 +103,24 @@ class GmacThenBlake3:
         if whole:
             self._y = self._kernel.ghash(self._h, self._y, view[:whole], True)
         self._tail = bytes(view[whole:])
+
+    def update_extremes(self, values: Any) -> tuple[float, float] | None:
+        """:meth:`update` with the bytes of ``values``, a C-contiguous little-endian float64
+        array, and their least and greatest value (both NaN if a value is NaN), in one
+        read of them: a chunk's fingerprint and its domain check together. On the
+        kernel's 256-bit path with no partial block pending; elsewhere None, and nothing
+        is done (the caller updates and checks apart)."""
+        if not (self._kernel is not None and self._wide and not self._tail and values.size):
+            return None
+        if self._digest is not None or values.dtype.str != "<f8":
+            return None
+        if not values.flags.c_contiguous:
+            return None
+        view = memoryview(values).cast("B")
+        self._y, nan, low, high = self._kernel.ghash_extremes(self._h, self._y, view)
+        self._length += len(view)
+        self._tail = bytes(view[len(view) - len(view) % 16 :])
+        return (math.nan, math.nan) if nan else (low, high)
 
     def digest(self) -> bytes:
         if self._digest is None:

@@ -87,3 +87,84 @@ def test_the_fingerprint_hash_is_the_same_on_the_kernel_and_on_openssl(monkeypat
     on_openssl = FingerprintKey(secret).new()
     on_openssl.update(raw)
     assert kernel_values == [on_openssl.digest()] * len(kernel_values)
+
+
+def test_the_fused_call_is_ghash_and_the_extremes_in_one():
+    """``ghash_extremes``: the whole blocks' GHASH (a last lone value left to the caller),
+    the least and greatest value, and a NaN anywhere, including the lone last value."""
+    if "vpclmulqdq" not in _ghashc.paths():
+        pytest.skip("this CPU has no vpclmulqdq")
+    rng = np.random.default_rng(5)
+    h = rng.bytes(16)
+    for n in (1, 2, 3, 63, 64, 65, 1001, 4097, 20_001):
+        x = rng.normal(size=n)
+        y, nan, low, high = _ghashc.ghash_extremes(h, bytes(16), x.data.cast("B"))
+        whole = 8 * n - (8 * n) % 16
+        assert y == _ghashc.ghash(h, bytes(16), x.data.cast("B")[:whole], True), n
+        assert (nan, low, high) == (False, x.min(), x.max()), n
+        for at in {0, n // 2, n - 1}:
+            z = x.copy()
+            z[at] = np.inf
+            assert _ghashc.ghash_extremes(h, bytes(16), z.data.cast("B"))[3] == np.inf
+            z[at] = np.nan
+            assert _ghashc.ghash_extremes(h, bytes(16), z.data.cast("B"))[1], (n, at)
+    with pytest.raises(ValueError, match="float64 values"):
+        _ghashc.ghash_extremes(h, bytes(16), bytes(12))
+
+
+@pytest.mark.parametrize("chunk_rows", [1000, 1001, 65536])
+def test_a_fused_check_and_hash_gives_the_fingerprint_of_the_records(
+    monkeypatch, tmp_path, chunk_rows
+):
+    """Where the fingerprint's thread checks a chunk against the domain (a release's first
+    pass over a deferred Dataset; a checked Dataset that wraps the caller's array), each
+    float64 chunk is checked and hashed in one read, odd chunks leaving a lone value to the
+    next: the fingerprint written out from the specification, as with the check and the
+    hash apart; a value outside the domain in a late chunk is still refused."""
+    if fingerprint.ghash_path() != "c" or "vpclmulqdq" not in _ghashc.paths():
+        pytest.skip("the fused call needs the kernel's 256-bit path")
+    from fingerprint_reference import reference_mac
+
+    import dpframe
+    from dpframe import Classes, Dataset, Domain, SeededSampler
+    from dpframe.data import dataset as dataset_module
+    from dpframe.errors import DataError
+    from dpframe.ledger import Ledger
+    from dpframe.privacy.budget import Budget
+
+    rng = np.random.default_rng(6)
+    x, y = rng.uniform(-1.0, 1.0, (30_001, 3)), rng.integers(0, 3, 30_001)
+    domain = Domain(lower=-1.0, upper=1.0, labels=Classes((0, 1, 2)))
+    ledger = Ledger.init(tmp_path / "l.ledger")
+    ledger.create_budget("b", Budget(100.0, 0.0), accountant="pure")
+    key = ledger.fingerprint_key
+    mac = reference_mac(key)
+    inner = mac(x.tobytes()) + mac(y.astype("<f8").tobytes())
+    expected = mac(b"dpframe-dataset-v2:30001x3:" + inner).hex()
+    fused = []
+    original = GmacThenBlake3.update_extremes
+
+    def counted(self, values):
+        found = original(self, values)
+        fused.append(found is not None)
+        return found
+
+    monkeypatch.setattr(GmacThenBlake3, "update_extremes", counted)
+    lap = dpframe.mechanism("lap_pca")
+    params = lap.params(epsilon=1.0, dimension=2)
+    release = dpframe.execute(
+        lap, Dataset.from_arrays(x, y, domain), params, SeededSampler(1), ledger=ledger,
+        request={"budget_label": "b"},
+    )  # fmt: skip
+    assert release.dataset_fingerprint == expected and sum(fused) >= 1
+    wrapped = Dataset.from_arrays(x, y, domain)
+    wrapped.settle()  # checked once; its fingerprint pass checks again
+    fused.clear()
+    assert wrapped.fingerprint(key, chunk_rows=chunk_rows) == expected
+    assert fused[0] and sum(fused) >= len(fused) // 2  # a lone value ends the fused reads
+    monkeypatch.setattr(dataset_module.Fingerprinter, "_fused", lambda self, item: False)
+    assert wrapped.fingerprint(key, chunk_rows=chunk_rows) == expected
+    monkeypatch.undo()
+    x[29_000, 1] = 1.5  # outside, in a late chunk, through the caller's array
+    with pytest.raises(DataError, match="changed after the Dataset was built"):
+        wrapped.fingerprint(key, chunk_rows=chunk_rows)
