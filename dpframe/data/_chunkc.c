@@ -64,6 +64,19 @@
      One read for PCA-Gauss's chunk, where numpy makes two (a matrix-vector product and
      the row norms), eight rows' norms at a time as eight independent chains.
 
+   group(values, d, codes, out, sums, counts) -> status
+
+     values   a C-contiguous float64 buffer of n >= 1 rows of d values (a chunk in memory)
+     codes    int64[n]: each row's class, 0 <= codes[i] < k, with k = len(counts) >= 1
+     out      float64[n * d] (write): the rows grouped by class, class 0's first, each
+              class's rows in their order (a stable sort by class)
+     sums     float64[k * d] (write): each class's column sums, 0.0 plus its rows in order
+              (numpy's block.sum(axis=0) of its block of out, bit for bit)
+     counts   int64[k] (write): each class's rows
+     status 0: done; status 2: a code is outside 0 .. k-1 (out, sums and counts
+     unspecified). One read for GMM's chunk, where numpy makes four (the counts, a sort
+     of the labels, the gather, and the sums from the gathered rows).
+
    Conversions are C's casts, which are numpy's (exact for float32 and for integers up to
    2^53, rounded to nearest above). Compiled with -ffp-contract=off: nothing is fused. */
 
@@ -679,6 +692,99 @@ done:
     return result;
 }
 
+/* group: see the module's comment. Returns 2 if a code is outside 0 .. k-1. `at` is
+   scratch for 2k offsets. Each class's sum is 0.0 plus its rows in order (numpy's
+   block.sum(axis=0) of its grouped block). */
+static inline __attribute__((always_inline)) int
+group_body(const double *v, Py_ssize_t n, Py_ssize_t d, const int64_t *codes, Py_ssize_t k,
+           double *out, double *sums, int64_t *counts, Py_ssize_t *at)
+{
+    Py_ssize_t i, j, c, *start = at + k;
+    memset(counts, 0, (size_t)k * sizeof(int64_t));
+    for (i = 0; i < n; i++) {
+        if (codes[i] < 0 || codes[i] >= k)
+            return 2;
+        counts[codes[i]]++;
+    }
+    for (c = 0, j = 0; c < k; c++) { /* each class's rows begin after the classes before */
+        at[c] = start[c] = j;
+        j += (Py_ssize_t)counts[c];
+    }
+    for (c = 0; c < k * d; c++)
+        sums[c] = 0.0;
+    for (i = 0; i < n; i++) {
+        const double *row = v + i * d;
+        double *sum = sums + codes[i] * d, *to = out + at[codes[i]]++ * d;
+        for (j = 0; j < d; j++) {
+            to[j] = row[j];
+            sum[j] += row[j];
+        }
+    }
+    return 0;
+}
+
+static int
+group_rows(const double *v, Py_ssize_t n, Py_ssize_t d, const int64_t *codes, Py_ssize_t k,
+           double *out, double *sums, int64_t *counts, Py_ssize_t *at)
+{
+    return group_body(v, n, d, codes, k, out, sums, counts, at);
+}
+
+#ifdef HAVE_AVX2_PATH
+/* The same code, compiled for AVX2 (nothing fused: -ffp-contract=off). */
+__attribute__((target("avx2"))) static int
+group_avx2(const double *v, Py_ssize_t n, Py_ssize_t d, const int64_t *codes, Py_ssize_t k,
+           double *out, double *sums, int64_t *counts, Py_ssize_t *at)
+{
+    return group_body(v, n, d, codes, k, out, sums, counts, at);
+}
+#endif
+
+static PyObject *
+group(PyObject *self, PyObject *args)
+{
+    Py_buffer view = {0}, codev = {0}, outv = {0}, sumv = {0}, countv = {0};
+    Py_ssize_t d, n, k;
+    Py_ssize_t *at = NULL;
+    int status;
+    PyObject *result = NULL;
+    if (!PyArg_ParseTuple(args, "y*ny*w*w*w*", &view, &d, &codev, &outv, &sumv, &countv))
+        return NULL;
+    n = d > 0 ? view.len / (Py_ssize_t)sizeof(double) / d : 0;
+    k = countv.len / (Py_ssize_t)sizeof(int64_t);
+    if (d <= 0 || n <= 0 || k <= 0 || view.len != n * d * (Py_ssize_t)sizeof(double)
+        || codev.len != n * (Py_ssize_t)sizeof(int64_t) || outv.len != view.len
+        || sumv.len != k * d * (Py_ssize_t)sizeof(double)
+        || countv.len != k * (Py_ssize_t)sizeof(int64_t)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "the buffers' sizes do not match n x d values (n >= 1), n codes and k "
+                        "classes (k >= 1)");
+        goto done;
+    }
+    at = PyMem_Malloc(2 * (size_t)k * sizeof(Py_ssize_t));
+    if (at == NULL) {
+        PyErr_NoMemory();
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+#ifdef HAVE_AVX2_PATH
+    if (use_avx2())
+        status = group_avx2(view.buf, n, d, codev.buf, k, outv.buf, sumv.buf, countv.buf, at);
+    else
+#endif
+        status = group_rows(view.buf, n, d, codev.buf, k, outv.buf, sumv.buf, countv.buf, at);
+    Py_END_ALLOW_THREADS
+    result = PyLong_FromLong(status);
+done:
+    PyMem_Free(at);
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&codev);
+    PyBuffer_Release(&outv);
+    PyBuffer_Release(&sumv);
+    PyBuffer_Release(&countv);
+    return result;
+}
+
 static PyMethodDef methods[] = {
     {"rows", rows, METH_VARARGS,
      "Map each row of contiguous float64 values, add it to its group's sum, count it, and "
@@ -689,6 +795,9 @@ static PyMethodDef methods[] = {
     {"sums_norms", sums_norms, METH_VARARGS,
      "The column sums and the largest squared row norm of contiguous float64 rows, in one "
      "read."},
+    {"group", group, METH_VARARGS,
+     "Group contiguous float64 rows by class, in order, with each class's count and sum, in "
+     "one read."},
     {"prepare", prepare, METH_VARARGS,
      "Convert a chunk's columns to row-major float64, check them finite, clip to the box."},
     {NULL, NULL, 0, NULL},

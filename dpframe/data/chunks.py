@@ -100,7 +100,7 @@ def grouped_sums(
 
 def sums_and_largest_norm(x: np.ndarray) -> tuple[np.ndarray, float]:
     """``(sums, largest)`` for the rows of ``x`` (``n x d`` float64, ``n >= 1``): the column
-    sums, added in row order (numpy's ``x.sum(axis=0)`` of a C-contiguous ``x``), and the
+    sums, added in row order (:func:`row_order_sums`), and the
     largest squared row norm, each row's squares added in column order. One read by the
     kernel (C-contiguous ``x``, finite values); numpy's passes otherwise: the same values,
     bit for bit."""
@@ -113,7 +113,56 @@ def sums_and_largest_norm(x: np.ndarray) -> tuple[np.ndarray, float]:
     squares = x[:, 0] * x[:, 0]
     for j in range(1, d):
         squares += x[:, j] * x[:, j]
-    return x.sum(axis=0), float(squares.max())
+    return row_order_sums(x), float(squares.max())
+
+
+def row_order_sums(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
+    """The column sums of ``x`` (``n x d``), 0.0 plus each row in order: numpy's
+    ``x.sum(axis=0)`` of a C-contiguous ``x`` with ``d >= 2``; one column numpy would add
+    pairwise, so it is accumulated here (the kernels' order, bit for bit)."""
+    if x.shape[1] > 1 or not len(x):
+        return x.sum(axis=0, out=out)
+    total = np.add.accumulate(x[:, 0])[-1:] + 0.0  # + 0.0: a column of -0.0 gives +0.0
+    if out is None:
+        return total
+    out[...] = total
+    return out
+
+
+def group_rows(
+    x: np.ndarray, codes: np.ndarray, classes: int, out: np.ndarray
+) -> tuple[list[int], np.ndarray]:
+    """The rows of ``x`` (``n x d`` float64, ``n >= 1``) grouped by their class ``codes``
+    (``0 <= code < classes``) into ``out`` (``n x d``, C-contiguous): class 0's rows first,
+    each class's in their order; and each class's count and column sums (its block of
+    ``out`` summed in row order, numpy's ``block.sum(axis=0)``). One read by the kernel
+    (C-contiguous ``x``, int64 codes); numpy's passes otherwise (the counts, a stable sort
+    of the codes, the gather, the sums): the same values, bit for bit."""
+    n, d = x.shape
+    sums = np.empty((classes, d))
+    if (
+        _kernel is not None
+        and x.dtype == np.float64
+        and x.flags.c_contiguous
+        and codes.dtype == np.int64
+        and out.flags.c_contiguous
+        and n
+        and d
+    ):
+        counts = np.empty(classes, dtype=np.int64)
+        if _kernel.group(x, d, codes, out, sums, counts) == 0:
+            return counts.tolist(), sums
+    if n and (codes.min() < 0 or codes.max() >= classes):
+        raise ValueError(f"a class code is outside 0 .. {classes - 1}.")
+    counts = np.bincount(codes, minlength=classes).tolist()
+    narrow = np.uint8 if classes <= 256 else np.uint16 if classes <= 65536 else np.int64
+    order = np.argsort(codes.astype(narrow), kind="stable")  # a radix sort
+    np.take(x, order, axis=0, out=out, mode="clip")
+    start = 0
+    for k, count in enumerate(counts):
+        row_order_sums(out[start : start + count], out=sums[k])
+        start += count
+    return counts, sums
 
 
 _KERNEL_TYPES = frozenset(

@@ -21,6 +21,7 @@ import attrs
 import numpy as np
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
+from dpframe.data.chunks import group_rows
 from dpframe.data.stats import Scratch, reduce
 from dpframe.data.units import data_coordinates, in_domain_param, units_param
 from dpframe.errors import ParameterError
@@ -685,12 +686,12 @@ def _class_moments(
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Per-class counts, sums and second moments of ``u``, in one chunked pass.
 
-    Each chunk's rows are gathered once, grouped by class (a stable sort of the chunk's
-    labels), into a contiguous buffer; per class one symmetric rank-k update gives the
-    second moment and one matrix-vector product the sum: no per-class mask or copy, and
-    no new array per chunk. Without a projection ``u = x - c`` lies in the region
-    already (the Dataset clipped ``x``); projected rows are clipped into the (padded)
-    projected region as a guard against rounding.
+    Each chunk's rows are grouped by class, in order, into a contiguous buffer, with each
+    class's count and column sums (:func:`dpframe.data.chunks.group_rows`: one read by the
+    chunk kernel); per class one symmetric rank-k update gives the second moment: no
+    per-class mask or copy, and no new array per chunk. Without a projection ``u = x - c``
+    lies in the region already (the Dataset clipped ``x``); projected rows are clipped
+    into the (padded) projected region as a guard against rounding.
     """
     dataset.require_labels("gmm")
     n_classes = len(dataset.domain.classes().values)
@@ -698,9 +699,7 @@ def _class_moments(
     dim = region.dim
     buffer = Scratch(dataset.n_features)
     grouped_rows = Scratch(dim)
-    ones = Scratch(1, fill=1.0)
     per_class = Scratch((dim + 1) * (dim + 1))
-    code_type = np.uint8 if n_classes <= 256 else np.uint16 if n_classes <= 65536 else np.int64
 
     def class_sums(features: np.ndarray, labels: np.ndarray | None) -> np.ndarray:
         u = features  # x - c, without a copy when the centre is the origin
@@ -708,18 +707,15 @@ def _class_moments(
             u = np.subtract(features, centre, out=buffer(features.shape[0]))
         if w is not None:
             u = region.clip(u @ w)
-        counts = np.bincount(labels, minlength=n_classes).tolist()
-        grouped = grouped_rows(len(labels))  # contiguous: take writes it directly
-        order = np.argsort(labels.astype(code_type), kind="stable")  # a radix sort
-        np.take(u, order, axis=0, out=grouped, mode="clip")
+        grouped = grouped_rows(len(labels))
+        counts, sums = group_rows(u, labels, n_classes, grouped)
         moments = per_class(n_classes).reshape(n_classes, dim + 1, dim + 1)
         start = 0
         for k, count in enumerate(counts):
             block = grouped[start : start + count]
             start += count
             np.matmul(block.T, block, out=moments[k, :dim, :dim])  # symmetric rank-k
-            np.matmul(ones(count)[:, 0], block, out=moments[k, dim, :dim])
-            moments[k, :dim, dim] = moments[k, dim, :dim]
+            moments[k, dim, :dim] = moments[k, :dim, dim] = sums[k]
             moments[k, dim, dim] = count
         return moments  # a work buffer: the reduction adds it before the next chunk
 

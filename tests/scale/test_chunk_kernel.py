@@ -437,25 +437,59 @@ def _sums_and_norms_by_hand(x: np.ndarray) -> tuple[np.ndarray, float]:
 
 
 @pytest.mark.parametrize("kernel", ["c", "numpy"])
-@pytest.mark.parametrize(("n", "d"), [(1, 1), (1, 5), (7, 3), (8, 4), (9, 1), (25, 103)])
+@pytest.mark.parametrize(
+    ("n", "d"), [(1, 1), (1, 5), (7, 3), (8, 4), (9, 1), (25, 103), (40, 1), (40, 2)]
+)
 def test_sums_and_largest_norm_are_the_in_order_sums(monkeypatch, kernel, n, d):
     """Row counts around the kernel's blocks of eight rows (the first row apart, a tail),
-    widths around its vector loop: the column sums are numpy's ``sum(axis=0)`` and the
-    row-order sums bit for bit, the largest squared norm the column-order one, on either
-    path (compared bit for bit: a column of negative zeros sums to +0.0, as numpy's does)."""
+    widths around its vector loop: the column sums are the row-order sums bit for bit
+    (numpy's ``sum(axis=0)`` when ``d >= 2``; one column numpy adds pairwise), the largest
+    squared norm the column-order one, on either path (compared bit for bit: a column of
+    negative zeros sums to +0.0, as numpy's does)."""
     if kernel == "numpy":
         monkeypatch.setattr(chunks, "_kernel", None)
     elif chunks._kernel is None:
         pytest.skip("the chunk kernel is not built")
     rng = np.random.default_rng(n * 1000 + d)
     x = rng.normal(size=(n, d)) * 10.0 ** rng.integers(-8, 8, (n, d))
-    x[:, 0] = -0.0
+    if n < 40:
+        x[:, 0] = -0.0
     sums, largest = chunks.sums_and_largest_norm(x)
     expected_sums, expected_largest = _sums_and_norms_by_hand(x)
     bits = sums.view(np.int64)
     assert np.array_equal(bits, expected_sums.view(np.int64))
-    assert np.array_equal(bits, x.sum(axis=0).view(np.int64))
+    if d > 1:
+        assert np.array_equal(bits, x.sum(axis=0).view(np.int64))
     assert not np.signbit(sums[0]) and largest == expected_largest
+
+
+@pytest.mark.parametrize("kernel", ["c", "numpy"])
+@pytest.mark.parametrize(
+    ("n", "d", "classes"), [(1, 1, 1), (9, 1, 3), (40, 1, 2), (25, 103, 4), (300, 7, 5)]
+)
+def test_rows_grouped_by_class_with_in_order_sums(monkeypatch, kernel, n, d, classes):
+    """``group_rows``: each class's rows in their order (a stable sort by class), its count,
+    and its column sums added row by row from 0.0 (written out one value at a time), bit
+    for bit on either path; a class with no rows sums to zeros, a column of negative zeros
+    to +0.0; a code outside the classes is refused."""
+    if kernel == "numpy":
+        monkeypatch.setattr(chunks, "_kernel", None)
+    elif chunks._kernel is None:
+        pytest.skip("the chunk kernel is not built")
+    rng = np.random.default_rng(n * 1000 + d * 10 + classes)
+    x = rng.normal(size=(n, d)) * 10.0 ** rng.integers(-8, 8, (n, d))
+    x[: n // 3, 0] = -0.0
+    codes = rng.integers(0, max(1, classes - 1), n)  # the last class has no rows
+    out = np.empty((n, d))
+    counts, sums = chunks.group_rows(x, codes, classes, out)
+    assert counts == [int((codes == k).sum()) for k in range(classes)]
+    order = [i for k in range(classes) for i in range(n) if codes[i] == k]
+    assert np.array_equal(out.view(np.int64), x[order].view(np.int64))
+    for k in range(classes):
+        by_hand, _ = _sums_and_norms_by_hand(x[codes == k]) if counts[k] else (np.zeros(d), 0)
+        assert np.array_equal(sums[k].view(np.int64), by_hand.view(np.int64)), k
+    with pytest.raises(ValueError, match="outside"):
+        chunks.group_rows(x, np.full(n, classes), classes, out)
 
 
 @pytest.mark.parametrize("kernel", ["c", "numpy"])
