@@ -18,7 +18,7 @@
      data   a C-contiguous buffer of a whole number of 16-byte blocks
      wide   true: the 256-bit path where the CPU has it; false: the 128-bit path
      returns y after the blocks of data: y <- (y xor X_i) * H for each block X_i, in GF(2^128)
-     with GCM's bit order. The GIL is released on buffers of 64 KiB or more.
+     with GCM's bit order. The GIL is released.
 
    ghash_extremes(h, y, data) -> (y, nan, low, high)
 
@@ -248,87 +248,96 @@ cpu_paths(void)
 }
 #endif
 
+/* The buffers of a call, (h, y, data): H, the running value and the bytes. */
+typedef struct {
+    Py_buffer h, y, data;
+} Call;
+
+static void
+release(Call *call)
+{
+    PyBuffer_Release(&call->h);
+    PyBuffer_Release(&call->y);
+    PyBuffer_Release(&call->data);
+}
+
+/* Check a call's buffers (data in units of `unit` bytes, at least `least` of them) and the
+   CPU's `need`ed paths, and copy y into state; -1 with an exception set otherwise. */
+static int
+begin(Call *call, Py_ssize_t unit, Py_ssize_t least, int need, const char *shapes,
+      uint8_t *state)
+{
+    if (call->h.len != 16 || call->y.len != 16 || call->data.len % unit != 0
+        || call->data.len < least * unit) {
+        PyErr_SetString(PyExc_ValueError, shapes);
+        return -1;
+    }
+    if ((cpu_paths() & need) != need) {
+        PyErr_SetString(PyExc_RuntimeError, "this CPU has no carry-less multiply of that width");
+        return -1;
+    }
+    memcpy(state, call->y.buf, 16);
+    return 0;
+}
+
 static PyObject *
 ghash(PyObject *self, PyObject *args)
 {
-    Py_buffer h = {0}, y = {0}, data = {0};
-    int wide, paths = cpu_paths();
+    Call call = {{0}};
+    int wide;
     uint8_t state[16];
     PyObject *result = NULL;
-    if (!PyArg_ParseTuple(args, "y*y*y*p", &h, &y, &data, &wide))
+    if (!PyArg_ParseTuple(args, "y*y*y*p", &call.h, &call.y, &call.data, &wide))
         return NULL;
-    if (h.len != 16 || y.len != 16 || data.len % 16 != 0) {
-        PyErr_SetString(PyExc_ValueError,
-                        "h and y must be 16 bytes, and data a whole number of 16-byte blocks");
-        goto done;
-    }
-    if (!paths) {
-        PyErr_SetString(PyExc_RuntimeError, "this CPU has no carry-less multiply");
-        goto done;
-    }
-    memcpy(state, y.buf, 16);
+    if (begin(&call, 16, 0, 1,
+              "h and y must be 16 bytes, and data a whole number of 16-byte blocks", state) == 0) {
+        const uint8_t *h = call.h.buf, *data = call.data.buf;
+        size_t blocks = (size_t)call.data.len / 16;
+        wide = wide && (cpu_paths() & 2);
 #ifdef HAVE_CLMUL_PATH
-    if (data.len >= 65536) {
         Py_BEGIN_ALLOW_THREADS
-        if (wide && (paths & 2))
-            ghash_wide(h.buf, state, data.buf, (size_t)data.len / 16);
+        if (wide)
+            ghash_wide(h, state, data, blocks);
         else
-            ghash_narrow(h.buf, state, data.buf, (size_t)data.len / 16);
+            ghash_narrow(h, state, data, blocks);
         Py_END_ALLOW_THREADS
-    } else if (wide && (paths & 2)) {
-        ghash_wide(h.buf, state, data.buf, (size_t)data.len / 16);
-    } else {
-        ghash_narrow(h.buf, state, data.buf, (size_t)data.len / 16);
-    }
 #endif
-    result = PyBytes_FromStringAndSize((const char *)state, 16);
-done:
-    PyBuffer_Release(&h);
-    PyBuffer_Release(&y);
-    PyBuffer_Release(&data);
+        result = PyBytes_FromStringAndSize((const char *)state, 16);
+    }
+    release(&call);
     return result;
 }
 
 static PyObject *
 ghash_extremes(PyObject *self, PyObject *args)
 {
-    Py_buffer h = {0}, y = {0}, data = {0};
+    Call call = {{0}};
     uint8_t state[16];
     double ext[3] = {INFINITY, -INFINITY, 0.0}, last;
-    size_t blocks;
     PyObject *result = NULL;
-    if (!PyArg_ParseTuple(args, "y*y*y*", &h, &y, &data))
+    if (!PyArg_ParseTuple(args, "y*y*y*", &call.h, &call.y, &call.data))
         return NULL;
-    if (h.len != 16 || y.len != 16 || data.len % 8 != 0 || data.len == 0) {
-        PyErr_SetString(PyExc_ValueError,
-                        "h and y must be 16 bytes, and data one or more float64 values");
-        goto done;
-    }
-    if (!(cpu_paths() & 2)) {
-        PyErr_SetString(PyExc_RuntimeError, "this CPU has no 256-bit carry-less multiply");
-        goto done;
-    }
-    memcpy(state, y.buf, 16);
-    blocks = (size_t)data.len / 16;
+    if (begin(&call, 8, 1, 2, "h and y must be 16 bytes, and data one or more float64 values",
+              state) == 0) {
+        const uint8_t *data = call.data.buf;
+        size_t blocks = (size_t)call.data.len / 16;
 #ifdef HAVE_CLMUL_PATH
-    Py_BEGIN_ALLOW_THREADS
-    if (blocks)
-        ghash_wide_extremes(h.buf, state, data.buf, blocks, ext);
-    if (data.len % 16) { /* a last value beyond the whole blocks: in the extremes only */
-        memcpy(&last, (const uint8_t *)data.buf + data.len - 8, 8);
-        if (last != last)
-            ext[2] = 1.0;
-        ext[0] = last < ext[0] ? last : ext[0];
-        ext[1] = last > ext[1] ? last : ext[1];
-    }
-    Py_END_ALLOW_THREADS
+        Py_BEGIN_ALLOW_THREADS
+        if (blocks)
+            ghash_wide_extremes(call.h.buf, state, data, blocks, ext);
+        if (call.data.len % 16) { /* a last value beyond the whole blocks: the extremes only */
+            memcpy(&last, data + call.data.len - 8, 8);
+            if (last != last)
+                ext[2] = 1.0;
+            ext[0] = last < ext[0] ? last : ext[0];
+            ext[1] = last > ext[1] ? last : ext[1];
+        }
+        Py_END_ALLOW_THREADS
 #endif
-    result = Py_BuildValue("y#idd", (const char *)state, (Py_ssize_t)16, ext[2] != 0.0, ext[0],
-                           ext[1]);
-done:
-    PyBuffer_Release(&h);
-    PyBuffer_Release(&y);
-    PyBuffer_Release(&data);
+        result = Py_BuildValue("y#idd", (const char *)state, (Py_ssize_t)16, ext[2] != 0.0,
+                               ext[0], ext[1]);
+    }
+    release(&call);
     return result;
 }
 

@@ -15,8 +15,8 @@ from dpframe.data.fingerprint import FingerprintKey, GmacThenBlake3
 _ghashc = pytest.importorskip("dpframe.data._ghashc", reason="the GHASH kernel is not built")
 PATHS = {"vpclmulqdq": True, "pclmulqdq": False}  # path -> the kernel's `wide` argument
 SIZES = [0, 16, 48, 496, 512, 528, 1008, 65536 + 48, 2**20 + 16]
-"""Whole blocks around the 128-bit path's group (4 blocks), the 256-bit path's (32) and
-the size from which the GIL is released (64 KiB)."""
+"""Whole blocks around the 128-bit path's group (4 blocks) and the 256-bit path's (32), and
+two large pieces."""
 
 
 def _tag(path: str, key: bytes, data: bytes, pieces: list[int]) -> bytes:
