@@ -462,6 +462,11 @@ class Fingerprinter:
             self._checked.set()
         self._closed = False
 
+    @property
+    def keyed(self) -> bool:
+        """Whether the records are hashed (under a ledger's key), not only checked."""
+        return self._key is not None
+
     def update(self, features: np.ndarray, labels: np.ndarray | None) -> None:
         """Add the next chunk of records (hashed on the fingerprint's thread; ignored once
         closed)."""
@@ -633,6 +638,11 @@ class FirstPass:
         self.refusal: DataError | None = None
 
     @property
+    def keyed(self) -> bool:
+        """Whether the pass is hashed under a ledger's key (not only checked)."""
+        return self.fingerprinter.keyed
+
+    @property
     def clean(self) -> bool:
         """Whether a complete pass found every value finite and inside the domain (waits
         for the fingerprint's thread to check the last chunk)."""
@@ -729,6 +739,13 @@ def watched(
 def _watcher(dataset: Any) -> FirstPass | None:
     """The :class:`FirstPass` watching ``dataset`` on this thread, if any."""
     return getattr(_watches, "table", {}).get(id(dataset))
+
+
+def hashed_next(dataset: Any) -> bool:
+    """Whether the next pass over ``dataset`` on this thread is a release's first pass that
+    hashes the records for its ledger (on the fingerprint's thread, beside the pass)."""
+    first_pass = _watcher(dataset)
+    return first_pass is not None and first_pass.state == "waiting" and first_pass.keyed
 
 
 def _validate_and_clip(

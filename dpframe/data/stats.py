@@ -21,7 +21,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from dpframe.data.dataset import DEFAULT_CHUNK_ROWS, Dataset
+from dpframe.data.dataset import DEFAULT_CHUNK_ROWS, Dataset, hashed_next
 from dpframe.data.threads import blas_limit, blas_threads, usable_cores
 
 RowMap = Callable[[np.ndarray], np.ndarray]
@@ -31,7 +31,13 @@ ChunkMap = Callable[[np.ndarray, "np.ndarray | None"], Any]
 (:class:`Scratch`): a reduction copies or adds each part before its next call."""
 
 
-def reduce(dataset: Any, chunk_map: ChunkMap, *, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> Any:
+def reduce(
+    dataset: Any,
+    chunk_map: ChunkMap,
+    *,
+    chunk_rows: int = DEFAULT_CHUNK_ROWS,
+    light: bool = False,
+) -> Any:
     """``sum over chunks of chunk_map(features, labels)``: one pass over the data.
 
     An in-memory :class:`Dataset` is reduced here, its chunks computed on
@@ -39,10 +45,19 @@ def reduce(dataset: Any, chunk_map: ChunkMap, *, chunk_rows: int = DEFAULT_CHUNK
     (:class:`dpframe.data.sources.SourceDataset`) reduces where its data live. ``chunk_map``
     must be a pure function of its chunk (it may run on another machine, in several
     threads): use :class:`Scratch` for work buffers.
+
+    ``light``: the chunk map costs about one read of its chunk (sums, row norms, a product
+    with a few columns; no ``d x d`` products). A release's first pass that also hashes
+    the data for its ledger then leaves a core to the hash, whose value the release's first
+    draw waits for: the hash, not the light pass, is the longer of the two (measured:
+    RON-Gauss's first pass, docs/scaling.md, "Passes per mechanism"). The value is the same.
     """
     own = getattr(dataset, "reduce", None)
     if own is not None:
         return own(chunk_map, chunk_rows)
+    if light and hashed_next(dataset):
+        with blas_threads(others=1):  # the hash's thread counts as a busy core
+            return _reduce_here(dataset, chunk_map, dataset.chunks(chunk_rows), chunk_rows)
     return _reduce_here(dataset, chunk_map, dataset.chunks(chunk_rows), chunk_rows)
 
 

@@ -645,7 +645,10 @@ def _recentred(
     def release(name: str, value: np.ndarray) -> np.ndarray:
         return value if planned is None else planned[name].perturb(value, sampler)
 
-    values = {"centre": reduce(dataset, lambda f, y: rows(f).sum(axis=0), chunk_rows=CHUNK_ROWS)}
+    def row_sum(features: np.ndarray, _: np.ndarray | None) -> np.ndarray:
+        return rows(features).sum(axis=0)
+
+    values = {"centre": reduce(dataset, row_sum, chunk_rows=CHUNK_ROWS, light=True)}
     c = np.zeros(region.dim)
     if planned is not None:
         c = region.clip(release("centre", values["centre"])[None, :] / public_count(domain))[0]

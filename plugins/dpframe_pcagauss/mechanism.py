@@ -209,7 +209,7 @@ class _Centred:
                 return self.uncentred_rows(features, labels).sum(axis=0)
             return features.sum(axis=0)
 
-        total = reduce(dataset, row_sum, chunk_rows=CHUNK_ROWS)
+        total = reduce(dataset, row_sum, chunk_rows=CHUNK_ROWS, light=True)
         if not self.params.supervised:
             total -= dataset.n_records * self.centre
         return total / dataset.n_records

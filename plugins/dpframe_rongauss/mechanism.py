@@ -170,7 +170,7 @@ class _Preprocess:
             v, inverse = self._centred(rows)
             return Kept(inverse @ v, [inverse]) if keep else inverse @ v
 
-        total = reduce(dataset, unit_sum, chunk_rows=CHUNK_ROWS)
+        total = reduce(dataset, unit_sum, chunk_rows=CHUNK_ROWS, light=True)
         if keep:
             total, self.inverses = total.total, total.kept
         return total / dataset.n_records

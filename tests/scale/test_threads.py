@@ -199,14 +199,29 @@ def test_an_in_memory_pass_computes_its_chunks_on_the_cores_blas_may_use():
         assert {name for name, _ in seen} == {threading.current_thread().name}
 
 
-def test_a_pass_hashed_for_the_ledger_keeps_every_core(tmp_path, monkeypatch):
+@pytest.mark.parametrize(
+    ("name", "values", "hashed", "plain"),
+    [
+        # one pass, of d x d products: it keeps every core beside the hash
+        ("lap_pca", {"dimension": 2}, ["c"], ["c"]),
+        # a light first pass (unit rows' sums) leaves a core to the hash; the second keeps all
+        ("ron_gauss", {"dimension": 2, "n_synthetic": 1}, ["c-1", "c"], ["c", "c"]),
+    ],
+)
+def test_a_hashed_first_pass_keeps_every_core_but_a_light_one(
+    tmp_path, monkeypatch, name, values, hashed, plain
+):
     """A release's first pass, hashed for the ledger on a thread of its own, computes its
-    chunks on every core BLAS may use, as without a ledger and as the pass after the
-    first: the hash (GMAC-then-BLAKE3) shares the cores, none is kept for it (that made
-    the passes slower; scaling.md). At least one chunk a core: the workers are not capped
-    by the chunks."""
+    chunks on every core BLAS may use, as without a ledger and as the passes after it: the
+    hash (GMAC-then-BLAKE3) shares the cores (a core kept for it made these passes slower;
+    scaling.md). A light first pass (``reduce(..., light=True)``: RON-Gauss's sums of unit
+    rows) leaves one core to the hash, which its release's first draw waits for, and runs on
+    one BLAS thread a worker; without a ledger it keeps every core. The release is the same
+    either way (seeded: the parts are added in chunk order). At least one chunk a core: the
+    workers are not capped by the chunks."""
     from dpframe import execute, mechanism
     from dpframe.data import stats
+    from dpframe.data.threads import blas_limit
     from dpframe.ledger import Ledger
     from dpframe.privacy.budget import Budget
     from dpframe.privacy.samplers import SeededSampler
@@ -216,30 +231,33 @@ def test_a_pass_hashed_for_the_ledger_keeps_every_core(tmp_path, monkeypatch):
         pytest.skip("one core: one worker")
     ledger = Ledger.init(tmp_path / "l.ledger")
     ledger.create_budget("b", Budget(100.0, 0.5), accountant="approx")
-    ron = mechanism("ron_gauss")  # two passes: the first hashed with a ledger, the second not
-    params = ron.params(epsilon=1.0, dimension=2, n_synthetic=1)
-    counts: list[int] = []  # the workers of each pass
+    chosen = mechanism(name)
+    params = chosen.params(epsilon=1.0, **values)
+    counts: list[tuple[int, int]] = []  # each pass's workers, and BLAS's limit meanwhile
     sum_chunks = stats.sum_chunks
 
     def counted(chunk_map, chunks, *, workers=1):
-        counts.append(workers)
+        counts.append((workers, blas_limit()))
         return sum_chunks(chunk_map, chunks, workers=workers)
 
     monkeypatch.setattr(stats, "sum_chunks", counted)
-    seen = {}
+    seen, releases = {}, {}
     for label, charge in (
         ("ledger", {"ledger": ledger, "request": {"budget_label": "b"}}),
         ("none", {}),
     ):
         counts.clear()
         with threadpool_limits(cores, user_api="blas"):
-            release = execute(
-                ron, _in_memory(max(60_000, 8192 * cores)), params, SeededSampler(0), **charge
+            releases[label] = execute(
+                chosen, _in_memory(max(60_000, 8192 * cores)), params, SeededSampler(0), **charge
             )
         seen[label] = list(counts)
-        assert (release.dataset_fingerprint is not None) == (label == "ledger")
-    assert seen["ledger"] == [cores, cores], seen
-    assert seen["none"] == [cores, cores], seen
+        assert (releases[label].dataset_fingerprint is not None) == (label == "ledger")
+    expected = {"c": (cores, cores), "c-1": (cores - 1, cores - 1)}
+    assert seen["ledger"] == [expected[kind] for kind in hashed], seen
+    assert seen["none"] == [expected[kind] for kind in plain], seen
+    for key, value in releases["ledger"].arrays.items():
+        assert np.array_equal(value, releases["none"].arrays[key]), key
 
 
 def test_a_threaded_pass_adds_its_parts_in_chunk_order_bit_for_bit():
