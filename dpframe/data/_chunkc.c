@@ -64,6 +64,18 @@
      One read for PCA-Gauss's chunk, where numpy makes two (a matrix-vector product and
      the row norms), eight rows' norms at a time as eight independent chains.
 
+   offsets(values, d, inverse, mean, out, norms) -> status
+
+     values   a C-contiguous float64 buffer of n >= 1 rows of d values (a chunk in memory)
+     inverse  float64[n]: each row's scale; mean  float64[d]: the point subtracted
+     out      float64[n * d] (write; may be values' own memory): values[i] * inverse[i]
+              - mean, two roundings an entry (numpy's multiply, then subtract)
+     norms    float64[n] (write): the Euclidean norm of each row of out, its squares added
+              in column order, then sqrt
+     status 0: done; status 1: a squared norm is NaN or infinite (out and norms
+     unspecified: the caller asks numpy). One read for RON-Gauss's second pass, where
+     numpy makes three (the scaling, the subtraction, the row norms).
+
    group(values, d, codes, out, sums, counts) -> status
 
      values   a C-contiguous float64 buffer of n >= 1 rows of d values (a chunk in memory)
@@ -692,6 +704,103 @@ done:
     return result;
 }
 
+/* offsets: see the module's comment. Returns 1 if a squared norm is not finite. Eight
+   rows at a time: their offsets written (vectorised across the columns), then their
+   squared norms from what was written, as eight independent chains in column order. */
+static inline __attribute__((always_inline)) int
+offsets_body(const double *v, Py_ssize_t n, Py_ssize_t d, const double *inverse,
+             const double *mean, double *out, double *norms)
+{
+    double s[8];
+    int bad = 0, r;
+    Py_ssize_t i = 0, j;
+    for (; i + 8 <= n; i += 8) {
+        const double *rows = v + i * d;
+        double *to = out + i * d;
+        for (r = 0; r < 8; r++) {
+            double scale = inverse[i + r];
+            for (j = 0; j < d; j++) {
+                double u = rows[r * d + j] * scale; /* two roundings, as numpy's two ufuncs */
+                to[r * d + j] = u - mean[j];
+            }
+        }
+        for (r = 0; r < 8; r++)
+            s[r] = to[r * d] * to[r * d];
+        for (j = 1; j < d; j++)
+            for (r = 0; r < 8; r++)
+                s[r] += to[r * d + j] * to[r * d + j];
+        for (r = 0; r < 8; r++) {
+            bad |= !isfinite(s[r]);
+            norms[i + r] = sqrt(s[r]);
+        }
+    }
+    for (; i < n; i++) {
+        const double *row = v + i * d;
+        double *to = out + i * d, scale = inverse[i], t;
+        for (j = 0; j < d; j++) {
+            double u = row[j] * scale;
+            to[j] = u - mean[j];
+        }
+        t = square_norm(to, d);
+        bad |= !isfinite(t);
+        norms[i] = sqrt(t);
+    }
+    return bad;
+}
+
+static int
+offsets_rows(const double *v, Py_ssize_t n, Py_ssize_t d, const double *inverse,
+             const double *mean, double *out, double *norms)
+{
+    return offsets_body(v, n, d, inverse, mean, out, norms);
+}
+
+#ifdef HAVE_AVX2_PATH
+/* The same code, compiled for AVX2 (nothing fused: -ffp-contract=off). */
+__attribute__((target("avx2"))) static int
+offsets_avx2(const double *v, Py_ssize_t n, Py_ssize_t d, const double *inverse,
+             const double *mean, double *out, double *norms)
+{
+    return offsets_body(v, n, d, inverse, mean, out, norms);
+}
+#endif
+
+static PyObject *
+offsets(PyObject *self, PyObject *args)
+{
+    Py_buffer view = {0}, invv = {0}, meanv = {0}, outv = {0}, normv = {0};
+    Py_ssize_t d, n;
+    int status;
+    PyObject *result = NULL;
+    if (!PyArg_ParseTuple(args, "y*ny*y*w*w*", &view, &d, &invv, &meanv, &outv, &normv))
+        return NULL;
+    n = d > 0 ? view.len / (Py_ssize_t)sizeof(double) / d : 0;
+    if (d <= 0 || n <= 0 || view.len != n * d * (Py_ssize_t)sizeof(double)
+        || invv.len != n * (Py_ssize_t)sizeof(double)
+        || meanv.len != d * (Py_ssize_t)sizeof(double) || outv.len != view.len
+        || normv.len != n * (Py_ssize_t)sizeof(double)) {
+        PyErr_SetString(PyExc_ValueError,
+                        "the buffers' sizes do not match n x d values (n >= 1), n and d");
+        goto done;
+    }
+    Py_BEGIN_ALLOW_THREADS
+#ifdef HAVE_AVX2_PATH
+    if (use_avx2())
+        status = offsets_avx2(view.buf, n, d, invv.buf, meanv.buf, outv.buf, normv.buf);
+    else
+#endif
+        status = offsets_rows(view.buf, n, d, invv.buf, meanv.buf, outv.buf, normv.buf);
+    Py_END_ALLOW_THREADS
+    result = PyLong_FromLong(status);
+done:
+    PyBuffer_Release(&view);
+    PyBuffer_Release(&invv);
+    PyBuffer_Release(&meanv);
+    PyBuffer_Release(&outv);
+    PyBuffer_Release(&normv);
+    return result;
+}
+
 /* group: see the module's comment. Returns 2 if a code is outside 0 .. k-1. `at` is
    scratch for 2k offsets. Each class's sum is 0.0 plus its rows in order (numpy's
    block.sum(axis=0) of its grouped block). */
@@ -795,6 +904,8 @@ static PyMethodDef methods[] = {
     {"sums_norms", sums_norms, METH_VARARGS,
      "The column sums and the largest squared row norm of contiguous float64 rows, in one "
      "read."},
+    {"offsets", offsets, METH_VARARGS,
+     "Each contiguous float64 row scaled, less a point, and the result's norm, in one read."},
     {"group", group, METH_VARARGS,
      "Group contiguous float64 rows by class, in order, with each class's count and sum, in "
      "one read."},

@@ -129,6 +129,35 @@ def row_order_sums(x: np.ndarray, out: np.ndarray | None = None) -> np.ndarray:
     return out
 
 
+def scaled_offsets(
+    x: np.ndarray, inverse: np.ndarray, point: np.ndarray, out: np.ndarray
+) -> np.ndarray:
+    """``out = x * inverse[:, None] - point`` (``n x d`` float64, ``n >= 1``; ``out`` may be
+    ``x`` itself) and the norm of each of its rows, whose squares are added in column
+    order. One read by the kernel (C-contiguous arrays, finite norms); numpy's passes
+    otherwise (multiply, subtract, the column loop): the same values, bit for bit."""
+    n, d = x.shape
+    if (
+        _kernel is not None
+        and x.dtype == np.float64
+        and x.flags.c_contiguous
+        and out.flags.c_contiguous
+        and inverse.flags.c_contiguous
+        and n
+        and d
+    ):
+        norms = np.empty(n)
+        centre = np.ascontiguousarray(point, dtype=np.float64)
+        if _kernel.offsets(x, d, inverse, centre, out, norms) == 0:
+            return norms
+    np.multiply(x, inverse[:, None], out=out)
+    np.subtract(out, point, out=out)
+    squares = out[:, 0] * out[:, 0]
+    for j in range(1, d):
+        squares += out[:, j] * out[:, j]
+    return np.sqrt(squares)
+
+
 def group_rows(
     x: np.ndarray, codes: np.ndarray, classes: int, out: np.ndarray
 ) -> tuple[list[int], np.ndarray]:

@@ -24,6 +24,7 @@ import attrs
 import numpy as np
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
+from dpframe.data.chunks import scaled_offsets
 from dpframe.data.stats import Kept, Scratch, in_memory, reduce, reduce_kept
 from dpframe.data.units import data_coordinates, in_domain_param, units_param
 from dpframe.privacy.events import PrivacyEvent, compose
@@ -136,18 +137,18 @@ class _Preprocess:
         inverse: np.ndarray | None = None,
     ) -> np.ndarray:
         """``z = W^T (u - mu~) / ||u - mu~||`` (0 when ``u = mu~``), with the centred label
-        appended when supervised. Per cache-sized chunk: the row scaling into the buffer
-        (no copy of ``x`` when ``c = 0``), one subtraction, two row-norm reductions and one
-        ``(m x p)`` product (into ``out``, a ``p``-column work buffer, when given); no
+        appended when supervised. Per cache-sized chunk: the row scaling and the
+        subtraction into the buffer with the rows' norms, in one read by the chunk kernel
+        (:func:`~dpframe.data.chunks.scaled_offsets`; no copy of ``x`` when ``c = 0``), and
+        one ``(m x p)`` product (into ``out``, a ``p``-column work buffer, when given); no
         temporary of the chunk. ``inverse``, the rows' ``1 / ||x - c||`` that the first
         pass computed (the same bits), saves one of the row norms."""
         if inverse is None:
             v, inverse = self._centred(rows)
         else:
             v = self._shifted(rows)
-        d = np.multiply(v, inverse[:, None], out=self.buffer(len(rows)))  # u, in the buffer
-        d = np.subtract(d, mean, out=d)  # u - mu~, elementwise: no cancellation
-        norms = np.sqrt(np.einsum("ij,ij->i", d, d))[:, None]
+        d = self.buffer(len(rows))  # u - mu~ with u = v / ||v||, elementwise: no cancellation
+        norms = scaled_offsets(v, inverse, mean, d)[:, None]
         z = np.matmul(d, w, out=None if out is None else out(len(rows)))
         positive = norms > 0
         if positive.all():  # the common case: a plain division, half the time of a masked one

@@ -464,6 +464,41 @@ def test_sums_and_largest_norm_are_the_in_order_sums(monkeypatch, kernel, n, d):
 
 
 @pytest.mark.parametrize("kernel", ["c", "numpy"])
+@pytest.mark.parametrize(("n", "d"), [(1, 1), (7, 3), (8, 4), (9, 1), (25, 103)])
+def test_scaled_offsets_are_two_roundings_and_column_order_norms(monkeypatch, kernel, n, d):
+    """``scaled_offsets``: each entry ``x * inverse - point`` rounded twice (numpy's multiply
+    then subtract), each row's norm its squares added in column order then ``sqrt``
+    (written out one value at a time), bit for bit on either path, into a separate buffer
+    or in place; a zero scale gives the point's negation, and an infinite value is
+    answered by numpy (NaN or infinite norms, as numpy gives them)."""
+    if kernel == "numpy":
+        monkeypatch.setattr(chunks, "_kernel", None)
+    elif chunks._kernel is None:
+        pytest.skip("the chunk kernel is not built")
+    rng = np.random.default_rng(n * 100 + d)
+    x = rng.normal(size=(n, d)) * 10.0 ** rng.integers(-8, 8, (n, d))
+    inverse = rng.random(n)
+    inverse[0] = 0.0
+    point = rng.normal(size=d)
+    out = np.empty((n, d))
+    norms = chunks.scaled_offsets(x, inverse, point, out)
+    for i in range(n):
+        row = [float(x[i, j]) * float(inverse[i]) - float(point[j]) for j in range(d)]
+        square = row[0] * row[0]
+        for value in row[1:]:
+            square += value * value
+        assert np.array_equal(out[i].view(np.int64), np.array(row).view(np.int64)), i
+        assert norms[i] == np.sqrt(square), i
+    assert np.array_equal(out[0], -point)
+    in_place = x.copy()
+    assert np.array_equal(chunks.scaled_offsets(in_place, inverse, point, in_place), norms)
+    assert np.array_equal(in_place, out)
+    x[n // 2, 0] = np.inf
+    inverse[n // 2] = 1.0
+    assert not np.isfinite(chunks.scaled_offsets(x, inverse, point, out)[n // 2])
+
+
+@pytest.mark.parametrize("kernel", ["c", "numpy"])
 @pytest.mark.parametrize(
     ("n", "d", "classes"), [(1, 1, 1), (9, 1, 3), (40, 1, 2), (25, 103, 4), (300, 7, 5)]
 )
