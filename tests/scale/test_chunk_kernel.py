@@ -13,6 +13,18 @@ from dpframe.data.chunks import Buffers, Columns
 from dpframe.data.sources import SourceDataset, open_source, prepare_chunk
 from dpframe.errors import DataError
 
+
+@pytest.fixture(params=["c", "numpy"])
+def kernel(request, monkeypatch) -> str:
+    """Run a test on the chunk kernel and again on the numpy path (``chunks._kernel``
+    None; the kernel's run is skipped where it is not built)."""
+    if request.param == "numpy":
+        monkeypatch.setattr(chunks, "_kernel", None)
+    elif chunks._kernel is None:
+        pytest.skip("the chunk kernel is not built")
+    return request.param
+
+
 needs_kernel = pytest.mark.skipif(
     chunks._kernel is None, reason="the chunk kernel (dpframe.data._chunkc) is not built"
 )
@@ -401,10 +413,7 @@ def test_the_kernel_grouped_sums_are_the_row_order_sums(monkeypatch, d, mapped):
     assert numpy[3:] == found[3:]
 
 
-@pytest.mark.parametrize("kernel", ["c", "numpy"])
-def test_grouped_sums_refuse_a_code_outside_the_groups_and_show_a_nan(monkeypatch, kernel):
-    if kernel == "numpy":
-        monkeypatch.setattr(chunks, "_kernel", None)
+def test_grouped_sums_refuse_a_code_outside_the_groups_and_show_a_nan(kernel):
     x = np.ones((6, 3))
     for bad in (-1, 3):
         with pytest.raises(ValueError, match=r"outside 0 \.\. 2"):
@@ -436,20 +445,15 @@ def _sums_and_norms_by_hand(x: np.ndarray) -> tuple[np.ndarray, float]:
     return np.array(sums), largest
 
 
-@pytest.mark.parametrize("kernel", ["c", "numpy"])
 @pytest.mark.parametrize(
     ("n", "d"), [(1, 1), (1, 5), (7, 3), (8, 4), (9, 1), (25, 103), (40, 1), (40, 2)]
 )
-def test_sums_and_largest_norm_are_the_in_order_sums(monkeypatch, kernel, n, d):
+def test_sums_and_largest_norm_are_the_in_order_sums(kernel, n, d):
     """Row counts around the kernel's blocks of eight rows (the first row apart, a tail),
     widths around its vector loop: the column sums are the row-order sums bit for bit
     (numpy's ``sum(axis=0)`` when ``d >= 2``; one column numpy adds pairwise), the largest
     squared norm the column-order one, on either path (compared bit for bit: a column of
     negative zeros sums to +0.0, as numpy's does)."""
-    if kernel == "numpy":
-        monkeypatch.setattr(chunks, "_kernel", None)
-    elif chunks._kernel is None:
-        pytest.skip("the chunk kernel is not built")
     rng = np.random.default_rng(n * 1000 + d)
     x = rng.normal(size=(n, d)) * 10.0 ** rng.integers(-8, 8, (n, d))
     if n < 40:
@@ -463,18 +467,13 @@ def test_sums_and_largest_norm_are_the_in_order_sums(monkeypatch, kernel, n, d):
     assert not np.signbit(sums[0]) and largest == expected_largest
 
 
-@pytest.mark.parametrize("kernel", ["c", "numpy"])
 @pytest.mark.parametrize(("n", "d"), [(1, 1), (7, 3), (8, 4), (9, 1), (25, 103)])
-def test_scaled_offsets_are_two_roundings_and_column_order_norms(monkeypatch, kernel, n, d):
+def test_scaled_offsets_are_two_roundings_and_column_order_norms(kernel, n, d):
     """``scaled_offsets``: each entry ``x * inverse - point`` rounded twice (numpy's multiply
     then subtract), each row's norm its squares added in column order then ``sqrt``
     (written out one value at a time), bit for bit on either path, into a separate buffer
     or in place; a zero scale gives the point's negation, and an infinite value is
     answered by numpy (NaN or infinite norms, as numpy gives them)."""
-    if kernel == "numpy":
-        monkeypatch.setattr(chunks, "_kernel", None)
-    elif chunks._kernel is None:
-        pytest.skip("the chunk kernel is not built")
     rng = np.random.default_rng(n * 100 + d)
     x = rng.normal(size=(n, d)) * 10.0 ** rng.integers(-8, 8, (n, d))
     inverse = rng.random(n)
@@ -498,19 +497,14 @@ def test_scaled_offsets_are_two_roundings_and_column_order_norms(monkeypatch, ke
     assert not np.isfinite(chunks.scaled_offsets(x, inverse, point, out)[n // 2])
 
 
-@pytest.mark.parametrize("kernel", ["c", "numpy"])
 @pytest.mark.parametrize(
     ("n", "d", "classes"), [(1, 1, 1), (9, 1, 3), (40, 1, 2), (25, 103, 4), (300, 7, 5)]
 )
-def test_rows_grouped_by_class_with_in_order_sums(monkeypatch, kernel, n, d, classes):
+def test_rows_grouped_by_class_with_in_order_sums(kernel, n, d, classes):
     """``group_rows``: each class's rows in their order (a stable sort by class), its count,
     and its column sums added row by row from 0.0 (written out one value at a time), bit
     for bit on either path; a class with no rows sums to zeros, a column of negative zeros
     to +0.0; a code outside the classes is refused."""
-    if kernel == "numpy":
-        monkeypatch.setattr(chunks, "_kernel", None)
-    elif chunks._kernel is None:
-        pytest.skip("the chunk kernel is not built")
     rng = np.random.default_rng(n * 1000 + d * 10 + classes)
     x = rng.normal(size=(n, d)) * 10.0 ** rng.integers(-8, 8, (n, d))
     x[: n // 3, 0] = -0.0
@@ -527,10 +521,7 @@ def test_rows_grouped_by_class_with_in_order_sums(monkeypatch, kernel, n, d, cla
         chunks.group_rows(x, np.full(n, classes), classes, out)
 
 
-@pytest.mark.parametrize("kernel", ["c", "numpy"])
-def test_sums_and_largest_norm_show_a_nan_as_numpy_does(monkeypatch, kernel):
-    if kernel == "numpy":
-        monkeypatch.setattr(chunks, "_kernel", None)
+def test_sums_and_largest_norm_show_a_nan_as_numpy_does(kernel):
     x = np.ones((20, 3))
     x[11, 1] = np.nan
     sums, largest = chunks.sums_and_largest_norm(x)
