@@ -98,14 +98,24 @@ def grouped_sums(
     return u, sums, counts, float(u.min()), float(u.max())
 
 
+def _kernel_reads(x: np.ndarray, *more: np.ndarray) -> bool:
+    """Whether the kernel takes ``x`` (a non-empty ``n x d`` matrix) and the other arrays
+    of a call: built, and every one C-contiguous float64 (else numpy's path answers)."""
+    return (
+        _kernel is not None
+        and x.size > 0
+        and all(a.dtype == np.float64 and a.flags.c_contiguous for a in (x, *more))
+    )
+
+
 def sums_and_largest_norm(x: np.ndarray) -> tuple[np.ndarray, float]:
     """``(sums, largest)`` for the rows of ``x`` (``n x d`` float64, ``n >= 1``): the column
     sums, added in row order (:func:`row_order_sums`), and the
     largest squared row norm, each row's squares added in column order. One read by the
     kernel (C-contiguous ``x``, finite values); numpy's passes otherwise: the same values,
     bit for bit."""
-    n, d = x.shape
-    if _kernel is not None and x.dtype == np.float64 and x.flags.c_contiguous and n and d:
+    d = x.shape[1]
+    if _kernel_reads(x):
         sums = np.empty(d)
         status, largest = _kernel.sums_norms(x, d, sums)
         if status == 0:
@@ -137,15 +147,7 @@ def scaled_offsets(
     order. One read by the kernel (C-contiguous arrays, finite norms); numpy's passes
     otherwise (multiply, subtract, the column loop): the same values, bit for bit."""
     n, d = x.shape
-    if (
-        _kernel is not None
-        and x.dtype == np.float64
-        and x.flags.c_contiguous
-        and out.flags.c_contiguous
-        and inverse.flags.c_contiguous
-        and n
-        and d
-    ):
+    if _kernel_reads(x, out, inverse):
         norms = np.empty(n)
         centre = np.ascontiguousarray(point, dtype=np.float64)
         if _kernel.offsets(x, d, inverse, centre, out, norms) == 0:
@@ -169,15 +171,7 @@ def group_rows(
     of the codes, the gather, the sums): the same values, bit for bit."""
     n, d = x.shape
     sums = np.empty((classes, d))
-    if (
-        _kernel is not None
-        and x.dtype == np.float64
-        and x.flags.c_contiguous
-        and codes.dtype == np.int64
-        and out.flags.c_contiguous
-        and n
-        and d
-    ):
+    if _kernel_reads(x, out) and codes.dtype == np.int64 and codes.flags.c_contiguous:
         counts = np.empty(classes, dtype=np.int64)
         if _kernel.group(x, d, codes, out, sums, counts) == 0:
             return counts.tolist(), sums

@@ -110,11 +110,15 @@ class GmacThenBlake3:
         read of them: a chunk's fingerprint and its domain check together. On the
         kernel's 256-bit path with no partial block pending; elsewhere None, and nothing
         is done (the caller updates and checks apart)."""
-        if not (self._kernel is not None and self._wide and not self._tail and values.size):
-            return None
-        if self._digest is not None or values.dtype.str != "<f8":
-            return None
-        if not values.flags.c_contiguous:
+        if not (
+            self._kernel is not None
+            and self._wide
+            and not self._tail
+            and self._digest is None
+            and values.size
+            and values.dtype.str == "<f8"
+            and values.flags.c_contiguous
+        ):
             return None
         view = memoryview(values).cast("B")
         self._y, nan, low, high = self._kernel.ghash_extremes(self._h, self._y, view)

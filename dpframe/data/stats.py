@@ -13,6 +13,7 @@ reduced statistics, by the mechanism.
 from __future__ import annotations
 
 import collections
+import contextlib
 import threading
 from collections.abc import Callable, Sequence
 from concurrent.futures import ThreadPoolExecutor
@@ -55,10 +56,10 @@ def reduce(
     own = getattr(dataset, "reduce", None)
     if own is not None:
         return own(chunk_map, chunk_rows)
-    if light and hashed_next(dataset):
-        with blas_threads(others=1):  # the hash's thread counts as a busy core
-            return _reduce_here(dataset, chunk_map, dataset.chunks(chunk_rows), chunk_rows)
-    return _reduce_here(dataset, chunk_map, dataset.chunks(chunk_rows), chunk_rows)
+    # A light pass beside the hash: the hash's thread counts as a busy core.
+    hashed = blas_threads(others=1) if light and hashed_next(dataset) else contextlib.nullcontext()
+    with hashed:
+        return _reduce_here(dataset, chunk_map, dataset.chunks(chunk_rows), chunk_rows)
 
 
 def in_memory(dataset: Any) -> bool:
