@@ -616,6 +616,20 @@ square_norm(const double *row, Py_ssize_t d)
     return s;
 }
 
+/* The squared norms of eight consecutive rows, as eight independent chains, each in
+   column order: square_norm's sums, bit for bit, eight at a time. */
+static inline __attribute__((always_inline)) void
+eight_square_norms(const double *rows, Py_ssize_t d, double s[8])
+{
+    int r;
+    Py_ssize_t j;
+    for (r = 0; r < 8; r++)
+        s[r] = rows[r * d] * rows[r * d];
+    for (j = 1; j < d; j++)
+        for (r = 0; r < 8; r++)
+            s[r] += rows[r * d + j] * rows[r * d + j];
+}
+
 /* sums_norms: see the module's comment. Returns 1 if a value or a square is not finite.
    Eight rows at a time: their column sums in row order (vectorised across the columns),
    then their norms as eight independent chains, each in column order. */
@@ -634,11 +648,7 @@ sums_norms_body(const double *v, Py_ssize_t n, Py_ssize_t d, double *sums, doubl
         for (r = 0; r < 8; r++)
             for (j = 0; j < d; j++)
                 sums[j] += rows[r * d + j];
-        for (r = 0; r < 8; r++)
-            s[r] = rows[r * d] * rows[r * d];
-        for (j = 1; j < d; j++)
-            for (r = 0; r < 8; r++)
-                s[r] += rows[r * d + j] * rows[r * d + j];
+        eight_square_norms(rows, d, s);
         for (r = 0; r < 8; r++) {
             bad |= !isfinite(s[r]);
             top = s[r] > top ? s[r] : top;
@@ -724,11 +734,7 @@ offsets_body(const double *v, Py_ssize_t n, Py_ssize_t d, const double *inverse,
                 to[r * d + j] = u - mean[j];
             }
         }
-        for (r = 0; r < 8; r++)
-            s[r] = to[r * d] * to[r * d];
-        for (j = 1; j < d; j++)
-            for (r = 0; r < 8; r++)
-                s[r] += to[r * d + j] * to[r * d + j];
+        eight_square_norms(to, d, s);
         for (r = 0; r < 8; r++) {
             bad |= !isfinite(s[r]);
             norms[i + r] = sqrt(s[r]);
