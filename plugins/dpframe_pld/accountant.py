@@ -3,7 +3,7 @@
 Mapping of dpframe events to dp-accounting PLDs (``dp_accounting.pld``), all built with
 ``pessimistic_estimate=True`` (connect-the-dots for Laplace and Gaussian), so every answer
 is an upper bound up to dp-accounting's own tail truncation, which it also accounts
-pessimistically:
+pessimistically; ε and δ are read from the distributions rounded up (:mod:`.readout`):
 
 =============================  ==============================================================
 dpframe event                  PLD
@@ -77,6 +77,7 @@ from dpframe.privacy.events import (
     PrivacyEvent,
     SelfComposedEvent,
 )
+from dpframe_pld.readout import delta_above, epsilon_above
 
 INSTALL_HINT = (
     "the 'pld' accountant needs dp-accounting; install it with `pip install dpframe[pld]`."
@@ -171,14 +172,14 @@ class PLDAccountant(Accountant):
         pld = self._distribution(event)
         if pld is None:
             return math.inf
-        return max(0.0, float(pld.get_epsilon_for_delta(delta)))
+        return epsilon_above(pld, delta)
 
     def delta(self, event: PrivacyEvent, epsilon: float) -> float:
         check_epsilon(epsilon)
         pld = self._distribution(event)
         if pld is None:
             return 0.0 if math.isinf(epsilon) else 1.0
-        return min(1.0, float(pld.get_delta_for_epsilon(epsilon)))
+        return delta_above(pld, epsilon)
 
     # -- building PLDs ---------------------------------------------------------------------
 

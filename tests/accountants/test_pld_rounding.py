@@ -1,0 +1,136 @@
+"""The 'pld' accountant's ε and δ are never below the exact privacy curve.
+
+The reference is randomised response with ε₀ = 1 (``DiscreteLaplaceEvent(1)``, whose PLD
+is the dominating pair of pure 1-DP) composed k times: its privacy loss is ε₀(k - 2j)
+with binomial mass, so δ(ε) and its inverse are computed here in 60-digit decimals.
+dp-accounting's own read-out lands one unit in the last place below the exact ε in most
+of these cases (14 of the 20 (k, δ) pairs with dp-accounting 0.6).
+"""
+
+from __future__ import annotations
+
+import math
+from decimal import Decimal, localcontext
+
+import numpy as np
+import pytest
+from dpframe_pld.readout import delta_above, epsilon_above, pmfs
+
+from dpframe.errors import UnsupportedEventError
+from dpframe.privacy.events import DiscreteLaplaceEvent, SelfComposedEvent
+from dpframe.releases.plugins import registry
+
+pytest.importorskip("dp_accounting")
+
+COMPOSITIONS = (1, 2, 3, 5)
+DELTAS = (1e-3, 1e-4, 1e-5, 0.05, 0.2)
+EPSILONS = (0.0, 0.1, 0.3, 0.5, 0.77, 1.0, 1.5, 2.2, 2.9, 3.7)
+GRID = 0.01  # the random distributions' discretisation (a float, as dp-accounting keeps it)
+TIGHT = 1e-9  # the rounding may cost this much, relative, and no more
+SLACK = Decimal("1e-15")  # δ only: the grid's loss 10000·Δ is 1 + 4.8e-17, above the exact 1
+
+
+def _exact_delta(k: int, epsilon: Decimal) -> Decimal:
+    """δ(ε) of k-fold randomised response with ε₀ = 1, exactly to 60 digits."""
+    e = Decimal(1).exp()
+    p, q = e / (1 + e), 1 / (1 + e)
+    total = Decimal(0)
+    for j in range(k + 1):
+        loss = Decimal(k - 2 * j)
+        if loss > epsilon:
+            total += math.comb(k, j) * p ** (k - j) * q**j * (1 - (epsilon - loss).exp())
+    return total
+
+
+def _exact_epsilon(k: int, delta: float) -> Decimal:
+    low, high = Decimal(0), Decimal(k)
+    for _ in range(200):
+        middle = (low + high) / 2
+        low, high = (middle, high) if _exact_delta(k, middle) > Decimal(delta) else (low, middle)
+    return high
+
+
+def _event(k: int):
+    return DiscreteLaplaceEvent(1.0) if k == 1 else SelfComposedEvent(DiscreteLaplaceEvent(1.0), k)
+
+
+@pytest.mark.parametrize("k", COMPOSITIONS)
+def test_epsilon_is_never_below_the_exact_curve(k):
+    pld = registry().accountant("pld")
+    with localcontext() as context:
+        context.prec = 60
+        for delta in DELTAS:
+            exact = _exact_epsilon(k, delta)
+            got = Decimal(pld.epsilon(_event(k), delta))
+            assert exact <= got <= exact * (1 + Decimal(TIGHT)), (k, delta, got, exact)
+
+
+@pytest.mark.parametrize("k", COMPOSITIONS)
+def test_delta_is_never_below_the_exact_curve(k):
+    pld = registry().accountant("pld")
+    with localcontext() as context:
+        context.prec = 60
+        for epsilon in EPSILONS:
+            exact = _exact_delta(k, Decimal(epsilon))
+            got = Decimal(pld.delta(_event(k), epsilon))
+            assert exact <= got <= exact * (1 + Decimal(TIGHT)) + SLACK, (k, epsilon, got, exact)
+
+
+def test_best_reports_the_rounded_pld_answer():
+    # the CLI's Lap-PCA case: one pure 1-DP event at δ = 1e-3, where 'pld' is the tightest
+    with localcontext() as context:
+        context.prec = 60
+        exact = _exact_epsilon(1, 1e-3)
+    assert Decimal(registry().accountant("best").epsilon(_event(1), 1e-3)) >= exact
+
+
+def test_an_unknown_pld_layout_is_refused_in_one_sentence():
+    with pytest.raises(UnsupportedEventError, match="dp-accounting"):
+        pmfs(object())
+
+
+def _random_plds(count: int):
+    """Random PLDs built with dp-accounting's public constructor: up to 60 losses k·Δ on
+    a grid of 0.01 (k in [-300, 300]), masses from a Dirichlet, some mass at infinity."""
+    from dp_accounting.pld import privacy_loss_distribution as pld_module
+
+    rng = np.random.default_rng(20261129)
+    for _ in range(count):
+        size = int(rng.integers(2, 60))
+        ks = sorted({int(k) for k in rng.integers(-300, 300, size=size)})
+        infinity = float(rng.choice([0.0, 1e-9, 1e-6]))
+        masses = rng.dirichlet(np.ones(len(ks))) * (1 - infinity)
+        pmf = dict(zip(ks, masses.tolist(), strict=True))
+        yield (
+            pmf,
+            infinity,
+            pld_module.PrivacyLossDistribution.create_from_rounded_probability(
+                pmf, infinity, GRID, pessimistic_estimate=True
+            ),
+        )
+
+
+def _pmf_delta(pmf: dict[int, float], infinity: float, epsilon: Decimal) -> Decimal:
+    """δ(ε) of the PMF as stored (loss k times the float 0.01, masses the floats given)."""
+    step = Decimal(GRID)
+    total = Decimal(infinity)
+    for k, p in pmf.items():
+        if k * step > epsilon:
+            total += Decimal(p) * (1 - (epsilon - k * step).exp())
+    return total
+
+
+def test_the_read_out_bounds_random_distributions_exactly():
+    rng = np.random.default_rng(7)
+    with localcontext() as context:
+        context.prec = 60
+        for pmf, infinity, pld in _random_plds(40):
+            for epsilon in rng.uniform(0, 3, size=4).tolist():
+                assert Decimal(delta_above(pld, epsilon)) >= _pmf_delta(
+                    pmf, infinity, Decimal(epsilon)
+                )
+            for delta in (1e-5, 1e-3, 0.1):
+                epsilon = epsilon_above(pld, delta)
+                if math.isfinite(epsilon):
+                    exact = _pmf_delta(pmf, infinity, Decimal(epsilon))
+                    assert exact <= Decimal(delta), (pmf, delta, epsilon)
