@@ -30,6 +30,13 @@ TIGHT = 1e-9  # the rounding may cost this much, relative, and no more
 SLACK = Decimal("1e-15")  # δ only: the grid's loss 10000·Δ is 1 + 4.8e-17, above the exact 1
 
 
+@pytest.fixture(autouse=True)
+def _sixty_digits():
+    with localcontext() as context:
+        context.prec = 60
+        yield
+
+
 def _exact_delta(k: int, epsilon: Decimal) -> Decimal:
     """δ(ε) of k-fold randomised response with ε₀ = 1, exactly to 60 digits."""
     e = Decimal(1).exp()
@@ -57,30 +64,24 @@ def _event(k: int):
 @pytest.mark.parametrize("k", COMPOSITIONS)
 def test_epsilon_is_never_below_the_exact_curve(k):
     pld = registry().accountant("pld")
-    with localcontext() as context:
-        context.prec = 60
-        for delta in DELTAS:
-            exact = _exact_epsilon(k, delta)
-            got = Decimal(pld.epsilon(_event(k), delta))
-            assert exact <= got <= exact * (1 + Decimal(TIGHT)), (k, delta, got, exact)
+    for delta in DELTAS:
+        exact = _exact_epsilon(k, delta)
+        got = Decimal(pld.epsilon(_event(k), delta))
+        assert exact <= got <= exact * (1 + Decimal(TIGHT)), (k, delta, got, exact)
 
 
 @pytest.mark.parametrize("k", COMPOSITIONS)
 def test_delta_is_never_below_the_exact_curve(k):
     pld = registry().accountant("pld")
-    with localcontext() as context:
-        context.prec = 60
-        for epsilon in EPSILONS:
-            exact = _exact_delta(k, Decimal(epsilon))
-            got = Decimal(pld.delta(_event(k), epsilon))
-            assert exact <= got <= exact * (1 + Decimal(TIGHT)) + SLACK, (k, epsilon, got, exact)
+    for epsilon in EPSILONS:
+        exact = _exact_delta(k, Decimal(epsilon))
+        got = Decimal(pld.delta(_event(k), epsilon))
+        assert exact <= got <= exact * (1 + Decimal(TIGHT)) + SLACK, (k, epsilon, got, exact)
 
 
 def test_best_reports_the_rounded_pld_answer():
     # the CLI's Lap-PCA case: one pure 1-DP event at δ = 1e-3, where 'pld' is the tightest
-    with localcontext() as context:
-        context.prec = 60
-        exact = _exact_epsilon(1, 1e-3)
+    exact = _exact_epsilon(1, 1e-3)
     assert Decimal(registry().accountant("best").epsilon(_event(1), 1e-3)) >= exact
 
 
@@ -122,15 +123,12 @@ def _pmf_delta(pmf: dict[int, float], infinity: float, epsilon: Decimal) -> Deci
 
 def test_the_read_out_bounds_random_distributions_exactly():
     rng = np.random.default_rng(7)
-    with localcontext() as context:
-        context.prec = 60
-        for pmf, infinity, pld in _random_plds(40):
-            for epsilon in rng.uniform(0, 3, size=4).tolist():
-                assert Decimal(delta_above(pld, epsilon)) >= _pmf_delta(
-                    pmf, infinity, Decimal(epsilon)
-                )
-            for delta in (1e-5, 1e-3, 0.1):
-                epsilon = epsilon_above(pld, delta)
-                if math.isfinite(epsilon):
-                    exact = _pmf_delta(pmf, infinity, Decimal(epsilon))
-                    assert exact <= Decimal(delta), (pmf, delta, epsilon)
+    for pmf, infinity, pld in _random_plds(40):
+        for epsilon in rng.uniform(0, 3, size=4).tolist():
+            exact = _pmf_delta(pmf, infinity, Decimal(epsilon))
+            assert Decimal(delta_above(pld, epsilon)) >= exact, (pmf, epsilon)
+        for delta in (1e-5, 1e-3, 0.1):
+            epsilon = epsilon_above(pld, delta)
+            if math.isfinite(epsilon):
+                exact = _pmf_delta(pmf, infinity, Decimal(epsilon))
+                assert exact <= Decimal(delta), (pmf, delta, epsilon)
