@@ -17,9 +17,10 @@ discretisation and tail truncation make the PMF an upper bound, and its FFT conv
 carry their own float error, which is not bounded here.
 
 The PMFs are read from dp-accounting's ``PrivacyLossDistribution`` attributes
-(``_pmf_remove``, ``_pmf_add``, ``_symmetric``; a dense PMF's ``_lower_loss``,
-``_probs``, ``_discretization``, ``_infinity_mass``), the layout of dp-accounting 0.6 (the
-version tested); another layout raises one sentence rather than answering unrounded.
+(``_pmf_remove``, ``_pmf_add``, ``_symmetric``; a PMF's ``_discretization``,
+``_infinity_mass`` and ``_lower_loss`` and ``_probs`` (dense) or ``_loss_probs``
+(sparse)), the layout of dp-accounting 0.6 (the version tested); another layout raises
+one sentence rather than answering unrounded.
 """
 
 from __future__ import annotations
@@ -47,20 +48,25 @@ of the smallest value the bound allows when the first step holds."""
 
 
 class Pmf:
-    """One PMF's losses rounded up (``losses[k] >= (lower + k)·Δ``, ascending), masses and
-    mass at infinity."""
+    """One PMF's losses rounded up (``losses[i] >= k_i·Δ``, ascending), masses and mass
+    at infinity. A sparse PMF (dp-accounting's for pure and (ε, δ) events: two losses,
+    possibly far apart) is read as it is, not spread over every bin between."""
 
     def __init__(self, pmf: Any) -> None:
-        dense = pmf.to_dense_pmf()
         try:
-            lower, probs = int(dense._lower_loss), np.asarray(dense._probs, dtype=np.float64)
-            step, self.infinity = float(dense._discretization), float(dense._infinity_mass)
+            step, self.infinity = float(pmf._discretization), float(pmf._infinity_mass)
+            if hasattr(pmf, "_loss_probs"):
+                ks = sorted(pmf._loss_probs)
+                grid = np.array(ks, dtype=np.float64)
+                probs = np.array([pmf._loss_probs[k] for k in ks], dtype=np.float64)
+            else:
+                probs = np.asarray(pmf._probs, dtype=np.float64)
+                grid = np.arange(probs.size, dtype=np.float64) + int(pmf._lower_loss)
         except AttributeError:
             raise UnsupportedEventError(_LAYOUT) from None
-        # (lower + k) is an exact integer below 2^53; its product with Δ is rounded once,
+        # each k is an exact integer below 2^53 and its product with Δ is rounded once,
         # so the next float up is at least the exact loss
-        exact = (np.arange(probs.size, dtype=np.float64) + lower) * step
-        self.losses = np.nextafter(exact, np.inf)
+        self.losses = np.nextafter(grid * step, np.inf)
         # FFT convolutions can leave masses a few units below 0; raising them to 0 only
         # raises δ
         self.probs = np.maximum(probs, 0.0)

@@ -17,7 +17,7 @@ import pytest
 from dpframe_pld.readout import delta_above, epsilon_above, pmfs
 
 from dpframe.errors import UnsupportedEventError
-from dpframe.privacy.events import DiscreteLaplaceEvent, SelfComposedEvent
+from dpframe.privacy.events import DiscreteLaplaceEvent, EpsilonDeltaEvent, SelfComposedEvent
 from dpframe.releases.plugins import registry
 
 pytest.importorskip("dp_accounting")
@@ -90,45 +90,66 @@ def test_an_unknown_pld_layout_is_refused_in_one_sentence():
         pmfs(object())
 
 
+def _random_pmf(rng: np.random.Generator) -> tuple[dict[int, float], float]:
+    """Up to 60 losses k·Δ on a grid of 0.01 (k in [-300, 300]), masses from a
+    Dirichlet, some mass at infinity."""
+    ks = sorted({int(k) for k in rng.integers(-300, 300, size=int(rng.integers(2, 60)))})
+    infinity = float(rng.choice([0.0, 1e-9, 1e-6]))
+    masses = rng.dirichlet(np.ones(len(ks))) * (1 - infinity)
+    return dict(zip(ks, masses.tolist(), strict=True)), infinity
+
+
 def _random_plds(count: int):
-    """Random PLDs built with dp-accounting's public constructor: up to 60 losses k·Δ on
-    a grid of 0.01 (k in [-300, 300]), masses from a Dirichlet, some mass at infinity."""
-    from dp_accounting.pld import privacy_loss_distribution as pld_module
+    """``(PMFs, PLD)``: random PLDs built with dp-accounting's public classes, sparse,
+    dense (every bin between the losses) and with different "remove" and "add" PMFs (δ is
+    the larger of the two)."""
+    from dp_accounting.pld.pld_pmf import SparsePLDPmf
+    from dp_accounting.pld.privacy_loss_distribution import PrivacyLossDistribution
 
     rng = np.random.default_rng(20261129)
-    for _ in range(count):
-        size = int(rng.integers(2, 60))
-        ks = sorted({int(k) for k in rng.integers(-300, 300, size=size)})
-        infinity = float(rng.choice([0.0, 1e-9, 1e-6]))
-        masses = rng.dirichlet(np.ones(len(ks))) * (1 - infinity)
-        pmf = dict(zip(ks, masses.tolist(), strict=True))
-        yield (
-            pmf,
-            infinity,
-            pld_module.PrivacyLossDistribution.create_from_rounded_probability(
-                pmf, infinity, GRID, pessimistic_estimate=True
-            ),
-        )
+    for i in range(count):
+        remove, add = _random_pmf(rng), _random_pmf(rng)
+        sparse = [SparsePLDPmf(pmf, GRID, infinity, True) for pmf, infinity in (remove, add)]
+        if i % 3 == 0:
+            yield [remove], PrivacyLossDistribution(sparse[0])
+        elif i % 3 == 1:
+            yield [remove], PrivacyLossDistribution(sparse[0].to_dense_pmf())
+        else:
+            yield [remove, add], PrivacyLossDistribution(sparse[0].to_dense_pmf(), sparse[1])
 
 
-def _pmf_delta(pmf: dict[int, float], infinity: float, epsilon: Decimal) -> Decimal:
-    """δ(ε) of the PMF as stored (loss k times the float 0.01, masses the floats given)."""
-    step = Decimal(GRID)
-    total = Decimal(infinity)
-    for k, p in pmf.items():
-        if k * step > epsilon:
-            total += Decimal(p) * (1 - (epsilon - k * step).exp())
-    return total
+def _pmf_delta(pmfs: list[tuple[dict[int, float], float]], epsilon: Decimal) -> Decimal:
+    """δ(ε) of the PMFs as stored (loss k times the float 0.01, masses the floats given),
+    the larger of the two when there are two."""
+    step, deltas = Decimal(GRID), []
+    for pmf, infinity in pmfs:
+        total = Decimal(infinity)
+        for k, p in pmf.items():
+            if k * step > epsilon:
+                total += Decimal(p) * (1 - (epsilon - k * step).exp())
+        deltas.append(total)
+    return max(deltas)
 
 
 def test_the_read_out_bounds_random_distributions_exactly():
     rng = np.random.default_rng(7)
-    for pmf, infinity, pld in _random_plds(40):
+    for stored, pld in _random_plds(60):
         for epsilon in rng.uniform(0, 3, size=4).tolist():
-            exact = _pmf_delta(pmf, infinity, Decimal(epsilon))
-            assert Decimal(delta_above(pld, epsilon)) >= exact, (pmf, epsilon)
+            exact = _pmf_delta(stored, Decimal(epsilon))
+            assert Decimal(delta_above(pld, epsilon)) >= exact, (stored, epsilon)
         for delta in (1e-5, 1e-3, 0.1):
             epsilon = epsilon_above(pld, delta)
             if math.isfinite(epsilon):
-                exact = _pmf_delta(pmf, infinity, Decimal(epsilon))
-                assert exact <= Decimal(delta), (pmf, delta, epsilon)
+                assert _pmf_delta(stored, Decimal(epsilon)) <= Decimal(delta), (stored, delta)
+
+
+@pytest.mark.parametrize("epsilon0", [3.0, 300.0])
+def test_an_epsilon_delta_event_is_read_where_its_two_losses_are(epsilon0):
+    # the dominating pair of (ε₀, δ₀)-DP: δ(ε) = δ₀ + (1 - δ₀)(e^ε₀ - e^ε)/(1 + e^ε₀) below
+    # ε₀, so ε(δ) = log(e^ε₀ - (δ - δ₀)(1 + e^ε₀)/(1 - δ₀)); at ε₀ = 300 the two losses are
+    # 6 million bins apart (read as they are, not spread over the bins between)
+    delta0, delta = Decimal("1e-7"), 1e-5
+    e0 = Decimal(epsilon0).exp()
+    exact = (e0 - (Decimal(delta) - delta0) * (1 + e0) / (1 - delta0)).ln()
+    got = Decimal(registry().accountant("pld").epsilon(EpsilonDeltaEvent(epsilon0, 1e-7), delta))
+    assert exact <= got <= exact * (1 + Decimal(TIGHT))
