@@ -12,7 +12,8 @@ GaussianEvent(z)               ``from_gaussian_mechanism(z, sensitivity=1)``; al
                                one sequential composition are merged into one Gaussian with
                                ``z = (Σ z_i^-2)^-1/2`` (exact)
 LaplaceEvent(b)                ``from_laplace_mechanism(b, sensitivity=1)``
-EpsilonDeltaEvent(ε, δ)        ``from_privacy_parameters`` (the dominating pair of (ε, δ)-DP)
+EpsilonDeltaEvent(ε, δ)        ``from_privacy_parameters`` (the dominating pair of (ε, δ)-DP);
+                               refused from ε ≈ 709.78, where its e^ε overflows (also below)
 DiscreteLaplaceEvent(z)        ``from_privacy_parameters(1/z, 0)``: the dominating pair of
                                pure ``1/z``-DP (the event does not carry the integer scale
                                and sensitivity that dp-accounting's ``DiscreteLaplace``
@@ -219,16 +220,9 @@ class PLDAccountant(Accountant):
                 part = pld.from_laplace_mechanism(
                     unit.noise_multiplier, value_discretization_interval=self.interval
                 )
-            elif isinstance(
-                unit, (EpsilonDeltaEvent, DiscreteLaplaceEvent, ExponentialMechanismEvent)
-            ):
-                eps, delta = (
-                    (1 / unit.noise_multiplier, 0.0)
-                    if isinstance(unit, DiscreteLaplaceEvent)
-                    else (unit.epsilon, getattr(unit, "delta", 0.0))
-                )
+            elif isinstance(unit, _PAIRS):
                 part = pld.from_privacy_parameters(
-                    _dp_parameters(eps, delta),
+                    _dp_parameters(*_pair(unit)),
                     value_discretization_interval=self.interval,
                 )
             else:
@@ -316,6 +310,20 @@ def _gaussian_range(sigma: float) -> float:
     return 1 / sigma**2 + 2 * _GAUSSIAN_TAIL_SDS / sigma
 
 
+_PAIRS = (EpsilonDeltaEvent, DiscreteLaplaceEvent, ExponentialMechanismEvent)
+"""Events whose PLD is the dominating pair of (ε, δ)-DP (``from_privacy_parameters``)."""
+
+_LARGEST_EPSILON = math.log(sys.float_info.max)
+"""dp-accounting computes e^ε of a pair's ε in floating point: beyond this it overflows."""
+
+
+def _pair(event: PrivacyEvent) -> tuple[float, float]:
+    """``(ε, δ)`` of an event in :data:`_PAIRS`."""
+    if isinstance(event, DiscreteLaplaceEvent):
+        return 1 / event.noise_multiplier, 0.0
+    return event.epsilon, getattr(event, "delta", 0.0)
+
+
 def _dp_parameters(epsilon: float, delta: float) -> Any:
     from dp_accounting.pld import common
 
@@ -350,7 +358,15 @@ def _support(event: PrivacyEvent) -> Support:
         return SUPPORTED
     if isinstance(event, (NoOpEvent, NonPrivateEvent, GaussianEvent, LaplaceEvent)):
         return SUPPORTED
-    if isinstance(event, (EpsilonDeltaEvent, DiscreteLaplaceEvent, ExponentialMechanismEvent)):
+    if isinstance(event, _PAIRS):
+        epsilon = _pair(event)[0]
+        if epsilon >= _LARGEST_EPSILON:
+            return unsupported(
+                event,
+                f"dp-accounting's PLD of an ε-DP pair overflows at ε = {epsilon:g} (its "
+                f"e^ε exceeds the largest float beyond ε = {_LARGEST_EPSILON:.2f}); use "
+                "'pure' or 'approx'.",
+            )
         return SUPPORTED
     if isinstance(event, PoissonSampledEvent):
         if isinstance(event.event, LaplaceEvent):

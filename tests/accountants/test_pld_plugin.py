@@ -10,7 +10,14 @@ import pytest
 
 from dpframe.errors import ParameterError, UnsupportedEventError
 from dpframe.privacy.accountants.best import BestAccountant
-from dpframe.privacy.events import GaussianEvent, LaplaceEvent, ParallelEvent, ZCDPEvent, compose
+from dpframe.privacy.events import (
+    EpsilonDeltaEvent,
+    GaussianEvent,
+    LaplaceEvent,
+    ParallelEvent,
+    ZCDPEvent,
+    compose,
+)
 from dpframe.releases.plugins import Registry, registry
 
 
@@ -69,3 +76,15 @@ def test_events_beyond_max_bins_are_refused_in_one_sentence():
     assert pld.supports(GaussianEvent(1.0))
     with pytest.raises(ParameterError):
         registry().accountant("pld", max_bins=0)
+
+
+def test_a_pair_whose_exponential_overflows_is_refused_and_best_answers_without_it():
+    pytest.importorskip("dp_accounting")
+    pld = registry().accountant("pld")
+    huge = EpsilonDeltaEvent(1000.0, 1e-7)  # dp-accounting computes e^1000 in floats
+    answer = pld.supports(compose(GaussianEvent(1.0), huge))
+    assert not answer and answer.event == huge and "'pure' or 'approx'" in answer.reason
+    with pytest.raises(UnsupportedEventError, match="overflows"):
+        pld.epsilon(huge, 1e-5)
+    assert BestAccountant().epsilon(huge, 1e-5) == 1000.0
+    assert pld.supports(EpsilonDeltaEvent(709.0, 1e-7))  # just below the float's range
