@@ -35,6 +35,9 @@ from dpframe.errors import UnsupportedEventError
 UNIT = 2.0**-53
 """Unit roundoff of float64."""
 
+TINY = 2.0**-1074
+"""The smallest subnormal float64."""
+
 EXPM1_ULPS = 8
 """Allowance for numpy's ``expm1`` (glibc's is within one unit in the last place)."""
 
@@ -83,11 +86,10 @@ class Pmf:
         total = float(np.dot(self.probs[first:], terms))
         count = self.losses.size - first
         # n products and n - 1 sums of non-negative terms, each rounded once: relative
-        # error at most 2nu/(1 - 2nu); an ulp is at most 2u relative, for expm1's error
+        # error at most 2nu/(1 - 2nu), an ulp is at most 2u relative (expm1's error), and
+        # a product that underflows loses less than the smallest subnormal, 2^-1074
         total *= 1 + (2 * count + 2 * EXPM1_ULPS + 2) * UNIT * 1.01
-        total = math.nextafter(total, math.inf)
-        if total == 0.0:
-            return self.infinity
+        total = math.nextafter(total + count * TINY, math.inf)
         return math.nextafter(self.infinity + total, math.inf)
 
     def epsilon_near(self, delta: float) -> float:
