@@ -68,8 +68,9 @@ class Pmf:
         except AttributeError:
             raise UnsupportedEventError(_LAYOUT) from None
         # each k is an exact integer below 2^53 and its product with Δ is rounded once,
-        # so the next float up is at least the exact loss
-        self.losses = np.nextafter(grid * step, np.inf)
+        # so the next float up is at least the exact loss (0·Δ is exact: kept at 0, so an
+        # identity PLD, the loss 0 with mass 1, has δ = 0 at ε = 0)
+        self.losses = np.where(grid == 0, 0.0, np.nextafter(grid * step, np.inf))
         # FFT convolutions can leave masses a few units below 0; raising them to 0 only
         # raises δ
         self.probs = np.maximum(probs, 0.0)

@@ -17,7 +17,12 @@ import pytest
 from dpframe_pld.readout import delta_above, epsilon_above, pmfs
 
 from dpframe.errors import UnsupportedEventError
-from dpframe.privacy.events import DiscreteLaplaceEvent, EpsilonDeltaEvent, SelfComposedEvent
+from dpframe.privacy.events import (
+    DiscreteLaplaceEvent,
+    EpsilonDeltaEvent,
+    NoOpEvent,
+    SelfComposedEvent,
+)
 from dpframe.releases.plugins import registry
 
 pytest.importorskip("dp_accounting")
@@ -153,3 +158,10 @@ def test_an_epsilon_delta_event_is_read_where_its_two_losses_are(epsilon0):
     exact = (e0 - (Decimal(delta) - delta0) * (1 + e0) / (1 - delta0)).ln()
     got = Decimal(registry().accountant("pld").epsilon(EpsilonDeltaEvent(epsilon0, 1e-7), delta))
     assert exact <= got <= exact * (1 + Decimal(TIGHT))
+
+
+def test_nothing_spent_reads_as_exactly_nothing():
+    # the identity PLD (a NoOpEvent: loss 0 with mass 1) has δ(0) = 0 and ε(0) = 0 exactly
+    pld = registry().accountant("pld")
+    assert pld.delta(NoOpEvent(), 0.0) == 0.0
+    assert pld.epsilon(NoOpEvent(), 0.0) == 0.0
