@@ -165,6 +165,28 @@ def test_gdp_epsilon_certifies_delta_exactly(mu, delta):
     assert _gdp_delta_exact(mu, ours * (1 - 1e-9)) > delta  # and tight
 
 
+def test_gdp_epsilon_near_zero_steps_up_in_few_evaluations(monkeypatch):
+    # ε(δ) of μ = 0.01 just below δ(0) = 0.0039894...: the root is near 0, where the
+    # step-up after brentq once crept up by 1e-13 relative from 1e-300 (a minute, and
+    # `approx.delta(GaussianEvent(100), 0)` took 56 s); doubling steps need at most a
+    # thousand or so profile evaluations, counted here (not timed)
+    from dpframe.privacy import calibration
+
+    calls = []
+    original = calibration._log_gdp_delta
+
+    def counted(mu, eps):
+        calls.append(eps)
+        return original(mu, eps)
+
+    monkeypatch.setattr(calibration, "_log_gdp_delta", counted)
+    for delta in (0.003989436508182134, 0.00398941597588689, 0.003989405709778895):
+        calls.clear()
+        ours = gdp_epsilon(0.01, delta)
+        assert len(calls) < 2000, (delta, len(calls))
+        assert _gdp_delta_exact(0.01, ours) <= delta
+
+
 def _heterogeneous_delta_exact(pairs, eps):
     """1 - Π(1-δ_j)^{k_j} (1 - E[(1 - e^{ε - loss})_+]), summed over every outcome."""
     eps = mpmath.mpf(eps)
