@@ -115,6 +115,8 @@ def gdp_epsilon(mu: float, delta: float) -> float:
     hi = max(1.0, mu * mu)
     while _log_gdp_delta(mu, hi) > log_delta:
         hi *= 2
+        if math.isinf(hi):  # the rounding allowance swamps delta (mu, delta near 1e-300)
+            return math.inf
     eps = brentq(lambda e: _log_gdp_delta(mu, e) - log_delta, 0.0, hi, xtol=1e-14, rtol=1e-15)
     # brentq may stop on either side of the root; step up until the profile holds, the
     # step doubling from 1e-13 of eps (1e-300 at 0): a root near 0 is reached in at most

@@ -165,11 +165,10 @@ def test_gdp_epsilon_certifies_delta_exactly(mu, delta):
     assert _gdp_delta_exact(mu, ours * (1 - 1e-9)) > delta  # and tight
 
 
-def test_gdp_epsilon_near_zero_steps_up_in_few_evaluations(monkeypatch):
-    # ε(δ) of μ = 0.01 just below δ(0) = 0.0039894...: the root is near 0, where the
-    # step-up after brentq once crept up by 1e-13 relative from 1e-300 (a minute, and
-    # `approx.delta(GaussianEvent(100), 0)` took 56 s); doubling steps need at most a
-    # thousand or so profile evaluations, counted here (not timed)
+@pytest.fixture
+def profile_calls(monkeypatch):
+    """The arguments of every evaluation of the Gaussian profile, counted (not timed);
+    past 100,000 the search is taken to be stuck and the test fails."""
     from dpframe.privacy import calibration
 
     calls = []
@@ -177,14 +176,30 @@ def test_gdp_epsilon_near_zero_steps_up_in_few_evaluations(monkeypatch):
 
     def counted(mu, eps):
         calls.append(eps)
+        assert len(calls) < 100_000, "the search is stuck"
         return original(mu, eps)
 
     monkeypatch.setattr(calibration, "_log_gdp_delta", counted)
+    return calls
+
+
+def test_gdp_epsilon_near_zero_steps_up_in_few_evaluations(profile_calls):
+    # ε(δ) of μ = 0.01 just below δ(0) = 0.0039894...: the root is near 0, where the
+    # step-up after brentq once crept up by 1e-13 relative from 1e-300 (22 million
+    # evaluations; `approx.delta(GaussianEvent(100), 0)` took 56 s); doubling steps need
+    # at most a thousand or so
     for delta in (0.003989436508182134, 0.00398941597588689, 0.003989405709778895):
-        calls.clear()
+        profile_calls.clear()
         ours = gdp_epsilon(0.01, delta)
-        assert len(calls) < 2000, (delta, len(calls))
+        assert len(profile_calls) < 2000, (delta, len(profile_calls))
         assert _gdp_delta_exact(0.01, ours) <= delta
+
+
+def test_gdp_epsilon_gives_up_soundly_where_its_allowance_swamps_delta(profile_calls):
+    # μ = δ = 1e-300 (a Gaussian with noise multiplier 1e300): the profile's rounding
+    # allowance exceeds δ at every ε, and the search for an upper end doubled it forever
+    assert gdp_epsilon(1e-300, 1e-300) == math.inf
+    assert len(profile_calls) < 2000
 
 
 def _heterogeneous_delta_exact(pairs, eps):
