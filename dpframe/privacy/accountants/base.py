@@ -13,6 +13,10 @@ The contract:
   delta (``inf`` when none); it raises :class:`~dpframe.errors.UnsupportedEventError`
   for unsupported events rather than guessing.
 * Every answer must be a valid upper bound: an accountant may be loose, never optimistic.
+* An arithmetic error inside ``epsilon`` or ``delta`` (an event whose parameters lie
+  beyond the float range the formulas handle, such as a noise multiplier of 1e-300) is
+  raised as one sentence, an :class:`~dpframe.errors.UnsupportedEventError`, for every
+  subclass (:meth:`Accountant.__init_subclass__`); ``best`` then asks its other members.
 * :meth:`Accountant.running` gives a :class:`RunningTotal`, the composition of a budget's
   charges kept incrementally, so that the ledger can admit a charge without recomposing
   every earlier one. Its answers equal ``epsilon(composition(events), delta)``; an
@@ -22,6 +26,7 @@ The contract:
 from __future__ import annotations
 
 import abc
+import functools
 import math
 import threading
 from collections import Counter, OrderedDict
@@ -59,6 +64,49 @@ class Support:
 SUPPORTED = Support(True)
 
 
+_GUARDED = {
+    "epsilon": "compute epsilon for",
+    "delta": "compute delta for",
+    "add": "add",
+    "add_many": "add",
+}
+"""The methods :func:`_float_guarded` wraps, and what each is said to do."""
+
+
+def _float_guarded(method: Callable[..., Any], name: str) -> Callable[..., Any]:
+    """``method`` (an accountant's ``epsilon`` or ``delta``, a running total's ``epsilon``,
+    ``add`` or ``add_many``) with an arithmetic error raised as one sentence naming the
+    accountant and the event."""
+
+    @functools.wraps(method)
+    def guarded(self: Accountant | RunningTotal, *args: Any, **kwargs: Any) -> Any:
+        try:
+            return method(self, *args, **kwargs)
+        except ArithmeticError as exc:
+            event = args[0] if args else kwargs.get("event")
+            if isinstance(self, RunningTotal):
+                who = f"the {self.accountant.name!r} accountant's running total"
+            else:
+                who = f"the {self.name!r} accountant"
+            what = event.describe() if isinstance(event, PrivacyEvent) else "its charges"
+            raise UnsupportedEventError(
+                f"{who} cannot {_GUARDED[name]} {what} in floating point "
+                f"({type(exc).__name__}: {exc}): its parameters lie beyond the range its "
+                "formulas handle."
+            ) from None
+
+    guarded.float_guarded = True  # type: ignore[attr-defined]
+    return guarded
+
+
+def _guard(cls: type, names: tuple[str, ...]) -> None:
+    """Wrap ``cls``'s own ``names`` methods with :func:`_float_guarded` (once)."""
+    for name in names:
+        method = cls.__dict__.get(name)
+        if callable(method) and not getattr(method, "float_guarded", False):
+            setattr(cls, name, _float_guarded(method, name))
+
+
 @attrs.frozen
 class Guarantee:
     """``(epsilon, delta)``-DP under ``relation``, as certified by ``accountant``."""
@@ -89,6 +137,10 @@ class Accountant(abc.ABC):
 
     def __init__(self, relation: Relation | str = Relation.REPLACE_ONE) -> None:
         self.relation = Relation.parse(relation)
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _guard(cls, ("epsilon", "delta"))
 
     @abc.abstractmethod
     def supports(self, event: PrivacyEvent) -> Support:
@@ -158,6 +210,10 @@ class RunningTotal(abc.ABC):
 
     def __init__(self, accountant: Accountant) -> None:
         self.accountant = accountant
+
+    def __init_subclass__(cls, **kwargs: Any) -> None:
+        super().__init_subclass__(**kwargs)
+        _guard(cls, ("epsilon", "add", "add_many"))
 
     @abc.abstractmethod
     def add(self, event: PrivacyEvent) -> RunningTotal:

@@ -17,8 +17,8 @@ taken over the others: never smaller than the recorded one, and
 from __future__ import annotations
 
 import math
-from collections.abc import Sequence
-from typing import Any
+from collections.abc import Callable, Sequence
+from typing import Any, TypeVar
 
 from dpframe.data.relation import Relation
 from dpframe.errors import ParameterError, PluginError, UnsupportedEventError
@@ -38,6 +38,8 @@ from dpframe.privacy.accountants.pure import PureAccountant
 from dpframe.privacy.accountants.rdp import RDPAccountant
 from dpframe.privacy.accountants.zcdp import ZCDPAccountant
 from dpframe.privacy.events import PrivacyEvent
+
+T = TypeVar("T")
 
 DEFAULT_MEMBERS: tuple[type[Accountant], ...] = (
     PureAccountant,
@@ -126,8 +128,7 @@ class BestAccountant(Accountant):
         check_delta(delta)
         self.require(event)
         best, by = math.inf, None
-        for member in self._candidates(event):
-            value = member.epsilon(event, delta)
+        for member, value in _answers(self._candidates(event), lambda m: m.epsilon(event, delta)):
             if by is None or value < best:
                 best, by = value, member.name
         return Guarantee(best, delta, self.name, self.relation, {"accountant": by})
@@ -180,7 +181,7 @@ class BestTotal(RunningTotal):
     def add_many(self, event: PrivacyEvent, count: int) -> BestTotal:
         members = self.accountant.members  # type: ignore[attr-defined]
         totals = [
-            total.add_many(event, count) if total is not None and member.supports(event) else None
+            _added(total, event, count) if total is not None and member.supports(event) else None
             for member, total in zip(members, self.totals, strict=True)
         ]
         if all(total is None for total in totals):
@@ -192,8 +193,8 @@ class BestTotal(RunningTotal):
         members = self.accountant.members  # type: ignore[attr-defined]
         alive = [(m, t) for m, t in zip(members, self.totals, strict=True) if t is not None]
         exact = [t for m, t in alive if m.exact_when_supported]
-        values = [total.epsilon(delta) for total in (exact[:1] or [t for _, t in alive])]
-        return min(values, default=math.inf)
+        answers = _answers(exact[:1] or [t for _, t in alive], lambda t: t.epsilon(delta))
+        return min((value for _, value in answers), default=math.inf)
 
     def to_dict(self) -> dict[str, Any]:
         members = self.accountant.members  # type: ignore[attr-defined]
@@ -203,6 +204,30 @@ class BestTotal(RunningTotal):
                 for member, total in zip(members, self.totals, strict=True)
             }
         }
+
+
+def _added(total: RunningTotal, event: PrivacyEvent, count: int) -> RunningTotal | None:
+    """``total`` with ``count`` copies of ``event``, or ``None`` (the member drops out) when
+    its total cannot take the event (beyond its float range, say)."""
+    try:
+        return total.add_many(event, count)
+    except UnsupportedEventError:
+        return None
+
+
+def _answers(askers: Sequence[T], ask: Callable[[T], float]) -> list[tuple[T, float]]:
+    """``(asker, answer)`` for every member (or member total) that answers; one that
+    cannot (beyond its float range, say) is left out, and when none answers the first
+    one's sentence is raised."""
+    answers, failed = [], []
+    for asker in askers:
+        try:
+            answers.append((asker, ask(asker)))
+        except UnsupportedEventError as exc:
+            failed.append(exc)
+    if not answers and failed:
+        raise failed[0]
+    return answers
 
 
 class MissingAccountant(Accountant):
