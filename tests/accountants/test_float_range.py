@@ -14,7 +14,7 @@ import math
 import pytest
 
 from dpframe.errors import UnsupportedEventError
-from dpframe.privacy.accountants.base import SUPPORTED, Accountant
+from dpframe.privacy.accountants.base import SUPPORTED, Accountant, GroupedTotal
 from dpframe.privacy.accountants.best import BestAccountant
 from dpframe.privacy.events import EpsilonDeltaEvent, GaussianEvent, PrivacyEvent
 from dpframe.releases.plugins import registry
@@ -68,3 +68,24 @@ def test_a_third_party_accountant_is_guarded_too():
         broken.epsilon(GaussianEvent(1.0), 1e-6)
     with pytest.raises(UnsupportedEventError, match=r"cannot compute delta .*OverflowError"):
         broken.delta(GaussianEvent(1.0), 1.0)
+
+
+class BrokenTotal(GroupedTotal):
+    """A running total whose composition overflows."""
+
+    def add_many(self, event: PrivacyEvent, count: int) -> GroupedTotal:
+        return math.exp(1e6)
+
+
+class BrokenRunning(Broken):
+    name = "broken-running"
+
+    def running(self, state=None):
+        return BrokenTotal(self)
+
+
+def test_best_whose_every_member_fails_gives_the_members_sentence():
+    # not a total with no member left (which would read ε = inf: "over budget")
+    best = BestAccountant(members=[BrokenRunning()])
+    with pytest.raises(UnsupportedEventError, match="'broken-running' accountant's running"):
+        best.running().add(GaussianEvent(1.0))

@@ -180,11 +180,23 @@ class BestTotal(RunningTotal):
 
     def add_many(self, event: PrivacyEvent, count: int) -> BestTotal:
         members = self.accountant.members  # type: ignore[attr-defined]
+        failed: list[UnsupportedEventError] = []
+
+        def added(total: RunningTotal) -> RunningTotal | None:
+            """``None`` (the member drops out) when its total cannot take the event."""
+            try:
+                return total.add_many(event, count)
+            except UnsupportedEventError as exc:  # beyond its float range, say
+                failed.append(exc)
+                return None
+
         totals = [
-            _added(total, event, count) if total is not None and member.supports(event) else None
+            added(total) if total is not None and member.supports(event) else None
             for member, total in zip(members, self.totals, strict=True)
         ]
         if all(total is None for total in totals):
+            if failed:  # every member that supports the event failed: its sentence
+                raise failed[0]
             self.accountant.require(event)
         return BestTotal(self.accountant, totals)  # type: ignore[arg-type]
 
@@ -204,15 +216,6 @@ class BestTotal(RunningTotal):
                 for member, total in zip(members, self.totals, strict=True)
             }
         }
-
-
-def _added(total: RunningTotal, event: PrivacyEvent, count: int) -> RunningTotal | None:
-    """``total`` with ``count`` copies of ``event``, or ``None`` (the member drops out) when
-    its total cannot take the event (beyond its float range, say)."""
-    try:
-        return total.add_many(event, count)
-    except UnsupportedEventError:
-        return None
 
 
 def _answers(askers: Sequence[T], ask: Callable[[T], float]) -> list[tuple[T, float]]:
