@@ -118,9 +118,10 @@ class _Release(BaseEstimator):
         checked = validate_data(self, X, reset=True, dtype=np.float64)
         if self._frame:
             if y is not None:
-                column = getattr(y, "name", None) or "label"
-                X = X.assign(**{str(column): np.asarray(y)})
-                label = str(column)
+                label = str(getattr(y, "name", None) or "label")
+                while label in {str(c) for c in X.columns}:  # never replace a feature
+                    label = f"_{label}"
+                X = X.assign(**{label: np.asarray(y)})
             else:
                 label = None
             return Dataset.from_dataframe(X, domain, label=label)

@@ -236,6 +236,16 @@ class Dataset:
         written; it is copied only if it must be (see the module docstring), or always
         with ``copy=True``."""
         domain = domain or Domain()
+        if (
+            feature_names is not None
+            and domain.feature_names is not None
+            and [str(n) for n in feature_names] != list(domain.feature_names)
+        ):
+            raise DataError(
+                f"the data's columns are {[str(n) for n in feature_names]} but the domain's "
+                f"features are {list(domain.feature_names)}, in that order; reorder the "
+                "columns (a DataFrame's are matched by name)."
+            )
         if domain.categories:
             features = encode_categories(features, domain, feature_names)
         x = _as_feature_matrix(features, domain, feature_names, copy=copy, check_finite=False)

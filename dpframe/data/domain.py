@@ -39,6 +39,7 @@ TOML form::
 
 from __future__ import annotations
 
+import collections
 import functools
 import itertools
 import math
@@ -61,6 +62,13 @@ class InferredBoundsWarning(UserWarning):
     """Bounds were computed from the private data: releases using them are non-private."""
 
 
+MAX_MAGNITUDE = 1e100
+"""The largest bound or ``row_norm_bound`` a domain accepts: squares of widths times any
+record count and width stay finite in float64, so no statistic overflows."""
+MAX_EXACT_INTEGER = 2.0**53
+"""Integer features are bounded by this: float64 holds every integer up to it."""
+
+
 def _finite_tuple(value: Any) -> tuple[float, ...] | None:
     if value is None:
         return None
@@ -75,6 +83,11 @@ def _finite_tuple(value: Any) -> tuple[float, ...] | None:
     for v in out:
         if not math.isfinite(v):
             raise DomainError(f"bounds must be finite numbers, got {v!r}.")
+        if abs(v) > MAX_MAGNITUDE:
+            raise DomainError(
+                f"bounds must be at most {MAX_MAGNITUDE:g} in magnitude (so that sums of "
+                f"squares stay finite in float64), got {v!r}; declare the data in other units."
+            )
     return out
 
 
@@ -265,11 +278,18 @@ class Domain:
         if self.row_norm_bound is not None and not (
             isinstance(self.row_norm_bound, (int, float))
             and math.isfinite(self.row_norm_bound)
-            and self.row_norm_bound > 0
+            and 0 < self.row_norm_bound <= MAX_MAGNITUDE
         ):
             raise DomainError(
-                f"row_norm_bound must be a positive finite number, got {self.row_norm_bound!r}."
+                f"row_norm_bound must be a positive finite number of at most "
+                f"{MAX_MAGNITUDE:g}, got {self.row_norm_bound!r}."
             )
+        if self.feature_names is not None:
+            twice = [n for n, count in collections.Counter(self.feature_names).items() if count > 1]
+            if twice:
+                raise DomainError(
+                    f"feature name {twice[0]!r} is listed twice; names must be distinct."
+                )
         if self.records is not None:
             if (
                 isinstance(self.records, bool)
@@ -367,9 +387,27 @@ class Domain:
             categories=categories,
             bins=bins,
         )
-        bound.integer_mask()  # one sentence for an integer column that is not a feature
+        integer = bound.integer_mask()  # one sentence for an integer column that is not a feature
+        if lower is not None and upper is not None:
+            bound._check_integer_bounds(integer)
         bound._check_bins()
         return bound
+
+    def _check_integer_bounds(self, integer: np.ndarray) -> None:
+        """Each integer feature's bounds hold an integer, within ``MAX_EXACT_INTEGER``."""
+        lo, hi = self.box()
+        for j in np.flatnonzero(integer):
+            if max(abs(lo[j]), abs(hi[j])) > MAX_EXACT_INTEGER:
+                raise DomainError(
+                    f"integer feature {self._feature_label(j)}: bounds must be at most 2**53 "
+                    f"in magnitude (float64 holds every integer up to it), got "
+                    f"[{lo[j]:g}, {hi[j]:g}]."
+                )
+            if math.ceil(lo[j]) > math.floor(hi[j]):
+                raise DomainError(
+                    f"integer feature {self._feature_label(j)}: the bounds [{lo[j]:g}, "
+                    f"{hi[j]:g}] hold no integer."
+                )
 
     def with_records(self, n: int) -> Domain:
         """Under replace-one, the (public) record count; checked against a declared one."""

@@ -148,8 +148,9 @@ class Release:
         self, array: str = "synthetic", labels: str | None = "labels"
     ) -> dict[str, np.ndarray]:
         """A 2-D array (default ``synthetic``) as named columns, in order: the data's
-        feature names when the array has one column per feature (``z0, z1, ...`` for
-        projected coordinates), declared integer features as integers, categorical
+        feature names when the array has one column per feature, ``z0, z1, ...`` otherwise
+        and for the arrays the mechanism lists as projected coordinates
+        (``info["projected"]``), declared integer features as integers, categorical
         features as their category labels (a code rounded to the nearest category), then the
         labels under the domain's label column name (``label`` when it has none)."""
         data = self[array]
@@ -158,7 +159,7 @@ class Release:
         names = list(self.info.get("feature_names") or [])
         integer = set(self.info.get("integer_features") or ())
         categories = (self.domain.get("features") or {}).get("categories") or {}
-        if len(names) != data.shape[1]:
+        if len(names) != data.shape[1] or array in (self.info.get("projected") or ()):
             names, integer, categories = [f"z{j}" for j in range(data.shape[1])], set(), {}
         columns: dict[str, np.ndarray] = {}
         for j, name in enumerate(names):

@@ -211,6 +211,7 @@ class BudgetView:
         def cost(x: float) -> float:
             return before.add(event_at(1.0 / x)).epsilon(self.cap.delta)
 
+        event_at(self.cap.epsilon)  # bad parameters in their own sentence, not "no room"
         upper = 1.0 / self.cap.epsilon
         try:
             x = smallest_noise(cost, self.cap.epsilon, lower=upper * 1e-3, upper=upper, rtol=1e-12)

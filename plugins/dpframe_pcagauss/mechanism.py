@@ -380,6 +380,7 @@ class PCAGauss(Mechanism):
                 info={
                     **info,
                     "space": "principal coordinates (directions not released)",
+                    "projected": ["synthetic"],
                     "dimension": params.components,
                     "by_rule": chosen_by_rule(given, params, ("dimension",)),
                 },
@@ -399,7 +400,12 @@ class PCAGauss(Mechanism):
         return Release(
             arrays={"synthetic": synthetic, "labels": labels, "covariance": covariance},
             noise_scales=noise_scales,
-            info={**info, "output_space": params.output_space, "feature_scale": centred.scale},
+            info={
+                **info,
+                "output_space": params.output_space,
+                "feature_scale": centred.scale,
+                **({"projected": ["synthetic"]} if params.output_space == "projected" else {}),
+            },
         )
 
     def run_batch(

@@ -379,3 +379,14 @@ def test_domain_contains_is_exact_for_per_feature_bounds_and_non_finite_values()
     ball = Domain(row_norm_bound=5.0).bind(2)
     assert ball.contains(np.array([[3.0, 4.0]]))
     assert not ball.contains(np.array([[3.0, 4.0001]]))
+
+
+def test_array_columns_named_otherwise_than_the_domain_are_refused():
+    # bounds apply by position: columns [c, b, a] under a domain [a, b, c] were clipped to
+    # the wrong bounds without a word (fuzzing, stop 41)
+    domain = Domain(lower=0.0, upper=[1.0, 10.0, 100.0], feature_names=["a", "b", "c"])
+    x = np.column_stack([np.full(5, 90.0), np.full(5, 9.0), np.full(5, 0.9)])
+    with pytest.raises(DataError, match=r"columns are \['c', 'b', 'a'\] but the domain"):
+        Dataset.from_arrays(x, None, domain, feature_names=["c", "b", "a"])
+    same = Dataset.from_arrays(x[:, ::-1], None, domain, feature_names=["a", "b", "c"])
+    assert same.features[0].tolist() == [0.9, 9.0, 90.0]

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import re
 import warnings
 
 import numpy as np
@@ -176,3 +177,26 @@ def test_integer_features_errors_are_one_sentence(tmp_path, integer, message):
     path.write_text(f'[features]\nnames = ["a"]\nlower = 0\nupper = 1\ninteger = {integer}\n')
     with pytest.raises(DomainError, match=message):
         Domain.from_toml(path).bind(1)
+
+
+@pytest.mark.parametrize(
+    "kwargs, words",
+    [
+        ({"lower": 0.2, "upper": 0.8, "integer": True}, "hold no integer"),
+        ({"lower": 0.0, "upper": 1e19, "integer": True}, "at most 2**53"),
+        ({"lower": -1e308, "upper": 1e308}, "at most 1e+100"),
+        ({"lower": 0.0, "upper": 1.0, "row_norm_bound": 1e200}, "at most 1e+100"),
+        ({"lower": 0.0, "upper": 1.0, "feature_names": ["a", "a"]}, "'a' is listed twice"),
+    ],
+)
+def test_domains_no_release_could_honour_are_refused_in_one_sentence(kwargs, words):
+    # each once released out of its box, non-finite values, int64-wrapped columns or a
+    # dropped column (fuzzing, stop 41)
+    with pytest.raises(DomainError, match=re.escape(words)):
+        Domain(**kwargs).bind(2)
+
+
+def test_integer_bounds_holding_an_integer_and_wide_real_bounds_are_accepted():
+    bound = Domain(lower=0.2, upper=1.8, integer=True).bind(2)
+    assert bound.box()[1].tolist() == [1.8, 1.8]
+    assert Domain(lower=-1e100, upper=1e100).bind(1).box()[0].tolist() == [-1e100]

@@ -11,7 +11,7 @@ import pytest
 
 import dpframe
 from dpframe import Dataset, Domain, SeededSampler, execute
-from dpframe.data.domain import Classes
+from dpframe.data.domain import Classes, Target
 from dpframe.errors import DataError, ParameterError
 from dpframe.privacy.events import DiscreteLaplaceEvent
 from dpframe.releases.release import Release
@@ -85,3 +85,28 @@ def test_label_values_save_without_pickle(tmp_path):
     rel = Release(arrays={"labels": data.label_values(data.labels)})
     rel.save(tmp_path / "r")
     assert Release.load(tmp_path / "r")["labels"].tolist() == ["x", "y", "x"]
+
+
+@pytest.mark.parametrize(
+    "name, params",
+    [
+        ("ron_gauss", {"dimension": 2}),
+        ("pca_gauss", {"dimension": 2}),
+        ("pca_gauss", {"supervised": True, "projection": np.eye(2), "output_space": "projected"}),
+    ],
+)
+def test_projected_coordinates_are_never_named_like_the_features(name, params):
+    # with as many projected coordinates as features, the table used to call them by the
+    # features' names (fuzzing, stop 41)
+    rng = np.random.default_rng(0)
+    labels = Target(lower=0.0, upper=1.0) if params.get("supervised") else None
+    domain = Domain(lower=0.0, upper=1.0, feature_names=["age", "income"], labels=labels)
+    y = rng.uniform(0, 1, 300) if labels else None
+    data = Dataset.from_arrays(rng.uniform(0, 1, (300, 2)), y, domain)
+    mechanism = dpframe.mechanism(name)
+    release = execute(mechanism, data, mechanism.params(epsilon=5.0, **params), SeededSampler(1))
+    assert list(release.table(labels=None)) == ["z0", "z1"]
+    if name == "ron_gauss" or params.get("supervised"):  # Algorithm 1 has no original space
+        original = mechanism.params(epsilon=5.0, **{**params, "output_space": "original"})
+        mapped = execute(mechanism, data, original, SeededSampler(1))
+        assert list(mapped.table(labels=None)) == ["age", "income"]

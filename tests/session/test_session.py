@@ -4,6 +4,7 @@ refusals that charge nothing, one child stream per step, the adaptivity warning.
 from __future__ import annotations
 
 import math
+import re
 import warnings
 
 import numpy as np
@@ -276,3 +277,15 @@ def test_dp_components_become_mvg_directions(ledger):
     (link,) = ledger.charge(mvg.ledger_entry).chain["parents"]
     assert (link["param"], link["array"], link["name"]) == ("directions", "components", "pca")
     assert mvg.params["directions"]["shape"] == [4, 2]
+
+
+@pytest.mark.parametrize(
+    "params, error",
+    [({"dimenson": 2}, "unknown parameter 'dimenson'"), ({"dimension": 10}, "dimension = 10")],
+)
+def test_a_share_with_bad_parameters_names_them_not_the_budget(ledger, params, error):
+    # the share's solver took the parameters' ParameterError for "no room left"
+    # (fuzzing, stop 41)
+    session = Session(make_dataset(), ledger, "toy", cap=(3.0, 1e-5))
+    with pytest.raises(ParameterError, match=re.escape(error)):
+        session.plan("lap_pca", share=0.5, **params)
