@@ -53,7 +53,7 @@ from dpframe.ledger.records import encode_number
 from dpframe.privacy.budget import Budget
 from dpframe.privacy.events import PrivacyEvent
 from dpframe.releases.params import load_array, params_to_dict
-from dpframe.releases.release import Release
+from dpframe.releases.release import Release, writable_dir
 from dpframe.releases.session import (
     RESERVED,
     AdaptivityWarning,
@@ -1073,9 +1073,8 @@ def write_release(release: Release, directory: Path) -> str:
 
 def check_out_dir(out: Path, spec: ChainSpec) -> None:
     """Refuse, before any data are read, an output directory that already holds a chain
-    run or one of its step directories."""
-    if out.exists() and not out.is_dir():
-        raise ParameterError(f"--out {str(out)!r} exists and is not a directory.")
+    run or one of its step directories, or that cannot be written."""
+    writable_dir(out)  # also refuses a file
     taken = [p for p in ("chain.json", *(s.name for s in spec.steps)) if (out / p).exists()]
     if taken:
         raise ParameterError(

@@ -14,7 +14,9 @@ from __future__ import annotations
 
 import csv
 import json
+import os
 import re
+import tempfile
 from pathlib import Path
 from typing import Any
 
@@ -223,3 +225,26 @@ def _savable(array: Any) -> np.ndarray:
         except (TypeError, ValueError):
             return arr.astype(str)
     return arr
+
+
+def writable_dir(out: Path) -> None:
+    """One sentence now, before any data are read or any budget is charged, if a release
+    could not be written to ``out`` (rather than a failed write after the charge): its
+    nearest existing directory must take a new entry, and the names below it must fit.
+    Leaves nothing behind."""
+    existing, missing = Path(out), []
+    while not os.path.lexists(existing) and existing.parent != existing:
+        existing, missing = existing.parent, [existing.name, *missing]
+    try:
+        if not existing.is_dir():
+            what = "a broken link" if not existing.exists() else "not a directory"
+            raise ParameterError(
+                f"--out {str(out)!r} cannot be written: {str(existing)!r} is {what}."
+            )
+        longest = os.pathconf(existing, "PC_NAME_MAX")
+        if any(len(os.fsencode(name)) > longest for name in missing):
+            raise ParameterError(f"--out {str(out)!r} cannot be written: a name is too long.")
+        os.rmdir(tempfile.mkdtemp(prefix=".dpframe-write-check-", dir=existing))
+    except OSError as exc:
+        reason = exc.strerror or type(exc).__name__
+        raise ParameterError(f"--out {str(out)!r} cannot be written: {reason}.") from None

@@ -279,3 +279,23 @@ def test_0_a_reader_that_stops_reading_is_no_error():
     stderr = proc.stderr.read()
     assert proc.wait() == EXIT_OK, stderr
     assert stderr == ""
+
+
+def test_2_an_output_directory_no_release_could_be_written_to_charges_nothing(workdir):
+    # these were charged and then failed writing, exit 70 (fuzzing, stop 41)
+    (workdir / "afile").write_text("")
+    (workdir / "full").mkdir()
+    (workdir / "full" / "synthetic.csv").write_text("private")
+    (workdir / "dangling").symlink_to(workdir / "nowhere")
+    assert run("ledger", "budget", "create", "ctg", "--epsilon", "10").exit_code == 0
+    for out, fragment in [
+        ("afile/sub", "is not a directory"),
+        ("full", "is not empty"),
+        ("dangling", "broken link"),
+        ("x" * 300, "name is too long"),
+    ]:
+        args = release("--budget-label", "ctg", "--epsilon", "1")
+        args[args.index("rel")] = out
+        check(args, EXIT_USAGE, "usage", fragment)
+    assert (workdir / "full" / "synthetic.csv").read_text() == "private"
+    assert json.loads(run("ledger", "show", "--json").stdout)["charges"] == []

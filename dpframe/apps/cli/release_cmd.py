@@ -140,11 +140,19 @@ def dask_client(engine: str, scheduler: str | None, timeout: float | None = None
 
 
 def check_output_dir(out: Path) -> None:
-    """Refuse, before any data are read, an output directory that already holds a release."""
-    if out.exists() and not out.is_dir():
-        raise ParameterError(f"--out {str(out)!r} exists and is not a directory.")
+    """Refuse, before any data are read or any charge, an output directory that already
+    holds a release or other files (a release never overwrites them) or cannot be
+    written."""
+    from dpframe.releases.release import writable_dir
+
+    writable_dir(out)  # also refuses a file
     if (out / "release.json").exists():
         raise ParameterError(f"--out {str(out)!r} already holds a release; choose a new directory.")
+    if out.is_dir() and any(out.iterdir()):
+        raise ParameterError(
+            f"--out {str(out)!r} is not empty; choose a new or empty directory (a release "
+            "never overwrites files)."
+        )
 
 
 class EpsilonType(click.ParamType):
