@@ -214,13 +214,15 @@ def _clusters(text: str) -> tuple[int, ...]:
 
 def _candidate(path: Path, domain: Domain, label: str | None, header: bool | None) -> Any:
     """A release directory or a synthetic CSV as an evaluation candidate."""
+    import attrs
+
     from dpframe.apps.evaluate import Candidate, from_release
     from dpframe.data.loaders import load_dataset
 
     if not path.exists():
         raise DataError(f"{str(path)!r} does not exist; give a release directory or a CSV.")
-    if not path.is_dir():
-        data = load_dataset(path, domain, label=label, header=header)
+    if not path.is_dir():  # synthetic records: any number of them
+        data = load_dataset(path, attrs.evolve(domain, records=None), label=label, header=header)
         return Candidate(name=path.stem, features=data.features, labels=data.labels)
     from dpframe.releases.release import Release
 
