@@ -48,6 +48,13 @@ def test_only_the_named_accountants_are_totalled(run, filled):
     assert list(doc["budgets"][0]["totals"]) == ["pure"]
 
 
+def test_an_unknown_accountant_is_a_usage_error(run, filled):
+    # it was printed as an empty row, exit 0 (fuzzing, stop 41)
+    text = run("ledger", "audit", "--ledger", filled, "--accountant", "nosuch")
+    assert text.exit_code == 2
+    assert text.stderr.startswith("Error: unknown accountant 'nosuch'")
+
+
 def test_a_tampered_ledger_exits_4_with_one_sentence(run, filled):
     conn = sqlite3.connect(filled)
     conn.execute("DROP TRIGGER entries_no_update")
