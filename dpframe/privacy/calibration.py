@@ -20,6 +20,7 @@ from __future__ import annotations
 import functools
 import math
 from collections.abc import Callable
+from fractions import Fraction
 from typing import TYPE_CHECKING
 
 from dpframe.errors import ParameterError
@@ -58,7 +59,15 @@ def laplace_scale(epsilon: float, l1_sensitivity: float) -> float:
     """Laplace scale ``b = D1 / epsilon`` for an ``epsilon``-DP release."""
     check_epsilon_delta(epsilon)
     _check_sensitivity(l1_sensitivity)
-    return l1_sensitivity / epsilon
+    scale = l1_sensitivity / epsilon
+    if not 0 < scale < math.inf:
+        raise ParameterError(
+            f"epsilon = {epsilon!r} and sensitivity {l1_sensitivity!r} give a Laplace scale "
+            "beyond float64's range."
+        )
+    if Fraction(scale) * Fraction(epsilon) < Fraction(l1_sensitivity):  # rounded down
+        scale = math.nextafter(scale, math.inf)
+    return scale
 
 
 def _log_sub_exp(log_a: float, log_b: float) -> float:
@@ -83,7 +92,9 @@ def _log_gdp_delta(mu: float, epsilon: float) -> float:
     log_first = float(log_ndtr(-epsilon / mu + mu / 2))
     log_second = epsilon + float(log_ndtr(-epsilon / mu - mu / 2))
     log_first += _LOG_SLACK * (1 + abs(log_first) + abs(epsilon / mu) + mu)
-    log_second -= _LOG_SLACK * (1 + abs(log_second) + abs(epsilon / mu) + mu)
+    # the sum's own rounding is relative to epsilon, which it cancels (a unit in the
+    # last place of epsilon = 1e18 is 128)
+    log_second -= _LOG_SLACK * (1 + abs(log_second) + epsilon + abs(epsilon / mu) + mu)
     return min(0.0, _log_sub_exp(log_first, log_second))
 
 
@@ -128,18 +139,30 @@ def gdp_epsilon(mu: float, delta: float) -> float:
     return eps
 
 
+GDP_EPSILON_MAX = 1e15
+"""``gdp_mu`` calibrates a larger ε as this one: ``δ(ε)`` of ``μ``-GDP falls with ε, so
+the ``μ`` found holds for any larger ε, and the profile's float terms stay accurate."""
+
+
 def gdp_mu(epsilon: float, delta: float) -> float:
-    """The largest ``mu`` such that ``mu``-GDP implies ``(epsilon, delta)``-DP."""
+    """The largest ``mu`` such that ``mu``-GDP implies ``(epsilon, delta)``-DP (for ε
+    above :data:`GDP_EPSILON_MAX`, a ``mu`` that does)."""
     check_epsilon_delta(epsilon, delta)
     if delta == 0:
         raise ParameterError("the Gaussian mechanism needs delta > 0; use Laplace for delta = 0.")
+    epsilon = min(epsilon, GDP_EPSILON_MAX)
     log_delta = math.log(delta)
     lo, hi = 0.0, 1.0
     while _log_gdp_delta(hi, epsilon) <= log_delta:
         lo, hi = hi, hi * 2
     mu = brentq(lambda m: _log_gdp_delta(m, epsilon) - log_delta, lo, hi, xtol=1e-15, rtol=1e-15)
+    # brentq may stop on either side of the root; step down until the profile holds, the
+    # step doubling from one unit in the last place (one unit at a time never ended when
+    # brentq stopped far above a root near 1e-15)
+    step = math.ulp(mu)
     while _log_gdp_delta(mu, epsilon) > log_delta:
-        mu = math.nextafter(mu, 0.0)
+        mu = max(mu - step, 0.0)
+        step *= 2
     return mu
 
 
@@ -148,6 +171,11 @@ def gaussian_sigma(epsilon: float, delta: float, l2_sensitivity: float) -> float
     ``(epsilon, delta)``-DP, by the analytic Gaussian mechanism (Balle and Wang 2018)."""
     _check_sensitivity(l2_sensitivity)
     mu = gdp_mu(epsilon, delta)
+    if mu == 0:
+        raise ParameterError(
+            f"(epsilon, delta) = ({epsilon!r}, {delta!r}) needs more Gaussian noise than "
+            "float64 can hold."
+        )
     sigma = l2_sensitivity / mu
     while l2_sensitivity / sigma > mu:
         sigma = math.nextafter(sigma, math.inf)
