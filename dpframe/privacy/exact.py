@@ -818,8 +818,11 @@ def discrete_gaussian(
     proposal: its sign bit, the geometric's uniform and the acceptance uniform's first
     12 bits, which decide by table lookup unless ``exp(-x)`` falls in their interval
     (probability about 2^-12); those get 52 more bits and the float filter, and the
-    rare undecided rest the exact path.
+    rare undecided rest the exact path. Below ``sigma = 1/2``, ``t = 1``
+    (:func:`_discrete_gaussian_narrow`).
     """
+    if sigma_squared < Fraction(1, 4):  # t = sigma^2 accepts 0 with probability < e^-2
+        return _discrete_gaussian_narrow(sigma_squared, size, generator)
     gaussian = _gaussian(sigma_squared)
     if gaussian is None:
         return _discrete_gaussian_scalar(sigma_squared, size, generator)
@@ -932,6 +935,24 @@ class _Fused:
                     )
                 status[unsure] = settled
         return _kernel.compact(x, status, out)
+
+
+def _discrete_gaussian_narrow(
+    sigma_squared: Fraction, size: int, generator: np.random.Generator
+) -> np.ndarray:
+    """CKS Algorithm 3 with their ``t = floor(sigma) + 1 = 1`` for ``sigma < 1/2``, in
+    Python integers: ``t = sigma^2 / m`` with ``m = 1`` would accept a proposal 0 with
+    probability ``exp(-1/(2 sigma^2))`` (2e-22 at ``sigma^2 = 0.01``). Here a proposal
+    ``y`` is accepted with probability ``exp(-(|y| b - a)^2 / (2ab))`` for ``sigma^2 =
+    a/b``, about ``exp(-sigma^2/2)`` at 0."""
+    a, b = sigma_squared.numerator, sigma_squared.denominator
+    out: list[int] = []
+    while len(out) < size:
+        y = int(discrete_laplace(Fraction(1), 1, generator)[0])
+        c = abs(y) * b - a
+        if _bernoulli_exp_scalar(c * c, 2 * a * b, generator):
+            out.append(y)
+    return np.array(out, dtype=np.int64)
 
 
 def _discrete_gaussian_scalar(

@@ -185,3 +185,31 @@ def test_bernoulli_exp_minus_one_continues_exactly_past_its_first_block():
     assert stats.binomtest(int(draws.sum()), n, p_odd).pvalue > ALPHA
     # Power: the unconditional probability exp(-1) would be rejected.
     assert stats.binomtest(int(draws.sum()), n, math.exp(-1)).pvalue < 1e-8
+
+
+@pytest.mark.parametrize("sigma_squared", [Fraction(1, 10), Fraction(1, 5)])
+def test_a_narrow_discrete_gaussian_has_its_exact_mass_at_zero(sigma_squared):
+    # below sigma = 1/2 the proposals' scale is 1 (CKS's t): with t = sigma^2 a draw at
+    # sigma^2 = 0.01 was accepted with probability 2e-22 and never came (fuzzing, stop 41)
+    sample = SeededSampler(23).discrete_gaussian(sigma_squared, 10_000)
+    assert sample.dtype == np.int64
+    s2 = float(sigma_squared)
+    zero = discrete_gaussian_pmf(np.array([0]), s2)[0]
+    nonzero = int(np.count_nonzero(sample))
+    assert stats.binomtest(nonzero, sample.size, 1 - zero).pvalue > ALPHA
+    wider = discrete_gaussian_pmf(np.array([0]), s2 * 1.5)[0]  # power: 1.5 sigma^2 refuted
+    assert stats.binomtest(nonzero, sample.size, 1 - wider).pvalue < 1e-8
+
+
+def test_a_discrete_gaussian_far_below_one_ends():
+    # a guard against the hang above, not a timing: 1,000 draws take milliseconds
+    import threading
+
+    result: list[np.ndarray] = []
+    worker = threading.Thread(
+        target=lambda: result.append(SeededSampler(24).discrete_gaussian(Fraction(1, 100), 1000)),
+        daemon=True,
+    )
+    worker.start()
+    worker.join(timeout=60)
+    assert result and not result[0].any()  # P(z != 0) = 4e-22 per draw
