@@ -81,6 +81,22 @@ def test_rdp_curve_is_the_two_point_maximum() -> None:
         assert value <= a * eps**2 / 8
 
 
+@pytest.mark.parametrize("eps", [1e-15, 1e-10, 1e-8, 1e-6, 1e-3])
+def test_rdp_curve_at_tiny_epsilon_is_never_below_the_exact_maximum(eps: float) -> None:
+    # the two-point maximum cancels: at ε = 1e-8 it came out negative, and a running
+    # total refused to add it (fuzzing, stop 41); the exact maximum in 60-digit arithmetic
+    mp = pytest.importorskip("mpmath")
+    mp.mp.dps = 60
+    orders = np.array([1.5, 2.0, 4.0, 64.0, 1024.0])
+    curve = bounded_range_rdp(orders, eps)
+    e = mp.mpf(eps)
+    for a, value in zip(orders, curve, strict=True):
+        a = mp.mpf(a)
+        p = (1 / mp.expm1(e) - a / mp.expm1(a * e)) / (a - 1)
+        exact = (mp.log1p(p * mp.expm1(a * e)) - a * mp.log1p(p * mp.expm1(e))) / (a - 1)
+        assert exact <= value <= a * e**2 / 8 * (1 + 1e-12)
+
+
 def test_gdp_refuses_and_pld_is_sound() -> None:
     event = ExponentialMechanismEvent(1.0)
     assert not GDPAccountant().supports(event)

@@ -94,7 +94,9 @@ def laplace_rdp(orders: np.ndarray, noise_multiplier: float) -> np.ndarray:
     eps = 1.0 / noise_multiplier
     a = orders
     with np.errstate(over="ignore"):
-        exact = eps + np.log1p((a - 1) / (2 * a - 1) * np.expm1(-(2 * a - 1) * eps)) / (a - 1)
+        tail = np.log1p((a - 1) / (2 * a - 1) * np.expm1(-(2 * a - 1) * eps)) / (a - 1)
+        exact = eps + tail
+    exact += 16 * 2.0**-52 * (eps + np.abs(tail))  # the sum cancels as eps -> 0
     return np.minimum(exact, pure_rdp(orders, eps))
 
 
@@ -103,8 +105,11 @@ def pure_rdp(orders: np.ndarray, epsilon: float) -> np.ndarray:
     if epsilon == 0:
         return np.zeros_like(orders)
     a = orders
-    rr = (np.logaddexp(a * epsilon, (1 - a) * epsilon) - np.logaddexp(0.0, epsilon)) / (a - 1)
-    return np.minimum(np.minimum(rr, epsilon), a * epsilon**2 / 2)
+    high, low = np.logaddexp(a * epsilon, (1 - a) * epsilon), np.logaddexp(0.0, epsilon)
+    # the difference cancels as epsilon -> 0 (it came out negative at 1e-15): its rounding
+    # is allowed for relative to its terms, and a epsilon^2 / 2 is rounded up
+    rr = (high - low + 16 * 2.0**-52 * (np.abs(high) + np.abs(low))) / (a - 1)
+    return np.minimum(np.minimum(rr, epsilon), a * epsilon**2 / 2 * (1 + 2.0**-50))
 
 
 def bounded_range_rdp(orders: np.ndarray, epsilon: float) -> np.ndarray:
@@ -118,11 +123,18 @@ def bounded_range_rdp(orders: np.ndarray, epsilon: float) -> np.ndarray:
         p = np.clip((inv_b - a * inv_a) / (a - 1), 0.0, 1.0)
         # log(1 + p (e^{αε} - 1)) = αε + log(p + (1 - p) e^{-αε}), stable for large αε.
         first = a * epsilon + np.log(p + (1 - p) * np.exp(-a * epsilon))
-        exact = (first - a * np.log1p(p * np.expm1(epsilon))) / (a - 1)
+        second = a * np.log1p(p * np.expm1(epsilon))
+        exact = (first - second) / (a - 1)
+        # the subtraction cancels (at epsilon = 1e-8 it came out at -1.2e-15): its
+        # rounding is allowed for relative to its terms, and the log of a number near 1 in
+        # ``first`` carries an absolute error of about 2^-53; below epsilon ~ 1e-7 this
+        # allowance exceeds a epsilon^2 / 8, which the minimum below then takes
+        cancelled = 16 * 2.0**-52 * (1 + np.abs(first) + np.abs(second)) / (a - 1)
     # p* is computed in floating point; the objective is flat at its maximum, so a relative
     # 1e-9 covers the rounding of p* (second order) and of the logarithms.
-    exact = np.where(np.isfinite(exact), exact * (1 + 1e-9) + 1e-300, np.inf)
-    return np.minimum(np.minimum(exact, a * epsilon**2 / 8), epsilon)
+    exact = np.where(np.isfinite(exact), exact * (1 + 1e-9) + cancelled + 1e-300, np.inf)
+    # a ε²/8 (tight as ε -> 0) rounded up: its three roundings, each at most half a unit
+    return np.minimum(np.minimum(exact, a * epsilon**2 / 8 * (1 + 2.0**-50)), epsilon)
 
 
 def rdp_epsilon(orders: np.ndarray, rdp: np.ndarray, delta: float) -> tuple[float, float]:
