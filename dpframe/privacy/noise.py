@@ -256,6 +256,11 @@ class Grid:
         return attrs.asdict(self)
 
 
+NOISE_STEPS_LIMIT = 2**56
+"""The largest integer noise scale (``t`` or ``σ``) on a grid: its int64 draws pass 2^62
+with probability below e^-64 (a tiny ε needs more; it is refused in one sentence)."""
+
+
 @functools.lru_cache(maxsize=1024)
 def grid_for(
     family: str,
@@ -298,6 +303,11 @@ def grid_for(
         if noise < GAUSSIAN_STEPS_LIMIT or steps <= 65 * spread:
             break  # int64 sampling, or coarser would inflate by over 1/64: stop (exact anyway)
         exponent += 1
+    if noise > NOISE_STEPS_LIMIT:
+        raise ParameterError(
+            f"a noise multiplier of {noise_multiplier:g} needs noise of {noise:.3g} grid steps, "
+            "beyond what int64 draws can hold; raise epsilon."
+        )
     return Grid(
         family, gamma, d, float(sensitivity), grid_sensitivity, int(noise), float_error=float_error
     )

@@ -9,7 +9,13 @@ import numpy as np
 import pytest
 
 from dpframe.errors import ParameterError
-from dpframe.privacy.noise import GRID_LIMIT, grid_for, grid_noise, grid_release
+from dpframe.privacy.noise import (
+    GRID_LIMIT,
+    NOISE_STEPS_LIMIT,
+    grid_for,
+    grid_noise,
+    grid_release,
+)
 from dpframe.privacy.samplers import SeededSampler, make_sampler
 
 
@@ -272,3 +278,12 @@ def test_a_statistic_beyond_the_range_saturates_as_documented(family):
     assert release(-edge)[0] == release(-4 * edge)[0]
     # inside it the statistic moves the release
     assert release(edge / 2)[0] != release(edge / 4)[0]
+
+
+@pytest.mark.parametrize("family", ["laplace", "gaussian"])
+def test_noise_beyond_int64_draws_is_refused_in_one_sentence(family):
+    # ε = 1e-20 gave an OverflowError converting the draws to int64, exit 70 (fuzzing,
+    # stop 41); 2^56 steps still draw (past 2^62 with probability below e^-64)
+    with pytest.raises(ParameterError, match="beyond what int64 draws can hold"):
+        grid_for(family, 1.0, 1e20, 2)
+    assert grid_for(family, 1.0, 1e12, 2).noise <= NOISE_STEPS_LIMIT
