@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import zlib
 from pathlib import Path
 from typing import Any, ClassVar
 
@@ -191,8 +192,9 @@ def _read_rows(path: Path) -> list[list[str]]:
                 raw = handle.read()
         else:
             raw = path.read_bytes()
-    except OSError as exc:
-        raise DataError(f"cannot read {path.name}: {exc.strerror or exc}.") from None
+    except (OSError, EOFError, zlib.error) as exc:  # gzip: BadGzipFile, truncated, corrupt
+        reason = getattr(exc, "strerror", None) or str(exc).rstrip(".")
+        raise DataError(f"cannot read {path.name}: {reason}.") from None
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:

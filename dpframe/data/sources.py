@@ -270,30 +270,28 @@ class CSVSource(_ColumnSource):
         types = {name: pa.float64() for name in self.feature_names}
         if self.label:
             types[self.label] = pa.string()
-        reader = pcsv.open_csv(
-            self.path,
-            read_options=pcsv.ReadOptions(
-                block_size=block,
-                column_names=None if self.header else self.columns,
-                skip_rows=0,
-            ),
-            parse_options=pcsv.ParseOptions(delimiter=self.delimiter),
-            convert_options=pcsv.ConvertOptions(
-                column_types=types,
-                include_columns=list(types),
-                strings_can_be_null=False,
-            ),
-        )
-        try:
+        try:  # opening reads and converts the first block already
+            reader = pcsv.open_csv(
+                self.path,
+                read_options=pcsv.ReadOptions(
+                    block_size=block,
+                    column_names=None if self.header else self.columns,
+                    skip_rows=0,
+                ),
+                parse_options=pcsv.ParseOptions(delimiter=self.delimiter),
+                convert_options=pcsv.ConvertOptions(
+                    column_types=types,
+                    include_columns=list(types),
+                    strings_can_be_null=False,
+                ),
+            )
             for batch in reader:
                 for start in range(0, batch.num_rows, rows):
                     yield _arrow_batch(
                         batch.slice(start, rows), self.feature_names, self.label, self.name
                     )
         except pa.ArrowInvalid as exc:
-            raise DataError(
-                f"{self.name}: a value could not be read as a number ({exc})."
-            ) from None
+            raise DataError(f"{self.name} could not be read as CSV numbers: {exc}.") from None
 
 
 def _line_count(path: Path, header: str | None = None, block: int = 1 << 24) -> int | None:

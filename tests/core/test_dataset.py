@@ -46,6 +46,16 @@ def test_csv_without_header_label_by_index_and_gzip(tmp_path):
     assert data.labels.tolist() == [1, 0]
 
 
+@pytest.mark.parametrize("damage", ["truncated", "not gzip"])
+def test_a_damaged_gzip_file_is_a_data_error(tmp_path, damage):
+    # EOFError and BadGzipFile came out as internal errors, exit 70 (fuzzing, stop 41)
+    path = tmp_path / "d.csv.gz"
+    whole = gzip.compress(b"a,b\n" + b"0.1,0.2\n" * 1000)
+    path.write_bytes(whole[: len(whole) // 2] if damage == "truncated" else b"garbage")
+    with pytest.raises(DataError, match=r"cannot read d\.csv\.gz"):
+        load_dataset(path, Domain(lower=0, upper=1))
+
+
 def test_space_separated_with_explicit_no_header(tmp_path):
     path = write(tmp_path, "d.txt", "1 2\n3 4\n")
     data = load_dataset(path, Domain(lower=0, upper=5), header=False)

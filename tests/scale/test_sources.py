@@ -383,3 +383,18 @@ def test_arrow_columns_convert_as_pyarrow_converts_them():
             assert actual.dtype == expected.dtype, part.type
             np.testing.assert_array_equal(actual, expected)
             assert list(map(type, actual.tolist())) == list(map(type, expected.tolist()))
+
+
+@pytest.mark.parametrize(
+    "text, words",
+    [("a,b\n0.1,abc\n", "invalid value 'abc'"), ("a,b\n0.1,0.2\n0.3\n", "Expected 2 columns")],
+)
+def test_a_streamed_csv_bad_in_its_first_block_is_a_data_error(tmp_path, text, words):
+    # pyarrow reads the first block when the reader opens, outside the loop that turned
+    # its errors into a DataError: exit 70 (fuzzing, stop 41)
+    path = tmp_path / "bad.csv"
+    path.write_text(text)
+    domain = Domain(lower=0.0, upper=1.0)
+    dataset = SourceDataset(open_source(path, domain), domain, chunk_rows=CHUNK)
+    with pytest.raises(DataError, match=words):
+        moments(dataset)
