@@ -121,11 +121,16 @@ class Release:
             meta = json.loads(meta_path.read_text())
         except json.JSONDecodeError as exc:
             raise DataError(f"{meta_path} is not valid JSON: {exc.msg}.") from None
-        if meta.get("format") != RELEASE_FORMAT:
-            raise DataError(f"{meta_path} has unsupported format {meta.get('format')!r}.")
-        arrays = {
-            name: np.load(path / f"{name}.npy", allow_pickle=False) for name in meta["arrays"]
-        }
+        if not isinstance(meta, dict) or meta.get("format") != RELEASE_FORMAT:
+            found = meta.get("format") if isinstance(meta, dict) else type(meta).__name__
+            raise DataError(f"{meta_path} has unsupported format {found!r}.")
+        arrays = {}
+        for name in meta.get("arrays") or ():
+            try:
+                arrays[name] = np.load(path / f"{name}.npy", allow_pickle=False)
+            except (OSError, ValueError, EOFError) as exc:  # missing, truncated, pickled
+                reason = getattr(exc, "strerror", None) or str(exc).rstrip(".")
+                raise DataError(f"{path / (name + '.npy')} cannot be read: {reason}.") from None
         event = meta.get("event")
         return cls(
             arrays=arrays,

@@ -70,6 +70,22 @@ def test_save_and_load_round_trip(tmp_path, release):
         Release.load(tmp_path)
 
 
+@pytest.mark.parametrize("damage", ["missing array", "truncated array", "metadata a list"])
+def test_a_damaged_release_directory_is_one_sentence(tmp_path, release, damage):
+    # FileNotFoundError, ValueError and AttributeError came out of load: exit 70 from
+    # `ledger verify --release` and `evaluate` (fuzzing, stop 41)
+    out = release.save(tmp_path / "r")
+    array = next(out.glob("*.npy"))
+    if damage == "missing array":
+        array.unlink()
+    elif damage == "truncated array":
+        array.write_bytes(array.read_bytes()[:20])
+    else:
+        (out / "release.json").write_text("[]")
+    with pytest.raises(DataError, match=r"cannot be read|unsupported format 'list'"):
+        Release.load(out)
+
+
 def test_csv_export_with_labels(tmp_path):
     rel = Release(
         arrays={"synthetic": np.array([[0.5, 1.25], [2.0, 3.0]]), "labels": np.array(["a", "b"])},
