@@ -355,7 +355,7 @@ def encode_categories(
         if bad.size:
             row = int(bad[0])
             value = raw[row, j]
-            if value is None or value == "" or (isinstance(value, float) and value != value):
+            if _missing(value):
                 raise DataError(
                     f"column {name!r} has a missing value at data row {row + 1}; remove or "
                     "impute it before release."
@@ -921,6 +921,16 @@ def _validate_labels(
         )
     clipped = int(np.count_nonzero((y < spec.lower) | (y > spec.upper)))
     return np.clip(y, spec.lower, spec.upper), clipped
+
+
+def _missing(value: Any) -> bool:
+    """None, an empty string, a NaN, or pandas' NA (whose truth value raises)."""
+    if value is None or (isinstance(value, str) and value == ""):
+        return True
+    try:
+        return bool(value != value)
+    except TypeError:
+        return True
 
 
 def _class_indices(raw: np.ndarray, spec: Classes) -> np.ndarray:

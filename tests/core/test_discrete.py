@@ -127,6 +127,10 @@ def test_pandas_strings_are_coded(domain):
     frame.loc[1, "sex"] = None
     with pytest.raises(DataError, match="column 'sex' has a missing value at data row 2"):
         Dataset.from_dataframe(frame, domain)
+    # pandas' own NA, whose truth value raises: a TypeError before (fuzzing, stop 41)
+    frame["sex"] = pd.array(["other", None], dtype="string")
+    with pytest.raises(DataError, match="column 'sex' has a missing value at data row 2"):
+        Dataset.from_dataframe(frame, domain)
 
 
 def test_numeric_categories_are_coded_not_taken_as_codes():
