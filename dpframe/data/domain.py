@@ -65,6 +65,8 @@ class InferredBoundsWarning(UserWarning):
 MAX_MAGNITUDE = 1e100
 """The largest bound or ``row_norm_bound`` a domain accepts: squares of widths times any
 record count and width stay finite in float64, so no statistic overflows."""
+NO_ROOM = "the domain leaves no room for features (all bounds are equal)."
+"""The sentence for a box of zero width, whose records are all the same public point."""
 MAX_EXACT_INTEGER = 2.0**53
 """Integer features are bounded by this: float64 holds every integer up to it."""
 

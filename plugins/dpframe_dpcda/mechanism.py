@@ -30,6 +30,7 @@ import numpy as np
 from scipy import sparse
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
+from dpframe.data.domain import NO_ROOM
 from dpframe.data.relation import Relation
 from dpframe.data.units import data_coordinates, in_domain_param
 from dpframe.errors import DomainError, ParameterError
@@ -164,7 +165,7 @@ class Geometry:
                 "DP-CDA needs bounded records; declare feature bounds or row_norm_bound."
             )
         if natural <= 0:
-            raise DomainError("the domain leaves no room for features (all bounds are equal).")
+            raise DomainError(NO_ROOM)
         clip = natural if params.clip is None else min(params.clip, natural)
         return cls(anchor, scale, clip, nonnegative, diameter)
 

@@ -30,7 +30,7 @@ import numpy as np
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
 from dpframe.data.chunks import grouped_sums
-from dpframe.data.domain import Classes, Target
+from dpframe.data.domain import NO_ROOM, Classes, Target
 from dpframe.data.relation import Relation
 from dpframe.data.threads import blas_limit, blas_threads, usable_cores
 from dpframe.data.units import data_coordinates, in_domain_param
@@ -201,7 +201,7 @@ class Encoding:
             )
         feature_bound = min(natural, math.sqrt(bound**2 - weight**2))
         if feature_bound <= 0:
-            raise DomainError("the domain leaves no room for features (all bounds are equal).")
+            raise DomainError(NO_ROOM)
         encoding = cls(centre, scale, feature_bound, bound, weight, labels)
         width = encoding.width
         k2 = default_k2(params, width)

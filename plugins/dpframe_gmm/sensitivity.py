@@ -57,8 +57,11 @@ from __future__ import annotations
 import math
 
 import attrs
+import numpy as np
 
 from dpframe import Domain
+from dpframe.data.domain import NO_ROOM
+from dpframe.errors import DomainError, ParameterError
 from dpframe.privacy.noise import NoisyStage, norm_of, plan_stages
 from dpframe.privacy.sensitivities import (
     Region,
@@ -233,6 +236,11 @@ def rule_shares(params: object, domain: Domain, region: Region) -> dict[str, flo
     n, k = public_count(domain), len(domain.classes().values)
     dim, norm = region.dim, norm_of(params.noise)
     radius, moment_radius = region.radius, region.radius
+    if not radius > 0:  # a zero-width box, or a zero projection of it
+        lower, upper = domain.box() if domain.has_box else (0.0, 1.0)
+        if np.all(np.asarray(lower) == np.asarray(upper)):
+            raise DomainError(NO_ROOM)
+        raise ParameterError("the projection maps every record to 0; supply a nonzero one.")
     if getattr(params, "recentred", False):
         records, residuals = clip_regions(region, params)
         radius, moment_radius = records.radius, residuals.radius

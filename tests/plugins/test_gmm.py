@@ -396,3 +396,22 @@ def test_release_round_trips_through_disk(tmp_path):
     assert list(loaded["labels"]) == list(release["labels"])
     assert np.array_equal(loaded["synthetic"], release["synthetic"])
     assert loaded.event == release.event and loaded.noise_scales == release.noise_scales
+
+
+def test_a_box_of_zero_width_or_a_zero_projection_is_one_sentence():
+    # the rule's shares divided by the box's zero radius: ZeroDivisionError (fuzzing,
+    # stop 41)
+    gmm = dpframe.mechanism("gmm")
+    flat = Dataset.from_arrays(
+        np.full((100, 2), 0.5),
+        np.arange(100) % 2,
+        Domain(lower=0.5, upper=0.5, labels=Classes((0, 1))),
+    )
+    with pytest.raises(DomainError, match="no room for features"):
+        execute(gmm, flat, gmm.params(epsilon=1.0), SeededSampler(1))
+    rng = np.random.default_rng(0)
+    box = Domain(lower=0.0, upper=1.0, labels=Classes((0, 1)))
+    data = Dataset.from_arrays(rng.uniform(0, 1, (100, 3)), np.arange(100) % 2, box)
+    zero = gmm.params(epsilon=1.0, reduction="supplied", projection=np.zeros((3, 2)))
+    with pytest.raises(ParameterError, match="maps every record to 0"):
+        execute(gmm, data, zero, SeededSampler(1))
