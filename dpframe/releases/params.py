@@ -118,6 +118,14 @@ def _is_real(value: Any) -> bool:
     return isinstance(value, (int, float, np.integer, np.floating)) and not isinstance(value, bool)
 
 
+def _plain_number(value: Any) -> Any:
+    """A numpy scalar as the Python number it holds (np.float32(0.5) was refused later,
+    by the calibration's float check); anything else unchanged, for the validators."""
+    if isinstance(value, (np.integer, np.floating)) and not isinstance(value, np.bool_):
+        return value.item()
+    return value
+
+
 def _epsilon(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if not (_is_real(value) and math.isfinite(value) and value > 0):
         raise ParameterError(f"epsilon must be a positive finite number, got {value!r}.")
@@ -133,13 +141,17 @@ class PrivacyParams:
     """The privacy target every mechanism takes: ``epsilon > 0`` and ``0 <= delta < 1``."""
 
     epsilon: float = param(
-        help="privacy loss parameter ε of this release", constraint="> 0", validator=_epsilon
+        help="privacy loss parameter ε of this release",
+        constraint="> 0",
+        validator=_epsilon,
+        converter=_plain_number,
     )
     delta: float = param(
         0.0,
         help="failure probability δ of this release (0 for pure ε-DP)",
         constraint="0 <= δ < 1",
         validator=_delta,
+        converter=_plain_number,
     )
 
 

@@ -124,6 +124,23 @@ def test_literal_parameters_are_validated_when_built():
         laplace.params(epsilon=1.0, query="bogus")
 
 
+def test_numpy_scalars_are_taken_as_the_numbers_they_hold():
+    # np.float32(0.5) passed the parameters' check and was refused by the calibration's
+    # (fuzzing, stop 41)
+    import dpframe
+
+    gaussian = dpframe.mechanism("gaussian")
+    params = gaussian.params(epsilon=np.float32(0.5), delta=np.float64(1e-5))
+    assert type(params.epsilon) is float and params.epsilon == 0.5
+    data = dpframe.Dataset.from_arrays(
+        np.full((20, 2), 0.5), None, dpframe.Domain(lower=0, upper=1)
+    )
+    release = dpframe.execute(gaussian, data, params, dpframe.SeededSampler(1))
+    assert release.event.noise_multiplier > 0
+    with pytest.raises(ParameterError, match="epsilon must be a positive finite number"):
+        gaussian.params(epsilon=np.bool_(True), delta=1e-5)
+
+
 def test_laplace_scale_is_never_below_sensitivity_over_epsilon():
     # round-to-nearest division put it half a unit below D/ε (fuzzing, stop 41)
     rng = np.random.default_rng(3)
