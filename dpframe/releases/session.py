@@ -800,9 +800,9 @@ def check_step_name(name: str) -> str:
     """A step name usable as a directory name and in ``@step.array`` references."""
     import re
 
-    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\-]*", name):
+    if not isinstance(name, str) or not re.fullmatch(r"[A-Za-z_][A-Za-z0-9_\-]{0,99}", name):
         raise ParameterError(
             f"step name {name!r} must start with a letter or '_' and hold only letters, "
-            "digits, '_' and '-'."
+            "digits, '_' and '-', at most 100 of them (it names a directory)."
         )
     return name

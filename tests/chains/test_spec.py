@@ -122,6 +122,9 @@ CASES = [
     (_drop("steps.0.mechanism"), "steps[0].mechanism is required"),
     (_set("steps.0.mechanism", "laplac"), "steps[0].mechanism is not usable: unknown mechanism"),
     (_set("steps.0.name", "a.b"), "steps[0].name is not valid"),
+    # a directory name too long for the file system failed after its charge (fuzzing,
+    # stop 41)
+    (_set("steps.0.name", "x" * 300), "at most 100 of them"),
     (_set("steps.1.name", "cov"), "steps[1].name repeats the step name 'cov'"),
     (_set("steps.0.share", 0.5), "steps[0] needs exactly one of epsilon and share"),
     (_drop("steps.1.share"), "steps[1] needs exactly one of epsilon and share"),
