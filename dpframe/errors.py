@@ -24,6 +24,8 @@ exit  ``code``            meaning
 
 from __future__ import annotations
 
+import errno
+
 EXIT_OK = 0
 EXIT_BUDGET_REFUSED = 1
 EXIT_USAGE = 2
@@ -43,6 +45,20 @@ EXIT_CODES = {
     "interrupted": EXIT_INTERRUPTED,
 }
 """Each stable ``code`` and its exit code: the table above."""
+
+
+def os_reason(exc: BaseException) -> str:
+    """One phrase naming the cause of an I/O error (a gzip or numpy read error too)."""
+    number = getattr(exc, "errno", None)
+    if number == errno.ENOSPC:
+        return "the disk is full"
+    if number in (errno.EACCES, errno.EPERM):
+        return "permission denied"
+    if number == errno.EROFS:
+        return "the file system is read-only"
+    if number == errno.ENOENT:
+        return "the file or its directory does not exist"
+    return (getattr(exc, "strerror", None) or str(exc) or type(exc).__name__).rstrip(".")
 
 
 def error_object(code: str, exit_code: int, message: str) -> dict[str, str | int]:

@@ -236,15 +236,12 @@ class Dataset:
         written; it is copied only if it must be (see the module docstring), or always
         with ``copy=True``."""
         domain = domain or Domain()
-        if (
-            feature_names is not None
-            and domain.feature_names is not None
-            and [str(n) for n in feature_names] != list(domain.feature_names)
-        ):
+        given = None if feature_names is None else [str(n) for n in feature_names]
+        declared = None if domain.feature_names is None else list(domain.feature_names)
+        if None not in (given, declared) and given != declared:
             raise DataError(
-                f"the data's columns are {[str(n) for n in feature_names]} but the domain's "
-                f"features are {list(domain.feature_names)}, in that order; reorder the "
-                "columns (a DataFrame's are matched by name)."
+                f"the data's columns are {given} but the domain's features are {declared}, in "
+                "that order; reorder the columns (a DataFrame's are matched by name)."
             )
         if domain.categories:
             features = encode_categories(features, domain, feature_names)

@@ -25,7 +25,7 @@ from dpframe.data.dataset import (
     is_dataframe,
 )
 from dpframe.data.domain import Domain
-from dpframe.errors import DataError
+from dpframe.errors import DataError, os_reason
 
 
 class Loader:
@@ -193,8 +193,7 @@ def _read_rows(path: Path) -> list[list[str]]:
         else:
             raw = path.read_bytes()
     except (OSError, EOFError, zlib.error) as exc:  # gzip: BadGzipFile, truncated, corrupt
-        reason = getattr(exc, "strerror", None) or str(exc).rstrip(".")
-        raise DataError(f"cannot read {path.name}: {reason}.") from None
+        raise DataError(f"cannot read {path.name}: {os_reason(exc)}.") from None
     try:
         text = raw.decode("utf-8-sig")
     except UnicodeDecodeError:

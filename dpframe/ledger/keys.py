@@ -18,7 +18,6 @@ existing file), so a crash never leaves a torn key or anchor.
 from __future__ import annotations
 
 import contextlib
-import errno
 import fcntl
 import hashlib
 import hmac
@@ -31,7 +30,7 @@ from typing import Any
 
 import attrs
 
-from dpframe.errors import LedgerError
+from dpframe.errors import LedgerError, os_reason
 
 KEY_FILE_ENV = "DPFRAME_LEDGER_KEY_FILE"
 ANCHOR_ENV = "DPFRAME_LEDGER_ANCHOR"
@@ -247,19 +246,6 @@ def sync_directory(directory: Path) -> None:
             os.fsync(fd)
         finally:
             os.close(fd)
-
-
-def os_reason(exc: OSError) -> str:
-    """One phrase naming the cause of an I/O error."""
-    if exc.errno == errno.ENOSPC:
-        return "the disk is full"
-    if exc.errno in (errno.EACCES, errno.EPERM):
-        return "permission denied"
-    if exc.errno == errno.EROFS:
-        return "the file system is read-only"
-    if exc.errno == errno.ENOENT:
-        return "the file or its directory does not exist"
-    return exc.strerror or str(exc)
 
 
 def mac_text(key: bytes, tag: bytes, text: str) -> str:

@@ -23,7 +23,7 @@ from typing import Any
 import attrs
 import numpy as np
 
-from dpframe.errors import DataError, ParameterError
+from dpframe.errors import DataError, ParameterError, os_reason
 from dpframe.privacy.events import PrivacyEvent, event_from_dict
 from dpframe.releases.jsonable import to_jsonable
 
@@ -129,8 +129,8 @@ class Release:
             try:
                 arrays[name] = np.load(path / f"{name}.npy", allow_pickle=False)
             except (OSError, ValueError, EOFError) as exc:  # missing, truncated, pickled
-                reason = getattr(exc, "strerror", None) or str(exc).rstrip(".")
-                raise DataError(f"{path / (name + '.npy')} cannot be read: {reason}.") from None
+                where = path / f"{name}.npy"
+                raise DataError(f"{where} cannot be read: {os_reason(exc)}.") from None
         event = meta.get("event")
         return cls(
             arrays=arrays,
@@ -251,5 +251,4 @@ def writable_dir(out: Path) -> None:
             raise ParameterError(f"--out {str(out)!r} cannot be written: a name is too long.")
         os.rmdir(tempfile.mkdtemp(prefix=".dpframe-write-check-", dir=existing))
     except OSError as exc:
-        reason = exc.strerror or type(exc).__name__
-        raise ParameterError(f"--out {str(out)!r} cannot be written: {reason}.") from None
+        raise ParameterError(f"--out {str(out)!r} cannot be written: {os_reason(exc)}.") from None

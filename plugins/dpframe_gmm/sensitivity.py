@@ -237,8 +237,7 @@ def rule_shares(params: object, domain: Domain, region: Region) -> dict[str, flo
     dim, norm = region.dim, norm_of(params.noise)
     radius, moment_radius = region.radius, region.radius
     if not radius > 0:  # a zero-width box, or a zero projection of it
-        lower, upper = domain.box() if domain.has_box else (0.0, 1.0)
-        if np.all(np.asarray(lower) == np.asarray(upper)):
+        if domain.has_box and np.array_equal(*domain.box()):
             raise DomainError(NO_ROOM)
         raise ParameterError("the projection maps every record to 0; supply a nonzero one.")
     if getattr(params, "recentred", False):
