@@ -396,7 +396,8 @@ class Domain:
         return bound
 
     def _check_integer_bounds(self, integer: np.ndarray) -> None:
-        """Each integer feature's bounds hold an integer, within ``MAX_EXACT_INTEGER``."""
+        """Each integer feature's bounds hold an integer, within ``MAX_EXACT_INTEGER``, and
+        some record with integer values there lies in the row-norm ball."""
         lo, hi = self.box()
         for j in np.flatnonzero(integer):
             if max(abs(lo[j]), abs(hi[j])) > MAX_EXACT_INTEGER:
@@ -409,6 +410,16 @@ class Domain:
                 raise DomainError(
                     f"integer feature {self._feature_label(j)}: the bounds [{lo[j]:g}, "
                     f"{hi[j]:g}] hold no integer."
+                )
+        if self.row_norm_bound is not None and integer.any():
+            nearest = np.clip(
+                0.0, np.where(integer, np.ceil(lo), lo), np.where(integer, np.floor(hi), hi)
+            )
+            if float(np.linalg.norm(nearest)) > self.row_norm_bound:
+                raise DomainError(
+                    "the feature bounds, integer features and row_norm_bound admit no record "
+                    "(every point of the box with integer values in the integer features has "
+                    "a larger norm); widen one of them."
                 )
 
     def with_records(self, n: int) -> Domain:
@@ -610,9 +621,9 @@ class Domain:
 
         Rows are clipped to the box; a row still outside the row-norm ball is then moved
         along the segment towards ``p0``, the box point nearest the origin (a public point
-        of box ∩ ball), until its norm equals the bound. Both steps stay inside the box (it
-        is convex), so every output row lies in box ∩ ball. Without a box, ``p0`` is the
-        origin and this is the usual rescaling.
+        of box ∩ ball), until its norm is the bound (:meth:`into_ball`). Both steps stay
+        inside the box (it is convex), so every output row lies in box ∩ ball. Without a
+        box, ``p0`` is the origin and this is the usual rescaling.
         """
         n = features.shape[0]
         box_rows = norm_rows = 0
@@ -627,23 +638,7 @@ class Domain:
             box_rows = int(np.count_nonzero(outside.any(axis=1)))
             np.clip(features, lo, hi, out=features)
         if self.row_norm_bound is not None:
-            bound = self.row_norm_bound
-            norms = _row_norms(features)
-            over = norms > bound
-            norm_rows = int(np.count_nonzero(over))
-            if norm_rows:
-                anchor = self._ball_anchor()
-                rows = features[over]
-                if not np.any(anchor):
-                    features[over] = rows * (bound / norms[over])[:, None]
-                else:
-                    # Solve ||p0 + t (x - p0)|| = bound for t in (0, 1).
-                    step = rows - anchor
-                    a = np.einsum("ij,ij->i", step, step)
-                    b = 2 * step @ anchor
-                    c = float(anchor @ anchor) - bound**2
-                    t = (-b + np.sqrt(b * b - 4 * a * c)) / (2 * a)
-                    features[over] = anchor + np.clip(t, 0.0, 1.0)[:, None] * step
+            norm_rows = self.into_ball(features)
         report = ClipReport(
             records=n,
             rows_clipped_to_box=box_rows,
@@ -672,6 +667,45 @@ class Domain:
         if self.row_norm_bound is not None:
             return not np.any(_row_norms(features) > self.row_norm_bound)
         return True
+
+    def into_ball(self, rows: np.ndarray, anchor: np.ndarray | None = None) -> int:
+        """Move each row of ``rows`` (rows of the box) that lies outside the row-norm ball,
+        in place, along the segment towards ``anchor`` until its norm is at most the
+        bound; return how many moved. ``anchor`` (default: the box point nearest the
+        origin, or the origin without a box) must lie in box ∩ ball, so the moved rows stay
+        in the box (it is convex)."""
+        bound = self.row_norm_bound
+        if bound is None:
+            return 0
+        norms = _row_norms(rows)
+        over = norms > bound
+        moved = int(np.count_nonzero(over))
+        if not moved:
+            return 0
+        anchor = self._ball_anchor() if anchor is None else anchor
+        # Aim below the bound by the rounding of a norm of this many terms (a sum of
+        # squares and a root), so that any way of computing the norm finds it inside.
+        limit = bound * (1.0 - (rows.shape[1] + 4) * 2.0**-53)
+        far = rows[over]
+        step = far - anchor
+        if not np.any(anchor):
+            t = limit / norms[over]
+        else:
+            # Solve ||anchor + t (x - anchor)|| = limit for t in (0, 1).
+            a = np.einsum("ij,ij->i", step, step)
+            b = 2 * step @ anchor
+            c = float(anchor @ anchor) - limit**2
+            t = np.clip((-b + np.sqrt(b * b - 4 * a * c)) / (2 * a), 0.0, 1.0)
+        moved_rows = anchor + t[:, None] * step
+        # Rounding may leave a row an ulp or two beyond: step back until none is.
+        for _ in range(64):
+            still = _row_norms(moved_rows) > limit
+            if not still.any():
+                break
+            t[still] *= 1.0 - 2.0**-50
+            moved_rows[still] = anchor + t[still, None] * step[still]
+        rows[over] = moved_rows
+        return moved
 
     def _ball_anchor(self) -> np.ndarray:
         """The box point nearest the origin (the origin when there is no box)."""

@@ -21,10 +21,11 @@ noise ``run`` adds are all computed on the same rescaled domain. The map is idem
 
 ``run``'s outputs are then put in data terms, as the mechanism declares per array
 (:meth:`~dpframe.releases.mechanism.Mechanism.output_kinds`): ``records`` and ``point`` arrays are
-mapped back, and with ``in_domain`` (the default) clipped to the declared box, declared
-integer columns rounded; ``covariance`` arrays become ``s Σ s``; ``labels`` of a bounded
-target are mapped back and clipped. Arrays in projected coordinates are left alone (their
-coordinates are those of the rescaled data; the release's ``info["units"]`` says so).
+mapped back, and with ``in_domain`` (the default) clipped to the declared box and row-norm
+ball, declared integer columns rounded; ``covariance`` arrays become ``s Σ s``; ``labels``
+of a bounded target are mapped back and clipped. Arrays in projected coordinates are left
+alone (their coordinates are those of the rescaled data; the release's ``info["units"]``
+says so).
 """
 
 from __future__ import annotations
@@ -64,9 +65,9 @@ def in_domain_param() -> Any:
     """The shared ``in_domain`` parameter (an attrs field)."""
     return param(
         True,
-        help="clip synthetic records (and means) to the declared feature bounds and label "
-        "range and round declared integer columns (post-processing); false keeps the raw "
-        "values",
+        help="clip synthetic records (and means) to the declared feature bounds, row-norm "
+        "bound and label range and round declared integer columns (post-processing); false "
+        "keeps the raw values",
     )
 
 
@@ -233,18 +234,32 @@ def unit_map(mechanism: Any, params: Any, domain: Domain) -> UnitMap | None:
 
 
 def in_domain(rows: np.ndarray, domain: Domain) -> np.ndarray:
-    """Records (or points) clipped to the declared box, declared integer columns rounded
-    (to integers inside the box). Post-processing of a release; returns a new array."""
+    """Records (or points) put inside the declared domain: clipped to the box, declared
+    integer columns rounded to integers inside it, and rows beyond the row-norm bound moved
+    towards the box's integer point nearest the origin until they are inside the ball (their
+    integer columns then rounded towards that point, which shortens no row). Post-processing
+    of a release; returns a new array."""
     out = np.array(rows, dtype=np.float64)
-    if not domain.has_box or out.ndim == 0 or out.shape[-1] != domain.n_features:
+    if out.ndim == 0 or out.shape[-1] != domain.n_features:
         return out
-    lo, hi = domain.box()
-    np.clip(out, lo, hi, out=out)
     integer = domain.integer_mask()
-    if integer.any():
-        out[..., integer] = np.clip(
-            np.round(out[..., integer]), np.ceil(lo[integer]), np.floor(hi[integer])
-        )
+    anchor = np.zeros(out.shape[-1])
+    if domain.has_box:
+        lo, hi = domain.box()
+        np.clip(out, lo, hi, out=out)
+        lo, hi = np.where(integer, np.ceil(lo), lo), np.where(integer, np.floor(hi), hi)
+        anchor = np.clip(anchor, lo, hi)
+        out[..., integer] = np.clip(np.round(out[..., integer]), lo[integer], hi[integer])
+    else:
+        out[..., integer] = np.round(out[..., integer])
+    if domain.row_norm_bound is not None and out.size:
+        flat = out.reshape(-1, out.shape[-1])
+        norms_over = domain.into_ball(flat, anchor)
+        if norms_over and integer.any():
+            # Towards the anchor: each such coordinate moves no further from 0 (the anchor's
+            # coordinate is 0 or the box's end nearest 0), so the row stays in the ball.
+            part = flat[:, integer] - anchor[integer]
+            flat[:, integer] = anchor[integer] + np.trunc(part)
     return out
 
 

@@ -200,3 +200,24 @@ def test_integer_bounds_holding_an_integer_and_wide_real_bounds_are_accepted():
     bound = Domain(lower=0.2, upper=1.8, integer=True).bind(2)
     assert bound.box()[1].tolist() == [1.8, 1.8]
     assert Domain(lower=-1e100, upper=1e100).bind(1).box()[0].tolist() == [-1e100]
+
+
+def test_rows_moved_into_the_ball_are_never_an_ulp_beyond_it():
+    # a row rescaled to the bound is often an ulp or two above it in float64
+    rng = np.random.default_rng(7)
+    x = rng.normal(0, 10, (20000, 5))
+    for domain in (
+        Domain(row_norm_bound=1.0).bind(5),
+        Domain(lower=0.1, upper=9.0, row_norm_bound=3.0).bind(5),
+    ):
+        clipped, report = domain.clip(x.copy())
+        assert report.rows_clipped_to_norm > 1000
+        assert np.all(np.linalg.norm(clipped, axis=1) <= domain.row_norm_bound)
+
+
+def test_integer_features_the_ball_cannot_hold_are_refused():
+    # real values of the box reach the ball ((0.5, 0.5) has norm 0.71), integers do not
+    with pytest.raises(DomainError, match="integer features and row_norm_bound admit no record"):
+        Domain(lower=0.5, upper=1.9, integer=True, row_norm_bound=1.2).bind(2)
+    Domain(lower=0.5, upper=1.9, integer=True, row_norm_bound=1.5).bind(2)
+    Domain(lower=0.5, upper=1.9, row_norm_bound=1.2).bind(2)
