@@ -69,7 +69,7 @@ from dpframe.data.sources import check_passes
 from dpframe.errors import ParameterError
 from dpframe.privacy.events import NonPrivateEvent, PrivacyEvent, compose
 from dpframe.privacy.samplers import FLOAT_NOISE_UNSAFE, Sampler, held, make_sampler
-from dpframe.releases.params import build, describe_fields, params_to_dict
+from dpframe.releases.params import build, check_memory, describe_fields, params_to_dict
 from dpframe.releases.release import Release
 
 SENSITIVITY_KINDS = {"l1": 1, "l2": 2, "score": math.inf}
@@ -225,9 +225,13 @@ class Charger(Protocol):
 
 def planned_event(mechanism: Mechanism, params: Any, domain: Domain) -> PrivacyEvent:
     """The event :func:`execute` charges: ``plan()``, plus a non-private marker when the
-    domain's bounds were inferred from the data."""
+    domain's bounds were inferred from the data. A shared ``n_synthetic`` beyond this
+    machine's memory is refused here, before any charge (:func:`check_memory`)."""
     mechanism.check_relation(domain)
     event = mechanism.plan(params, domain)
+    rows = getattr(params, "n_synthetic", None)  # the shared n_synthetic parameter
+    if rows is not None:
+        check_memory(rows * ((domain.n_features or 1) + 1), f"n_synthetic = {rows}")
     if domain.inferred:
         event = compose(NonPrivateEvent("bounds inferred from the private data"), event)
     return event

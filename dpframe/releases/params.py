@@ -93,6 +93,29 @@ def nonnegative_int(instance: Any, attribute: attrs.Attribute, value: Any) -> No
         raise ParameterError(f"{attribute.name} must be an integer >= 0, got {value!r}.")
 
 
+def check_memory(entries: float, what: str) -> None:
+    """One sentence if ``entries`` values of 8 bytes (an array whose size public parameters
+    fix) cannot fit in this machine's memory. Called when planning, so that such a release
+    is refused before the ledger charges it, instead of failing with nothing released."""
+    need = float(entries) * 8
+    have = _physical_memory()
+    if have is not None and need > have:
+        raise ParameterError(
+            f"{what} needs {need / 2**30:,.1f} GiB ({entries:,.0f} values), more than this "
+            f"machine's {have / 2**30:,.1f} GiB of memory; lower it."
+        )
+
+
+def _physical_memory() -> int | None:
+    """Bytes of physical memory, or ``None`` where the platform does not say."""
+    import os
+
+    try:
+        return os.sysconf("SC_PHYS_PAGES") * os.sysconf("SC_PAGE_SIZE")
+    except (AttributeError, ValueError, OSError):
+        return None
+
+
 def optional(validator: Callable[..., None]) -> Callable[..., None]:
     """``validator`` unless the value is None."""
 

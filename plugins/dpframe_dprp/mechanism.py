@@ -55,7 +55,14 @@ from dpframe.releases.batch import (
     top_eigen_stack,
 )
 from dpframe.releases.linalg import from_upper_triangle, psd_project, top_eigen, upper_triangle
-from dpframe.releases.params import one_of, optional, positive, positive_int, probability_open
+from dpframe.releases.params import (
+    check_memory,
+    one_of,
+    optional,
+    positive,
+    positive_int,
+    probability_open,
+)
 from dpframe_dprp.calibration import Calibration, calibrate
 
 CHUNK_ROWS = 4096
@@ -390,6 +397,9 @@ class DPRPMechanism(Mechanism):
     def plan(self, params: DPRPParams, domain: Domain) -> PrivacyEvent:
         self.check_relation(domain)
         encoding = Encoding.build(params, domain)
+        # R (width x k1) and, where the count is public, the projected rows (n x k1)
+        rows = encoding.centre.size + 1 + (domain.records or 0)
+        check_memory(params.k1 * rows, f"k1 = {params.k1}")
         return self._calibration(params, encoding).event(domain.relation)
 
     def sensitivity(self, params: DPRPParams, domain: Domain) -> dict[str, Sensitivity]:

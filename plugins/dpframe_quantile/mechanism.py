@@ -20,7 +20,12 @@ from dpframe.data.relation import Relation
 from dpframe.errors import DomainError, ParameterError
 from dpframe.privacy.events import ExponentialMechanismEvent, PrivacyEvent
 from dpframe.privacy.samplers import Sampler
-from dpframe.releases.params import nonnegative_int, positive_int, probability_open
+from dpframe.releases.params import (
+    check_memory,
+    nonnegative_int,
+    positive_int,
+    probability_open,
+)
 from dpframe_quantile.sensitivity import score_sensitivity
 
 
@@ -81,6 +86,7 @@ class Quantile(Mechanism):
         return {"quantile": Sensitivity(value, "score", domain.relation)}
 
     def plan(self, params: QuantileParams, domain: Domain) -> PrivacyEvent:
+        check_memory(params.candidates, f"candidates = {params.candidates}")
         self.grid(params, domain)  # refuses a bad column or unbounded domain before any data
         return ExponentialMechanismEvent(params.epsilon, relation=domain.relation)
 

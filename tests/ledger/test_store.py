@@ -554,3 +554,34 @@ def test_an_interrupt_after_the_reservation_commits_leaves_it_closed_as_failed(
     assert kinds[-2:] == ["reserve", "fail"]
     assert ledger.remaining("d").spent == pytest.approx(1.0)
     assert ledger.verify().ok
+
+
+@pytest.mark.parametrize(
+    ("name", "values"),
+    [
+        ("gmm", {"epsilon": 0.1, "n_synthetic": 10**15}),
+        ("ron_gauss", {"epsilon": 0.1, "n_synthetic": 10**15}),
+        ("dprp", {"epsilon": 0.1, "delta": 1e-6, "k1": 10**12}),
+        ("quantile", {"epsilon": 0.1, "candidates": 10**15}),
+        ("mst", {"epsilon": 0.1, "delta": 1e-6, "n_synthetic": 10**15}),
+    ],
+)
+def test_outputs_beyond_memory_are_refused_while_planning_and_charge_nothing(ledger, name, values):
+    # fuzzing, stop 41: each was charged, then failed allocating (MemoryError, exit 70)
+    ledger.create_budget("d", (1.0, 1e-5), accountant="rdp")
+    head = ledger.head()
+    rng = np.random.default_rng(0)
+    domain = Domain(lower=0.0, upper=2.0, integer=True, labels=dpframe.Classes((0, 1)))
+    data = dpframe.Dataset.from_arrays(
+        rng.integers(0, 3, (100, 3)).astype(float), rng.integers(0, 2, 100), domain
+    )
+    mechanism = dpframe.mechanism(name)
+    with pytest.raises(dpframe.errors.ParameterError, match="more than this machine's"):
+        execute(
+            mechanism,
+            data,
+            mechanism.params(**values),
+            ledger=ledger,
+            request={"budget_label": "d"},
+        )
+    assert ledger.head() == head
