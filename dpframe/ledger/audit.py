@@ -386,11 +386,8 @@ def audit(
     these registry names (default: every registered accountant)."""
     from dpframe.ledger import Ledger
     from dpframe.ledger.state import gc_paused
-    from dpframe.privacy.accountants.base import split_spec
-    from dpframe.releases.plugins import registry
 
-    for name in accountants or ():  # an unknown name in one sentence, not a silent row
-        registry().entry("accountant", split_spec(name)[0])
+    check_accountant_names(accountants)
     if not isinstance(ledger, Ledger):
         with Ledger.open(ledger) as opened:
             return audit(opened, accountants=accountants)
@@ -638,6 +635,15 @@ def _chains(entries: list[EntryAudit], accountant: Any, delta: float) -> tuple[C
             )
         )
     return tuple(out)
+
+
+def check_accountant_names(names: list[str] | None) -> None:
+    """One sentence for a name no installed accountant has (not a silent row of totals)."""
+    from dpframe.privacy.accountants.base import split_spec
+    from dpframe.releases.plugins import registry
+
+    for name in names or ():
+        registry().entry("accountant", split_spec(name)[0])
 
 
 def accountant_totals(

@@ -532,6 +532,9 @@ def plan_chain(
     about the data's budget (:func:`data_check`). With ``distributed``, for data on a
     cluster: the plan stops before a step whose mechanism reads records on this process
     (it would be refused, nothing charged)."""
+    from dpframe.ledger.audit import check_accountant_names
+
+    check_accountant_names(accountants)
     domain = _planning_domain(spec, domain)
     view = budget_view(
         ledger,

@@ -104,6 +104,14 @@ def test_plan_prints_costs_under_each_accountant_without_data(run, spec, tmp_pat
         assert basic * (1 - 1e-4) <= got <= basic * (1 + 1e-9)
 
 
+def test_plan_refuses_an_unknown_accountant_to_compare(run, spec):
+    # it was printed as a row of the totals, exit 0 (fuzzing, stop 41)
+    text = run("chain", "plan", spec(), "--accountant", "rdp", "--accountant", "nosuch")
+    assert text.exit_code == 2
+    assert text.stderr.startswith("Error: unknown accountant 'nosuch'")
+    assert "Totals" not in text.stdout
+
+
 def test_plan_with_a_ledger_counts_its_charges(run, spec, toy_csv, tmp_path):
     ledger = tmp_path / "l.ledger"
     assert run("chain", "run", spec(), "--ledger", ledger, "--out", tmp_path / "o").exit_code == 0
