@@ -128,7 +128,8 @@ class LedgerError(DPFrameError):
 
 class BudgetRefusedError(LedgerError):
     """The ledger refuses to bind a charge to a budget (no budget for these data, the data
-    budgeted under another label, or another data's budget); nothing was charged."""
+    budgeted under another label, another data's budget, or a cap or accountant that
+    contradicts the budget's); nothing was charged."""
 
     exit_code = EXIT_BUDGET_REFUSED
     code = "budget_refused"

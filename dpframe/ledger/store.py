@@ -1147,7 +1147,7 @@ class Ledger:
                 create.accountant is None or same_accountant(create.accountant, budget.accountant)
             )
         ):
-            raise LedgerError(
+            raise BudgetRefusedError(
                 f"{budget.describe()} already exists and its cap and accountant cannot be "
                 "changed; drop the budget options (nothing was charged)."
             )

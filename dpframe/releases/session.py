@@ -51,7 +51,7 @@ import numpy as np
 from dpframe.data.dataset import Dataset, as_dataset, is_dataframe
 from dpframe.data.domain import Domain
 from dpframe.data.sources import SourceDataset, check_passes
-from dpframe.errors import BudgetExceededError, LedgerError, ParameterError
+from dpframe.errors import BudgetExceededError, BudgetRefusedError, ParameterError
 from dpframe.ledger import (
     DEFAULT_ACCOUNTANT,
     Balance,
@@ -239,7 +239,7 @@ def budget_view(
     if found is None:
         if cap is None:
             where = "the ledger" if ledger is not None else "a new ledger"
-            raise LedgerError(
+            raise BudgetRefusedError(
                 f"there is no budget {label!r} in {where}; give its cap (epsilon, delta) to "
                 "create it on the first release."
             )
@@ -247,12 +247,12 @@ def budget_view(
         instance = registry().accountant(name, relation=relation)
         return BudgetView(label, cap, instance, ())
     if cap is not None and cap != found.cap:
-        raise LedgerError(
+        raise BudgetRefusedError(
             f"{found.describe()} already exists and its cap cannot be changed; drop the cap "
             "or choose another label."
         )
     if accountant is not None and not same_accountant(accountant, found.accountant):
-        raise LedgerError(
+        raise BudgetRefusedError(
             f"{found.describe()} already exists and accounts with {found.accountant!r}, not "
             f"{accountant!r}; drop the accountant or choose another label."
         )

@@ -90,6 +90,12 @@ def test_1_refused_by_the_budget_and_nothing_charged(workdir):
     # no budget for these data at all: refused by the ledger, also exit 1
     check(release("--budget-label", "other", "--epsilon", "0.5"), EXIT_BUDGET_REFUSED,
           "budget_refused")  # fmt: skip
+    # a cap or accountant that contradicts the budget's: also a budget refusal (it was 4)
+    check(release("--budget-label", "ctg", "--epsilon", "0.5", "--budget-epsilon", "3"),
+          EXIT_BUDGET_REFUSED, "budget_refused", "cannot be changed")  # fmt: skip
+    check(release("--budget-label", "ctg", "--epsilon", "0.5", "--budget-epsilon", "1",
+                  "--accountant", "rdp"),
+          EXIT_BUDGET_REFUSED, "budget_refused", "cannot be changed")  # fmt: skip
     assert not (workdir / "rel").exists()
     shown = json.loads(run("ledger", "show", "--json").stdout)
     assert shown["charges"] == []

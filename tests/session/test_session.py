@@ -12,7 +12,7 @@ import pytest
 from session_kit import make_dataset, untouchable
 
 from dpframe import ReleaseRef, Session
-from dpframe.errors import BudgetExceededError, LedgerError, ParameterError
+from dpframe.errors import BudgetExceededError, BudgetRefusedError, ParameterError
 from dpframe.ledger.store import composition
 from dpframe.privacy.calibration import gaussian_sigma
 from dpframe.privacy.events import DiscreteLaplaceEvent, GaussianEvent
@@ -204,11 +204,12 @@ def test_bad_step_arguments_are_one_sentence(ledger, kwargs, message):
 
 def test_a_session_must_match_an_existing_budget(ledger):
     ledger.create_budget("toy", (1.0, 0.0), accountant="pure")
-    with pytest.raises(LedgerError, match="cap cannot be changed"):
+    # refusals by the budget (exit 1), not ledger faults (exit 4)
+    with pytest.raises(BudgetRefusedError, match="cap cannot be changed"):
         Session(make_dataset(), ledger, "toy", cap=2.0).plan("laplace", epsilon=0.1)
-    with pytest.raises(LedgerError, match="accounts with 'pure', not 'rdp'"):
+    with pytest.raises(BudgetRefusedError, match="accounts with 'pure', not 'rdp'"):
         Session(make_dataset(), ledger, "toy", accountant="rdp").plan("laplace", epsilon=0.1)
-    with pytest.raises(LedgerError, match="no budget 'other'"):
+    with pytest.raises(BudgetRefusedError, match="no budget 'other'"):
         Session(make_dataset(), ledger, "other").plan("laplace", epsilon=0.1)
 
 
