@@ -128,13 +128,59 @@ def _chi_square_against(counts: np.ndarray, pmf: np.ndarray, minimum: float = 20
     return stats.chisquare(obs, exp * obs.sum() / exp.sum()).pvalue
 
 
-@pytest.mark.parametrize(("n", "p"), [(30, Fraction(1, 3)), (5949, 4 / 6000), (7, 0.9)])
+BLOCK = subsampling.BINOMIAL_BLOCK
+
+
+@pytest.mark.parametrize(
+    ("n", "p"),
+    [
+        (30, Fraction(1, 3)),
+        (5949, 4 / 6000),
+        (7, 0.9),
+        (2 * BLOCK + 1234, Fraction(1, 3)),  # two blocks and a rest, summed
+        (3 * BLOCK, 4 / 6000),  # three blocks, no rest
+    ],
+)
 def test_binomial_matches_the_exact_pmf(n, p):
     draws = SeededSampler(33).binomial(n, p, 200_000)
     counts = np.bincount(draws, minlength=n + 1)
     pmf = stats.binom.pmf(np.arange(n + 1), n, float(p))
     # chi-square at alpha = 1e-4 (false alarm 1e-4 per case)
     assert _chi_square_against(counts, pmf) > 1e-4
+
+
+def test_a_large_binomial_never_builds_a_cdf_beyond_one_block(monkeypatch):
+    # DP-CDA draws Binomial(records, rate): one CDF of 10^7 trials at p = 1/2 took 22 s
+    built = []
+    real = subsampling._binomial_cdf
+
+    def spy(n, p):
+        built.append(n)
+        return real(n, p)
+
+    monkeypatch.setattr(subsampling, "_binomial_cdf", spy)
+    draws = SeededSampler(35).binomial(10**7 + 3, Fraction(1, 2), 400)
+    assert built and max(built) <= BLOCK
+    # mean 5e6 + 1.5 and sd 1581 per draw: the mean of 400 within 5 sd (alpha about 6e-7)
+    assert abs(draws.mean() - (10**7 + 3) / 2) < 5 * 1581.14 / 20
+    assert draws.std() == pytest.approx(1581.14, rel=0.2)
+
+
+def test_the_exact_cdf_continues_from_its_last_term_and_restarts_below_it():
+    for n, p in [(7, Fraction(1, 3)), (30, Fraction(2, 3)), (13, Fraction(3, 8))]:
+        exact = subsampling._ExactBinomialCdf(n, p.numerator, p.denominator - p.numerator)
+        cdf = _exact_cdf(n, p)
+        for k in (0, 3, 5, 2, 6, n, 1):  # up, then down (a restart), then up again
+            assert exact(k) == cdf[k]
+
+
+def test_a_median_on_a_digit_boundary_is_read_exactly():
+    # Binomial(n, 1/2) with n odd has F((n - 1) / 2) = 1/2 exactly: the enclosure straddles
+    # the digit 2^63, so the digit comes from the exact sum (minutes once, for this n)
+    n = 38_531
+    tops = subsampling._binomial_cdf(n, Fraction(1, 2)).tops
+    assert int(tops[(n - 1) // 2]) == 2**63
+    assert int(tops[(n - 1) // 2 - 1]) < 2**63
 
 
 def test_poisson_subset_sizes_match_the_exact_binomial_pmf():
