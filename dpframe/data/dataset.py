@@ -296,6 +296,7 @@ class Dataset:
         features = np.empty((len(frame), len(names)), dtype=object if categorical else np.float64)
         for j, name in enumerate(names):
             column = block.iloc[:, j]
+            check_real(column.dtype, name)
             if j in categorical:  # category labels, coded by from_arrays
                 features[:, j] = column.to_numpy(dtype=object)
                 continue
@@ -825,6 +826,21 @@ def _resolve_column(spec: str | int, columns: Sequence[str], what: str) -> str:
     raise DataError(f"{what} column {spec!r} is not in the data; columns are {list(columns)}.")
 
 
+def check_real(dtype: Any, name: str | None = None) -> None:
+    """One sentence for a column (or, unnamed, the features) of dates, durations or complex
+    numbers: numpy converts them to float64 without a word (nanoseconds since 1970, or the
+    real part alone)."""
+    kind = np.dtype(dtype).kind if not hasattr(dtype, "kind") else dtype.kind
+    what = "the features hold" if name is None else f"column {name!r} holds"
+    if kind in "mM":
+        raise DataError(
+            f"{what} dates or durations, not numbers; convert them (to days since a public "
+            "date, say) or leave them out."
+        )
+    if kind == "c":
+        raise DataError(f"{what} complex numbers; the features must be real numbers.")
+
+
 def _is_number(value: Any) -> bool:
     try:
         float(value)
@@ -844,6 +860,8 @@ def _as_feature_matrix(
 ) -> np.ndarray:
     """``features`` as a finite float64 matrix (finiteness checked unless told not to);
     ``first_row`` numbers the rows of a chunk in error messages."""
+    if hasattr(features, "dtype"):
+        check_real(features.dtype)
     try:
         x = (np.array if copy else np.asarray)(features, dtype=np.float64, order="C")
     except (TypeError, ValueError):

@@ -43,6 +43,7 @@ from dpframe.data.dataset import (
     _is_number,
     _resolve_column,
     _validate_labels,
+    check_real,
     finite_extremes,
     keyed_fingerprint,
     watched,
@@ -474,8 +475,10 @@ def _arrow_batch(batch: Any, names: Sequence[str], label: str | None, source: st
     NaN; converted to float64 when the chunk is prepared) and raw labels."""
     columns = []
     for name in names:
+        values = _arrow_values(batch.column(name))
+        check_real(values.dtype, name)
         try:
-            columns.append(Columns.column(_arrow_values(batch.column(name)), batch.num_rows))
+            columns.append(Columns.column(values, batch.num_rows))
         except (TypeError, ValueError):
             raise DataError(f"{source}: column {name!r} is not numeric.") from None
     features = Columns(columns, batch.num_rows)

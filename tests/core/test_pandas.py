@@ -74,3 +74,19 @@ def test_projected_output_is_named_by_coordinate(frame):
         gmm, data, gmm.params(epsilon=1.0, reduction="ron", dimension=1), SeededSampler(0)
     )
     assert list(release.to_pandas().columns) == ["z0", "kind"]
+
+
+def test_dates_durations_and_complex_numbers_are_refused_not_converted():
+    # numpy converts each to float64 silently: nanoseconds since 1970, or the real part
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    domain = Domain(lower=0.0, upper=1.0)
+    dates = pd.to_datetime(["2020-01-01"] * 20)
+    for column in (dates, dates.tz_localize("UTC"), dates - dates[0]):
+        frame = pd.DataFrame({"a": column, "b": rng.uniform(size=20)})
+        with pytest.raises(DataError, match="column 'a' holds dates or durations"):
+            Dataset.from_dataframe(frame, domain)
+    with pytest.raises(DataError, match="the features hold dates or durations"):
+        Dataset.from_arrays(dates.to_numpy()[:, None], None, domain)
+    with pytest.raises(DataError, match="complex numbers"):
+        Dataset.from_arrays(rng.uniform(size=(20, 2)) + 0.5j, None, domain)

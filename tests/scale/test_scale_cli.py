@@ -260,3 +260,20 @@ def test_the_warm_up_switches_the_gil_quickly_and_restores_the_interval_after_th
         assert sys.getswitchinterval() == pytest.approx(0.003, abs=1e-6)
     finally:
         sys.setswitchinterval(before)
+
+
+@pytest.mark.parametrize("kind", ["timestamp", "duration"])
+@pytest.mark.parametrize("extra", [[], ["--chunk-rows", "10"]])
+def test_a_column_of_dates_is_refused_not_read_as_nanoseconds(tmp_path, kind, extra):
+    # fuzzing, stop 41: a Parquet timestamp was released as nanoseconds since 1970 (clipped)
+    pd = pytest.importorskip("pandas")
+    pytest.importorskip("pyarrow")
+    rng = np.random.default_rng(0)
+    dates = pd.to_datetime(["2020-01-01"] * 60) + pd.to_timedelta(np.arange(60), unit="D")
+    column = dates if kind == "timestamp" else dates - dates[0]
+    frame = pd.DataFrame({"a": column, "b": rng.uniform(-1, 1, 60), "y": rng.integers(0, 3, 60)})
+    frame.to_parquet(tmp_path / "dates.parquet")
+    code, output, release = _release(tmp_path, tmp_path / "dates.parquet", "laplace", *extra)
+    assert code == 3 and release is None
+    assert "column 'a' holds dates or durations, not numbers" in output
+    assert "Traceback" not in output
