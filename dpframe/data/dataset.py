@@ -278,7 +278,7 @@ class Dataset:
         """Build from a pandas DataFrame; feature columns are the domain's names, or all
         columns but the label."""
         domain = domain or Domain()
-        label = label if label is not None else _domain_label_column(domain)
+        label = table_label_column(label, domain)
         columns = [str(c) for c in frame.columns]
         label_name = None
         if label is not None:
@@ -811,6 +811,20 @@ def _wraps_caller_array(features: np.ndarray) -> bool:
 
 def _domain_label_column(domain: Domain) -> str | int | None:
     return domain.labels.column if domain.labels is not None else None
+
+
+def table_label_column(label: str | int | None, domain: Domain) -> str | int | None:
+    """The label column of a table with named columns: the caller's ``label``, else the
+    domain's. A domain that declares labels without naming their column is one sentence:
+    every column would otherwise be read as a feature, the labels among them."""
+    if label is not None:
+        return label
+    if domain.labels is not None and domain.labels.column is None:
+        raise DataError(
+            "the domain declares labels but not their column; name it ([labels] column, "
+            "--label, or label=...)."
+        )
+    return _domain_label_column(domain)
 
 
 def _resolve_column(spec: str | int, columns: Sequence[str], what: str) -> str:

@@ -23,6 +23,7 @@ from dpframe.data.dataset import (
     _resolve_column,
     categorical_columns,
     is_dataframe,
+    table_label_column,
 )
 from dpframe.data.domain import Domain
 from dpframe.errors import DataError, os_reason
@@ -79,7 +80,7 @@ class DelimitedLoader(Loader):
                     f"{path.name}: data row {i + 1} has {len(row)} fields but the "
                     f"{'header' if has_header else 'first row'} has {width}."
                 )
-        label = label if label is not None else _domain_label_column(domain)
+        label = table_label_column(label, domain)
         label_name = _resolve_column(label, columns, "label") if label is not None else None
         if domain.feature_names is not None:
             names = list(domain.feature_names)

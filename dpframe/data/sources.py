@@ -46,6 +46,7 @@ from dpframe.data.dataset import (
     check_real,
     finite_extremes,
     keyed_fingerprint,
+    table_label_column,
     watched,
 )
 from dpframe.data.domain import ClipReport, Domain
@@ -544,7 +545,8 @@ def open_source(
     ``engine="dask"`` by the cluster's workers, each pass within ``timeout`` seconds), a
     Dask collection, or an array."""
     domain = domain or Domain()
-    label = label if label is not None else _domain_label_column(domain)
+    tabled = isinstance(data, (str, Path)) or hasattr(data, "dask")  # named columns
+    label = table_label_column(label, domain) if tabled else label
     names = domain.feature_names
     if isinstance(data, (str, Path)):
         path = Path(data)

@@ -90,3 +90,23 @@ def test_dates_durations_and_complex_numbers_are_refused_not_converted():
         Dataset.from_arrays(dates.to_numpy()[:, None], None, domain)
     with pytest.raises(DataError, match="complex numbers"):
         Dataset.from_arrays(rng.uniform(size=(20, 2)) + 0.5j, None, domain)
+
+
+def test_labels_declared_without_their_column_are_refused_not_read_as_a_feature(tmp_path):
+    # fuzzing, stop 41: the label column y became a third feature of a laplace mean
+    pd = pytest.importorskip("pandas")
+    from dpframe.data.loaders import load_dataset
+
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"a": rng.uniform(size=30), "b": rng.uniform(size=30), "y": [0, 1] * 15})
+    frame.to_csv(tmp_path / "d.csv", index=False)
+    domain = Domain(lower=0.0, upper=1.0, labels=Classes((0, 1)))
+    for data in (frame, tmp_path / "d.csv"):
+        with pytest.raises(DataError, match="declares labels but not their column"):
+            load_dataset(data, domain)
+        named = load_dataset(data, domain, label="y")
+        assert named.domain.feature_names == ("a", "b") and named.labels is not None
+    from dpframe.data.sources import open_source
+
+    with pytest.raises(DataError, match="declares labels but not their column"):
+        open_source(tmp_path / "d.csv", domain)  # streamed
