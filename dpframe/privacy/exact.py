@@ -712,7 +712,7 @@ def discrete_laplace(scale: Fraction, size: int, generator: np.random.Generator)
     geometric = _geometric(scale)
     if geometric is None:
         t, s = scale.numerator, scale.denominator
-        return np.array([_discrete_laplace_scalar(t, s, generator) for _ in range(size)])
+        return _integer_array([_discrete_laplace_scalar(t, s, generator) for _ in range(size)])
 
     def propose(n: int, out: np.ndarray) -> int:
         words = generator.bit_generator.random_raw(n)
@@ -969,4 +969,14 @@ def _discrete_gaussian_scalar(
         c = abs(int(y)) - m
         if _bernoulli_exp_scalar(c * c * b, 2 * a, generator):
             out.append(int(y))
-    return np.array(out, dtype=np.int64)
+    return _integer_array(out)
+
+
+def _integer_array(values: list[int]) -> np.ndarray:
+    """Python integers as int64, or as an object array of them when one does not fit (the
+    Python-integer paths' scales beyond 2^56 reach past int64 with small probability)."""
+    if all(-(2**63) <= v < 2**63 for v in values):
+        return np.array(values, dtype=np.int64)
+    out = np.empty(len(values), dtype=object)
+    out[:] = values
+    return out

@@ -91,12 +91,12 @@ class Sampler(abc.ABC):
     def laplace(self, scale: float | ArrayLike, size: Shape = None) -> np.ndarray:
         """Centred Laplace noise of the given scale (``b``)."""
         scale = _nonnegative_scale(scale, "Laplace")
-        return self._generator.laplace(0.0, scale, size)
+        return self._generator.laplace(0.0, scale, _size(size))
 
     def gaussian(self, scale: float | ArrayLike, size: Shape = None) -> np.ndarray:
         """Centred Gaussian noise of the given standard deviation."""
         scale = _nonnegative_scale(scale, "Gaussian")
-        return self._generator.normal(0.0, scale, size)
+        return self._generator.normal(0.0, scale, _size(size))
 
     # -- exact draws (integer arithmetic only) ------------------------------------
 
@@ -118,7 +118,8 @@ class Sampler(abc.ABC):
 
     def discrete_laplace(self, scale: int | float | Fraction, size: Shape = None) -> np.ndarray:
         """Exact discrete Laplace draws (int64): ``P(z) ∝ exp(-|z| / scale)`` on the
-        integers, for a rational ``scale > 0`` (CKS Algorithm 2)."""
+        integers, for a rational ``scale > 0`` (CKS Algorithm 2); Python integers in an
+        object array when a draw does not fit in int64 (scales far beyond 2^56)."""
         t = exact.as_rational(scale, "discrete Laplace scale", positive=True)
         count, shape = _count(size)
         return exact.discrete_laplace(t, count, self._generator).reshape(shape)
@@ -128,7 +129,8 @@ class Sampler(abc.ABC):
     ) -> np.ndarray:
         """Exact discrete Gaussian draws (int64): ``P(z) ∝ exp(-z^2 / (2 sigma_squared))``
         on the integers, for a rational ``sigma_squared > 0`` (CKS Algorithm 3). The
-        parameter is the variance parameter, not the standard deviation."""
+        parameter is the variance parameter, not the standard deviation. Python integers
+        in an object array when a draw does not fit in int64 (sigma far beyond 2^56)."""
         s2 = exact.as_rational(sigma_squared, "discrete Gaussian sigma_squared", positive=True)
         count, shape = _count(size)
         return exact.discrete_gaussian(s2, count, self._generator).reshape(shape)
@@ -137,11 +139,11 @@ class Sampler(abc.ABC):
 
     def standard_normal(self, size: Shape = None) -> np.ndarray:
         """Standard normal draws, in float64."""
-        return self._generator.standard_normal(size)
+        return self._generator.standard_normal(_size(size))
 
     def uniform(self, low: float = 0.0, high: float = 1.0, size: Shape = None) -> np.ndarray:
         """Uniform draws on ``[low, high)``."""
-        return self._generator.uniform(low, high, size)
+        return self._generator.uniform(low, high, _size(size))
 
     def symmetric_laplace(self, dim: int, scale: float) -> np.ndarray:
         """A symmetric ``dim x dim`` matrix whose upper triangle (with the diagonal) holds
@@ -266,11 +268,15 @@ class Sampler(abc.ABC):
 
     def permutation(self, n: int) -> np.ndarray:
         """A uniformly random permutation of ``range(n)``."""
+        if not (_whole(n) and n >= 0):
+            raise SamplerError(f"a permutation needs an integer n >= 0, got {n!r}.")
         return self._generator.permutation(n)
 
     def integers(self, low: int, high: int, size: Shape = None) -> np.ndarray:
         """Uniform integers on ``[low, high)``."""
-        return self._generator.integers(low, high, size)
+        if not (_whole(low) and _whole(high) and low < high):
+            raise SamplerError(f"integers needs integers low < high, got {low!r} and {high!r}.")
+        return self._generator.integers(low, high, _size(size))
 
     def exponential_mechanism(
         self, scores: ArrayLike, epsilon: float, sensitivity: float, size: int | None = None
@@ -399,11 +405,32 @@ def make_sampler(seed: int | None = None, *, unsafe_float_noise: bool = False) -
 
 
 def _count(size: Shape) -> tuple[int, tuple[int, ...]]:
-    shape = () if size is None else (size,) if isinstance(size, (int, np.integer)) else size
-    shape = tuple(int(n) for n in shape)
-    if any(n < 0 for n in shape):
-        raise SamplerError(f"a sample size must be >= 0, got {size!r}.")
+    shape = _shape(size)
     return math.prod(shape), shape
+
+
+def _size(size: Shape) -> int | tuple[int, ...] | None:
+    """``size`` checked (:func:`_shape`), in the form numpy's draws take."""
+    return None if size is None else _shape(size)
+
+
+def _shape(size: Shape) -> tuple[int, ...]:
+    """``size`` as a shape: ``None`` (one draw), an integer or a sequence of integers, each
+    ``>= 0``; anything else (``1e6``, ``"12"``, ``True``) is one sentence."""
+    parts = (size,) if _whole(size) else () if size is None else size
+    try:
+        shape = tuple(parts)
+    except TypeError:
+        shape = (size,)
+    if not all(_whole(n) and n >= 0 for n in shape):
+        raise SamplerError(
+            f"a sample size must be an integer >= 0 or a tuple of them, got {size!r}."
+        )
+    return tuple(int(n) for n in shape)
+
+
+def _whole(value: Any) -> bool:
+    return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
 def _probability(value: float | Fraction, what: str) -> Fraction:

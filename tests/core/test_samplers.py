@@ -143,3 +143,54 @@ def test_categorical_follows_the_probabilities():
     counts = np.bincount(draws, minlength=3)
     assert counts[2] == 0
     assert stats.binomtest(int(counts[1]), 40_000, 0.75).pvalue > 1e-4
+
+
+@pytest.mark.parametrize("size", [1e6, "12", True, -3, (2, -1), (2.0, 3)])
+@pytest.mark.parametrize(
+    "draw",
+    [
+        lambda s, size: s.laplace(1.0, size),
+        lambda s, size: s.gaussian(1.0, size),
+        lambda s, size: s.standard_normal(size),
+        lambda s, size: s.uniform(0.0, 1.0, size),
+        lambda s, size: s.integers(0, 9, size),
+        lambda s, size: s.bernoulli(0.5, size),
+        lambda s, size: s.discrete_laplace(2, size),
+        lambda s, size: s.binomial(9, 0.5, size),
+    ],
+)
+def test_a_size_that_is_not_a_shape_is_one_sentence(draw, size):
+    # fuzzing, stop 41: numpy's TypeErrors, or for bernoulli(0.5, 2.0) an empty draw
+    with pytest.raises(SamplerError, match="a sample size must be an integer >= 0"):
+        draw(SeededSampler(1), size)
+
+
+def test_sizes_given_as_integers_tuples_or_numpy_integers_keep_their_shapes():
+    s = SeededSampler(2)
+    assert np.shape(s.laplace(1.0)) == ()
+    assert s.laplace(1.0, 4).shape == (4,)
+    assert s.gaussian(1.0, np.int64(3)).shape == (3,)
+    assert s.integers(0, 5, [2, 3]).shape == (2, 3)
+    assert s.discrete_gaussian(4, (2, 2)).shape == (2, 2)
+
+
+def test_integers_and_permutation_arguments_are_checked():
+    s = SeededSampler(3)
+    with pytest.raises(SamplerError, match="low < high"):
+        s.integers(5, 5)
+    with pytest.raises(SamplerError, match="low < high"):
+        s.integers(0.0, 5)
+    with pytest.raises(SamplerError, match="integer n >= 0"):
+        s.permutation(-1)
+    assert sorted(s.permutation(5).tolist()) == [0, 1, 2, 3, 4]
+
+
+def test_draws_beyond_int64_come_as_python_integers():
+    # a variance of 1e40 (sigma 1e20) raised OverflowError; a Laplace scale of 2^70 gave
+    # an undocumented object array
+    for draws in (
+        SeededSampler(4).discrete_gaussian(1e40, 200),
+        SeededSampler(5).discrete_laplace(2**70, 200),
+    ):
+        assert draws.dtype == object and all(isinstance(v, int) for v in draws)
+        assert max(abs(v) for v in draws) > 2**63  # (all but certain at these scales)
