@@ -46,6 +46,7 @@ import math
 import sys
 import warnings
 from collections.abc import Callable, Sequence
+from fractions import Fraction
 from pathlib import Path
 from typing import Any
 
@@ -994,16 +995,29 @@ def _row_norms(features: np.ndarray) -> np.ndarray:
 
 
 def _label_key(value: Any) -> Any:
-    """A comparison key under which ``1``, ``1.0`` and ``"1"`` are the same class."""
-    if isinstance(value, bool):
+    """A comparison key under which ``1``, ``1.0`` and ``"1"`` are the same class. Numbers
+    compare by their exact values (integers beyond 2^53 stay distinct)."""
+    if isinstance(value, (bool, np.bool_)):
         return ("s", str(value))
-    if isinstance(value, (int, float, np.integer, np.floating)):
-        return ("n", float(value))
+    if isinstance(value, (int, np.integer)):
+        return ("n", int(value))
+    if isinstance(value, (float, np.floating)):
+        return ("n", _exact(float(value)))
     text = str(value).strip()
     try:
-        return ("n", float(text))
+        return ("n", int(text))
+    except ValueError:
+        pass
+    try:
+        return ("n", _exact(float(text)))
     except ValueError:
         return ("s", text)
+
+
+def _exact(value: float) -> Fraction | float:
+    """A float's exact value (``2.0`` equals the integer 2); NaN and infinities as they
+    are."""
+    return Fraction(value) if math.isfinite(value) else value
 
 
 def _check_keys(data: dict, allowed: set[str], source: str) -> None:

@@ -10,7 +10,7 @@ import pytest
 
 from dpframe.data.domain import Classes, Domain, InferredBoundsWarning, Target
 from dpframe.data.relation import Relation
-from dpframe.errors import DomainError
+from dpframe.errors import DataError, DomainError
 
 
 def write(tmp_path, text: str):
@@ -221,3 +221,24 @@ def test_integer_features_the_ball_cannot_hold_are_refused():
         Domain(lower=0.5, upper=1.9, integer=True, row_norm_bound=1.2).bind(2)
     Domain(lower=0.5, upper=1.9, integer=True, row_norm_bound=1.5).bind(2)
     Domain(lower=0.5, upper=1.9, row_norm_bound=1.2).bind(2)
+
+
+def test_class_ids_beyond_2_53_are_told_apart():
+    # fuzzing, stop 41: compared as floats, 2^53 and 2^53 + 1 were one class (the list was
+    # refused) and a label 2^53 + 1 was silently taken for class 2^53
+    from dpframe import Dataset
+
+    big = 2**53
+    x = np.random.default_rng(0).uniform(0, 1, (6, 2))
+    domain = Domain(lower=0.0, upper=1.0, labels=Classes((big, big + 1)))
+    data = Dataset.from_arrays(x, np.array([big, big + 1] * 3), domain)
+    assert data.labels.tolist() == [0, 1] * 3
+    with pytest.raises(DataError, match="not one of the declared classes"):
+        Dataset.from_arrays(
+            x, np.full(6, big + 1), Domain(lower=0.0, upper=1.0, labels=Classes((big, big + 2)))
+        )
+    # 1, 1.0 and "1" are still one class
+    same = Dataset.from_arrays(
+        x, np.array(["1", "2.0"] * 3), Domain(lower=0.0, upper=1.0, labels=Classes((1.0, 2)))
+    )
+    assert same.labels.tolist() == [0, 1] * 3
