@@ -191,11 +191,17 @@ class Sampler(abc.ABC):
             )
         if not (np.all(np.isfinite(cov)) and np.all(np.isfinite(mu))):
             raise SamplerError("the covariance or mean contains NaN or infinite values.")
-        if size < 0:
-            raise SamplerError(f"the number of draws must be >= 0, got {size}.")
-        values, vectors = np.linalg.eigh((cov + cov.T) / 2)
+        if not (_whole(size) and size >= 0):
+            raise SamplerError(f"the number of draws must be an integer >= 0, got {size!r}.")
+        values, vectors = np.linalg.eigh(cov / 2 + cov.T / 2)  # (cov + cov.T) could overflow
         factor = vectors * np.sqrt(np.clip(values, 0.0, None))
-        return mu + self.standard_normal((size, cov.shape[0])) @ factor.T
+        with np.errstate(over="ignore", invalid="ignore"):
+            draws = mu + self.standard_normal((size, cov.shape[0])) @ factor.T
+        if not np.all(np.isfinite(draws)):
+            raise SamplerError(
+                "draws from this covariance overflow float64 (entries near 1e308); rescale it."
+            )
+        return draws
 
     def haar_orthonormal(self, rows: int, cols: int) -> np.ndarray:
         """A ``rows x cols`` matrix with orthonormal columns, Haar-distributed.

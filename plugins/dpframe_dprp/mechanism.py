@@ -30,7 +30,7 @@ import numpy as np
 
 from dpframe import Dataset, Domain, Mechanism, PrivacyParams, Release, Sensitivity, param
 from dpframe.data.chunks import grouped_sums
-from dpframe.data.domain import NO_ROOM, Classes, Target
+from dpframe.data.domain import MAX_MAGNITUDE, NO_ROOM, Classes, Target
 from dpframe.data.relation import Relation
 from dpframe.data.threads import blas_limit, blas_threads, usable_cores
 from dpframe.data.units import data_coordinates, in_domain_param
@@ -154,6 +154,13 @@ class DPRPParams(PrivacyParams):
     def __attrs_post_init__(self) -> None:
         if not 0 < self.delta < 1:
             raise ParameterError("DPRP adds Gaussian noise and needs 0 < delta < 1.")
+        for name in ("label_weight", "row_norm_bound"):
+            value = getattr(self, name)
+            if value is not None and value > MAX_MAGNITUDE:  # squares overflow beyond 1e154
+                raise ParameterError(
+                    f"{name} must be at most {MAX_MAGNITUDE:g}, got {value!r}; declare the "
+                    "data in other units."
+                )
 
 
 @attrs.frozen

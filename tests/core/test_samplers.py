@@ -194,3 +194,15 @@ def test_draws_beyond_int64_come_as_python_integers():
     ):
         assert draws.dtype == object and all(isinstance(v, int) for v in draws)
         assert max(abs(v) for v in draws) > 2**63  # (all but certain at these scales)
+
+
+def test_multivariate_normal_near_float64s_limit_draws_or_says_why():
+    # fuzzing, stop 41: (cov + cov.T) overflowed at entries of 1e308 and the draws were NaN
+    s = SeededSampler(6)
+    draws = s.multivariate_normal(np.zeros(2), np.eye(2) * 1e308, 500)
+    assert np.all(np.isfinite(draws))
+    assert 0.8 < (draws / 1e154).std() < 1.2  # sd 1e154; 1,000 values: within 20 % (7 se)
+    with pytest.raises(SamplerError, match="overflow float64"):
+        s.multivariate_normal(np.zeros(2), np.full((2, 2), 1.7e308), 50)  # eigenvalue 3.4e308
+    with pytest.raises(SamplerError, match="integer >= 0"):
+        s.multivariate_normal(np.zeros(2), np.eye(2), 2.5)

@@ -483,6 +483,9 @@ def _one_sentence(error: DPFrameError) -> None:
         {"epsilon": 1.0, "delta": 1e-5, "k2": 0},
         {"epsilon": 1.0, "delta": 1e-5, "projection_share": 1.0},
         {"epsilon": 1.0, "delta": 1e-5, "labels": "noisy"},
+        # their squares overflowed: OverflowError at 1e308 (fuzzing, stop 41)
+        {"epsilon": 1.0, "delta": 1e-5, "label_weight": 1e308},
+        {"epsilon": 1.0, "delta": 1e-5, "row_norm_bound": 1e300},
     ],
 )
 def test_bad_parameters_are_one_sentence(values):
