@@ -88,3 +88,37 @@ def test_sensitivity_kinds_name_their_norms():
     assert [Sensitivity(1.0, k).order for k in ("l1", "l2", "score")] == [1, 2, np.inf]
     with pytest.raises(ParameterError, match="one of"):
         Sensitivity(1.0, "linf")
+
+
+@pytest.mark.parametrize("epsilon", [1.0, 0.2018467907353609])  # the int64 and Python paths
+def test_many_poor_candidates_keep_the_distribution(epsilon) -> None:
+    # three good candidates among 1,000: most proposals are rejected, so draws take many
+    # proposals (runs of doubling length, the first acceptance kept). Chi-square over the
+    # three good candidates (the rest has mass below e^-40): alpha = 1e-6 per call pattern
+    sensitivity = epsilon / 2  # gamma = 1: weights e^0, e^1, e^2
+    scores = np.r_[[0.0, 1.0, 2.0], np.full(997, -60.0)]
+    probabilities = np.exp([0.0, 1.0, 2.0]) / np.exp([0.0, 1.0, 2.0]).sum()
+    batch = SeededSampler(21).exponential_mechanism(scores, epsilon, sensitivity, size=3_000)
+    single = SeededSampler(22)
+    singles = [single.exponential_mechanism(scores, epsilon, sensitivity) for _ in range(300)]
+    for draws in (batch, np.array(singles)):
+        assert draws.max() < 3
+        assert _chi_square_pvalue(np.bincount(draws, minlength=3), probabilities) > 1e-6
+
+
+def test_a_draw_needing_many_proposals_takes_few_rounds(monkeypatch) -> None:
+    # one good candidate among 10^5: about 10^5 proposals a draw, which took as many rounds
+    # (a second a draw); runs of doubling length take about log2(10^5) = 17
+    from dpframe.privacy import exact
+
+    rounds = []
+    real = exact.bernoulli_exp_array
+
+    def spy(numerators, denominator, generator):
+        rounds.append(numerators.size)
+        return real(numerators, denominator, generator)
+
+    monkeypatch.setattr(exact, "bernoulli_exp_array", spy)
+    scores = np.r_[0.0, np.full(99_999, -80.0)]
+    assert SeededSampler(23).exponential_mechanism(scores, 1.0, 0.5) == 0
+    assert len(rounds) <= 25
