@@ -108,6 +108,13 @@ class NoisyStage:
         return math.sqrt(2.0) * self.scale if self.family == "laplace" else self.scale
 
     def event(self) -> PrivacyEvent:
+        """The event of the grid's noise; one sentence, when planning, if no grid could
+        hold it (:data:`NOISE_STEPS_LIMIT`), so that the refusal charges nothing."""
+        # The grid's noise is at least the multiplier times the fewest grid steps in a
+        # sensitivity: 1/ROUNDING_SHARE + 1 (Laplace) or 33 (the Gaussian's coarsest grid).
+        fewest = 1 / ROUNDING_SHARE + 1 if self.family == "laplace" else 33
+        if self.noise_multiplier * fewest > NOISE_STEPS_LIMIT:
+            raise _beyond_int64(self.noise_multiplier, self.noise_multiplier * fewest, "at least ")
         kind = DiscreteLaplaceEvent if self.family == "laplace" else DiscreteGaussianEvent
         return kind(self.noise_multiplier, relation=self.relation)
 
@@ -304,12 +311,16 @@ def grid_for(
             break  # int64 sampling, or coarser would inflate by over 1/64: stop (exact anyway)
         exponent += 1
     if noise > NOISE_STEPS_LIMIT:
-        raise ParameterError(
-            f"a noise multiplier of {noise_multiplier:g} needs noise of {noise:.3g} grid steps, "
-            "beyond what int64 draws can hold; raise epsilon."
-        )
+        raise _beyond_int64(noise_multiplier, noise)
     return Grid(
         family, gamma, d, float(sensitivity), grid_sensitivity, int(noise), float_error=float_error
+    )
+
+
+def _beyond_int64(noise_multiplier: float, noise: float, bound: str = "") -> ParameterError:
+    return ParameterError(
+        f"a noise multiplier of {noise_multiplier:g} needs noise of {bound}{noise:.3g} grid "
+        "steps, beyond what int64 draws can hold; raise epsilon."
     )
 
 

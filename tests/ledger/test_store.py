@@ -585,3 +585,22 @@ def test_outputs_beyond_memory_are_refused_while_planning_and_charge_nothing(led
             request={"budget_label": "d"},
         )
     assert ledger.head() == head
+
+
+@pytest.mark.parametrize("name", ["laplace", "lap_pca"])
+def test_an_epsilon_no_grid_can_hold_is_refused_while_planning_and_charges_nothing(ledger, name):
+    # fuzzing, stop 41: refused by the grid inside run(), after the reservation, so the
+    # ledger kept a failed charge of epsilon = 1e-20
+    ledger.create_budget("d", (1.0, 0.0), accountant="pure")
+    head = ledger.head()
+    mechanism = dpframe.mechanism(name)
+    values = {"epsilon": 1e-14, **({"dimension": 1} if name == "lap_pca" else {})}
+    with pytest.raises(dpframe.errors.ParameterError, match="beyond what int64 draws can hold"):
+        execute(
+            mechanism,
+            make_dataset(),
+            mechanism.params(**values),
+            ledger=ledger,
+            request={"budget_label": "d"},
+        )
+    assert ledger.head() == head
