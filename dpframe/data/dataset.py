@@ -920,8 +920,13 @@ def _validate_labels(
     raw = np.asarray(labels)
     if raw.ndim != 1:
         raw = raw.reshape(-1) if raw.ndim == 2 and 1 in raw.shape else raw
-    if raw.ndim != 1 or raw.shape[0] != n:
-        raise DataError(f"there are {raw.shape[0] if raw.ndim else 0} labels for {n} records.")
+    if raw.ndim != 1:
+        raise DataError(
+            f"the labels must be one column (one label per record), got an array of shape "
+            f"{raw.shape}."
+        )
+    if raw.shape[0] != n:
+        raise DataError(f"there are {raw.shape[0]} labels for {n} records.")
     spec = domain.labels
     if spec is None:
         raise DataError(

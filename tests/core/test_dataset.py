@@ -132,6 +132,9 @@ def test_arrays_reject_empty_and_mismatched_labels():
         Dataset.from_arrays(np.empty((0, 2)))
     with pytest.raises(DataError, match="3 labels for 2 records"):
         Dataset.from_arrays(np.ones((2, 2)), [1, 1, 2], CLASSES)
+    # two label columns said "there are 2 labels for 2 records" (fuzzing, stop 41)
+    with pytest.raises(DataError, match=r"one column .* got an array of shape \(2, 2\)"):
+        Dataset.from_arrays(np.ones((2, 2)), [[1, 2], [2, 1]], CLASSES)
     with pytest.raises(DataError, match="declares no label kind"):
         Dataset.from_arrays(np.ones((2, 2)), [1, 1])
     with pytest.raises(DomainError, match="describes 3 features"):
