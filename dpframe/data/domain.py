@@ -685,22 +685,27 @@ class Domain:
             return 0
         anchor = self._ball_anchor() if anchor is None else anchor
         # Aim below the bound by the rounding of a norm of this many terms (a sum of
-        # squares and a root), so that any way of computing the norm finds it inside.
+        # squares and a root), so that any way of computing the norm finds it inside; not
+        # below the anchor, which may lie on the sphere.
         limit = bound * (1.0 - (rows.shape[1] + 4) * 2.0**-53)
+        limit = max(limit, float(_row_norms(anchor[None, :])[0]))
         far = rows[over]
         step = far - anchor
         if not np.any(anchor):
             t = limit / norms[over]
         else:
-            # Solve ||anchor + t (x - anchor)|| = limit for t in (0, 1).
+            # Solve ||anchor + t (x - anchor)|| = limit for t in [0, 1] (c <= 0, so the
+            # root is real; a row at the anchor itself stays there).
             a = np.einsum("ij,ij->i", step, step)
             b = 2 * step @ anchor
             c = float(anchor @ anchor) - limit**2
-            t = np.clip((-b + np.sqrt(b * b - 4 * a * c)) / (2 * a), 0.0, 1.0)
+            with np.errstate(divide="ignore", invalid="ignore"):
+                t = (-b + np.sqrt(np.maximum(b * b - 4 * a * c, 0.0))) / (2 * a)
+            t = np.clip(np.nan_to_num(t, nan=0.0), 0.0, 1.0)
         moved_rows = anchor + t[:, None] * step
         # Rounding may leave a row an ulp or two beyond: step back until none is.
         for _ in range(64):
-            still = _row_norms(moved_rows) > limit
+            still = (_row_norms(moved_rows) > limit) & (t > 0)
             if not still.any():
                 break
             t[still] *= 1.0 - 2.0**-50

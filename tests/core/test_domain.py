@@ -242,3 +242,15 @@ def test_class_ids_beyond_2_53_are_told_apart():
         x, np.array(["1", "2.0"] * 3), Domain(lower=0.0, upper=1.0, labels=Classes((1.0, 2)))
     )
     assert same.labels.tolist() == [0, 1] * 3
+
+
+def test_a_box_touching_the_ball_at_one_point_clips_every_row_to_it():
+    # The box's point nearest the origin, (0.6, 0), lies on the sphere: aiming below the
+    # bound there gave a negative discriminant, and rows beside it became NaN
+    from dpframe.data.units import in_domain
+
+    domain = Domain(lower=[0.6, -1.0], upper=[2.0, 1.0], row_norm_bound=0.6).bind(2)
+    rows = np.random.default_rng(8).uniform(-3, 3, (500, 2))
+    rows[:3] = [[0.6, 0.9], [0.6, -0.2], [0.6, 0.0]]  # beside the point, and the point
+    for out in (domain.clip(rows.copy())[0], in_domain(rows, domain)):
+        np.testing.assert_array_equal(out, np.tile([0.6, 0.0], (500, 1)))
