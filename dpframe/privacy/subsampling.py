@@ -192,17 +192,17 @@ class _ExactBinomialCdf:
 
     def __init__(self, n: int, a: int, b: int) -> None:
         self.n, self.a, self.b = n, a, b
-        self.denominator = (a + b) ** n
         self.lock = threading.Lock()
-        self._restart()
+        self.k = -1  # nothing computed yet: the integers have n log2(a + b) bits
 
     def _restart(self) -> None:
         self.k, self.term = 0, self.b**self.n
         self.total = self.term
+        self.denominator = (self.a + self.b) ** self.n
 
     def __call__(self, k: int) -> Fraction:
         with self.lock:  # a cached CDF may be shared by threads
-            if k < self.k:
+            if k < self.k or self.k < 0:
                 self._restart()
             n, a, b = self.n, self.a, self.b
             while self.k < k:
