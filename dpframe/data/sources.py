@@ -476,12 +476,15 @@ def _arrow_batch(batch: Any, names: Sequence[str], label: str | None, source: st
     NaN; converted to float64 when the chunk is prepared) and raw labels."""
     columns = []
     for name in names:
-        values = _arrow_values(batch.column(name))
-        check_real(values.dtype, name)
         try:
-            columns.append(Columns.column(values, batch.num_rows))
+            values = _arrow_values(batch.column(name))
+            real = values.dtype.kind not in "mMc"
+            if real:
+                columns.append(Columns.column(values, batch.num_rows))
         except (TypeError, ValueError):
             raise DataError(f"{source}: column {name!r} is not numeric.") from None
+        if not real:
+            check_real(values.dtype, name)  # dates, durations or complex: one sentence
     features = Columns(columns, batch.num_rows)
     labels = None
     if label is not None:
