@@ -844,9 +844,9 @@ def check_real(dtype: Any, name: str | None = None) -> None:
     """One sentence for a column (or, unnamed, the features) of dates, durations or complex
     numbers: numpy converts them to float64 without a word (nanoseconds since 1970, or the
     real part alone)."""
-    kind = np.dtype(dtype).kind if not hasattr(dtype, "kind") else dtype.kind
+    kind = getattr(dtype, "kind", None)  # numpy's and pandas'; others convert as before
     what = "the features hold" if name is None else f"column {name!r} holds"
-    if kind in "mM":
+    if kind in ("m", "M"):
         raise DataError(
             f"{what} dates or durations, not numbers; convert them (to days since a public "
             "date, say) or leave them out."

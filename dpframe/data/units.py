@@ -254,8 +254,8 @@ def in_domain(rows: np.ndarray, domain: Domain) -> np.ndarray:
         out[..., integer] = np.round(out[..., integer])
     if domain.row_norm_bound is not None and out.size:
         flat = out.reshape(-1, out.shape[-1])
-        norms_over = domain.into_ball(flat, anchor)
-        if norms_over and integer.any():
+        moved = domain.into_ball(flat, anchor)
+        if moved and integer.any():
             # Towards the anchor: each such coordinate moves no further from 0 (the anchor's
             # coordinate is 0 or the box's end nearest 0), so the row stays in the ball.
             part = flat[:, integer] - anchor[integer]

@@ -423,10 +423,11 @@ def _size(size: Shape) -> int | tuple[int, ...] | None:
 def _shape(size: Shape) -> tuple[int, ...]:
     """``size`` as a shape: ``None`` (one draw), an integer or a sequence of integers, each
     ``>= 0``; anything else (``1e6``, ``"12"``, ``True``) is one sentence."""
-    parts = (size,) if _whole(size) else () if size is None else size
+    if size is None:
+        return ()
     try:
-        shape = tuple(parts)
-    except TypeError:
+        shape = (size,) if _whole(size) else tuple(size)
+    except TypeError:  # not a sequence: 1e6, True
         shape = (size,)
     if not all(_whole(n) and n >= 0 for n in shape):
         raise SamplerError(

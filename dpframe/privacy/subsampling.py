@@ -195,10 +195,13 @@ class _ExactBinomialCdf:
         self.lock = threading.Lock()
         self.k = -1  # nothing computed yet: the integers have n log2(a + b) bits
 
+    @functools.cached_property
+    def denominator(self) -> int:
+        return (self.a + self.b) ** self.n
+
     def _restart(self) -> None:
         self.k, self.term = 0, self.b**self.n
         self.total = self.term
-        self.denominator = (self.a + self.b) ** self.n
 
     def __call__(self, k: int) -> Fraction:
         with self.lock:  # a cached CDF may be shared by threads
