@@ -171,9 +171,16 @@ class Dataset:
 
     def check_unchanged(self) -> None:
         """Refuse, in one sentence, a wrapped caller's array that was changed since it was
-        checked (the check a fingerprint pass makes, without the hash)."""
-        if self._recheck() is not None and not self.inside():
-            raise DataError(CHANGED_ARRAY)
+        checked (the check a fingerprint pass makes, without the hash; a NaN gets the
+        same sentence)."""
+        if self._recheck() is None:
+            return
+        try:
+            inside = self.inside()
+        except DataError:
+            inside = False
+        if not inside:
+            raise DataError(CHANGED_ARRAY) from None
 
     def fingerprint(self, key: FingerprintKey | bytes, chunk_rows: int = DEFAULT_CHUNK_ROWS) -> str:
         """A keyed content fingerprint of the clipped records under ``key`` (a ledger's

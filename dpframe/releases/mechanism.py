@@ -420,7 +420,8 @@ class _Charge:
         the first pass met invalid records (nothing is charged); otherwise charge a run
         that failed (reserving it first, if its first draw never came: a refusal then
         replaces ``exc``, which may tell about the data). An interruption before the
-        reservation charges nothing."""
+        reservation charges nothing. Without a ledger, a caller's array changed since it
+        was checked is refused here too, as at the end of a run that succeeds."""
         if self.refusal is not None:  # the mechanism may have caught it and failed later
             if exc is not self.refusal:
                 raise self.refusal from None
@@ -433,11 +434,15 @@ class _Charge:
                 raise refusal from None
             if isinstance(exc, Exception):
                 self._check_values()  # a NaN read unchecked may be the cause: run again
-            if self.ledger is None or not isinstance(exc, Exception):
+        if self.ledger is None:
+            if isinstance(exc, Exception) and not self.made:
+                getattr(self.dataset, "check_unchanged", lambda: None)()
+            return
+        if not self.reserved:
+            if not isinstance(exc, Exception):
                 return
             self.reserve()
-        if self.ledger is not None:
-            self.ledger.fail(self.reservation, f"{type(exc).__name__}: {exc}")
+        self.ledger.fail(self.reservation, f"{type(exc).__name__}: {exc}")
 
 
 class _Unchecked(BaseException):
