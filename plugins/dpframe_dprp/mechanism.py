@@ -214,6 +214,13 @@ class Encoding:
                 "label block of every row uses up."
             )
         feature_bound = min(natural, math.sqrt(bound**2 - weight**2))
+        if feature_bound <= 0 < natural:  # the label block's square swamped the features'
+            larger = "" if params.row_norm_bound is None else " or a larger row_norm_bound"
+            raise ParameterError(
+                f"label_weight ({weight:g}) is so large beside the features' reach "
+                f"({natural:g}) that the row norm bound ({bound:g}) leaves them no room; "
+                f"choose a smaller label_weight{larger}."
+            )
         if feature_bound <= 0:
             raise DomainError(NO_ROOM)
         encoding = cls(centre, scale, feature_bound, bound, weight, labels)
@@ -405,7 +412,7 @@ class DPRPMechanism(Mechanism):
         self.check_relation(domain)
         encoding = Encoding.build(params, domain)
         # R (width x k1) and, where the count is public, the projected rows (n x k1)
-        rows = encoding.centre.size + 1 + (domain.records or 0)
+        rows = encoding.width + (domain.records or 0)
         check_memory(params.k1 * rows, f"k1 = {params.k1}")
         return self._calibration(params, encoding).event(domain.relation)
 

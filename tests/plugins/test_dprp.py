@@ -9,6 +9,7 @@ import pytest
 from scipy.stats import binom, chi2
 
 import dpframe
+import dpframe.releases.params
 from dpframe import Classes, Dataset, Domain, SeededSampler, Target, execute
 from dpframe.data.relation import Relation
 from dpframe.errors import DataError, DomainError, DPFrameError, ParameterError
@@ -506,6 +507,15 @@ def test_row_norm_bound_must_leave_room_for_the_label_block():
     _one_sentence(info.value)
 
 
+def test_a_label_weight_that_swamps_the_features_is_named():
+    # beside a label block of norm 1e50 the features' squares are lost to rounding: the
+    # sentence named an empty domain instead (fuzzing, stop 41)
+    params = MECH.params(epsilon=1.0, delta=1e-5, label_weight=1e50)
+    with pytest.raises(ParameterError, match=r"label_weight \(1e\+50\) is so large") as info:
+        MECH.plan(params, _data().domain)
+    _one_sentence(info.value)
+
+
 def test_add_remove_domain_is_refused():
     domain = Domain(lower=0, upper=1, relation="add_remove").bind(3)
     with pytest.raises(ParameterError, match="replace_one") as info:
@@ -591,3 +601,13 @@ def test_dprp_reproduction_writes_its_report(datasets_dir, tmp_path):
     rows = [line for line in text.splitlines() if line.startswith("| ") and "±" in line]
     assert len(rows) == len(EPSILONS) * len(K1S)
     assert "Real-data baseline" in text
+
+
+def test_the_memory_check_counts_every_label_column(monkeypatch):
+    # R is width x k1, and the width has a column per class: with 1,000 classes and 3
+    # features the check counted 4 columns, so this k1 passed it and then failed allocating
+    monkeypatch.setattr(dpframe.releases.params, "_physical_memory", lambda: 8 * 10**6)
+    domain = Domain(lower=0.0, upper=1.0, labels=Classes(tuple(range(1000)))).bind(3)
+    with pytest.raises(ParameterError, match="more than this machine's") as info:
+        MECH.plan(MECH.params(epsilon=1.0, delta=1e-5, k1=2000), domain)
+    _one_sentence(info.value)
