@@ -1315,6 +1315,12 @@ def _create(target: Target, key_file: Path | None, anchor_file: Path, timeout: f
             f"a PostgreSQL ledger keeps its key in a file outside the database: name it with "
             f"{NAME_THE_KEY} to create {str(target.path)!r}."
         )
+    try:
+        keys.check_anchor_free(anchor_file)
+    except LedgerError:
+        if target.exists():  # another process created this ledger meanwhile
+            return False
+        raise
     key = keys.read_key(key_file) or keys.create_key(key_file)
 
     def populate(conn: Database) -> Row:

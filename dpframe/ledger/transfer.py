@@ -121,6 +121,8 @@ def import_jsonl(
             _catch_up(ledger, header, rows)
     else:
         where.check_openable(create=True)
+        if key is not None:
+            keys.check_anchor_free(where.anchor_file(anchor_file, key_at), header["ledger_id"])
 
         def populate(conn: Any) -> Row:
             meta = [("ledger_id", header["ledger_id"]), ("created", header["created"])]
@@ -338,6 +340,7 @@ def migrate_ledger(
             )
         return Row(**{**last.to_dict(), "body": canonical_json(last.body)})
 
+    keys.check_anchor_free(where.anchor_file(anchor_file, key_at), ledger_id)
     last = where.create(populate, options.get("timeout", 60.0))
     if last is None:
         raise LedgerError(f"a ledger appeared at {str(where.path)!r} meanwhile.")
@@ -409,9 +412,10 @@ def copy_ledger(
             )
         return rows[-1]
 
+    anchor_at = where.anchor_file(None, key_at)
+    keys.check_anchor_free(anchor_at, ledger_id)
     if where.create(populate, options.get("timeout", 60.0)) is None:
         raise LedgerError(f"a ledger appeared at {str(where.path)!r} meanwhile.")
-    anchor_at = where.anchor_file(None, key_at)
     keys.write_anchor(anchor_at, Anchor.make(key, ledger_id, rows[-1].seq, rows[-1].hash))
     opened = {"key_file": key_at, "anchor_file": anchor_at, **options}
     copied = Ledger.open(ledger_path(destination), **opened)

@@ -186,6 +186,19 @@ def test_a_missing_or_foreign_anchor_refuses_writes(full, ledger_file, tmp_path)
     full.create_budget("other", (1.0, 0.0))
 
 
+def test_a_new_ledger_never_takes_another_ledger_s_anchor(full, tmp_path, monkeypatch):
+    # fuzzing, stop 43: one $DPFRAME_LEDGER_ANCHOR for two ledgers, and creating the second
+    # replaced the first's anchor, whose writes were then refused as a rollback
+    monkeypatch.setenv("DPFRAME_LEDGER_ANCHOR", str(full.anchor_file))
+    before = full.anchor_file.read_text()
+    second = tmp_path / "second.ledger"
+    with pytest.raises(LedgerError, match="holds the head of another ledger"):
+        Ledger.open(second, create=True)
+    assert full.anchor_file.read_text() == before
+    assert not second.exists() and not Path(f"{second}.key").exists()
+    full.create_budget("other", (1.0, 0.0))  # the first ledger's anchor still holds
+
+
 def test_reanchor_accepts_the_database_after_a_deliberate_restore(full):
     full.anchor_file.unlink()
     anchor = full.reanchor()

@@ -86,6 +86,21 @@ def test_importing_into_another_ledger_is_refused(source, tmp_path):
         assert other.head() == head
 
 
+def test_an_import_never_takes_another_ledger_s_anchor(source, tmp_path):
+    export_jsonl(source, tmp_path / "e.jsonl")
+    with Ledger.open(tmp_path / "other.ledger", create=True) as other:
+        before = other.anchor_file.read_text()
+        with pytest.raises(LedgerError, match="holds the head of another ledger"):
+            import_jsonl(
+                tmp_path / "e.jsonl",
+                tmp_path / "copy.ledger",
+                key_file=source.key_file,
+                anchor_file=other.anchor_file,
+            )
+        assert other.anchor_file.read_text() == before
+        assert not (tmp_path / "copy.ledger").exists()
+
+
 def test_a_copy_of_the_same_chain_catches_up(source, tmp_path):
     export_jsonl(source, tmp_path / "early.jsonl")
     import_jsonl(
