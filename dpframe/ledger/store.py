@@ -671,7 +671,7 @@ class Ledger:
             finally:
                 self._db.commit()
         last: Row | None = seen["last"]  # type: ignore[assignment]
-        if check_anchor and self.format >= 2 and self._key is not None:
+        if check_anchor and self.format >= 2:
             problems += self._anchor_problems(last.seq if last else 0)
         if expect_head is not None and not seen["expected"]:
             problems.append(
@@ -920,13 +920,18 @@ class Ledger:
         fold.checkpoint_seq, fold.checkpoint_mac = fold.seq, mac
 
     def _anchor_problems(self, last_seq: int) -> list[Problem]:
-        """What is wrong with the head anchor against a chain ending at ``last_seq``."""
-        key = self._require_key()
+        """What is wrong with the head anchor against a chain ending at ``last_seq``.
+        Without the key, an anchor that names this ledger is still compared with the
+        chain (its MAC unchecked: a forged anchor can only raise an alarm, and a missing
+        or foreign one proves nothing)."""
+        key = self._key
         anchor = keys.read_anchor(self.anchor_file)
         fix = (
             "if the ledger was deliberately restored or moved, check it and run `dpframe "
             "ledger head --reanchor`."
         )
+        if key is None and (anchor is None or anchor.ledger_id != self.ledger_id):
+            return []
         if anchor is None:
             return [
                 Problem(
@@ -934,7 +939,7 @@ class Ledger:
                     f"database could not be detected; {fix}"
                 )
             ]
-        if anchor.ledger_id != self.ledger_id or not anchor.valid(key):
+        if anchor.ledger_id != self.ledger_id or (key is not None and not anchor.valid(key)):
             return [
                 Problem(
                     f"the head anchor {str(self.anchor_file)!r} does not belong to this ledger "

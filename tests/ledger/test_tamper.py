@@ -206,6 +206,17 @@ def test_reanchor_accepts_the_database_after_a_deliberate_restore(full):
     full.create_budget("other", (1.0, 0.0))
 
 
+def test_without_the_key_verify_still_holds_the_chain_to_its_anchor(full, ledger_file, tmp_path):
+    # fuzzing, stop 43: an auditor without the key saw a rolled-back ledger verify OK
+    # while the anchor beside it recorded the rows removed
+    sql(ledger_file, "DELETE FROM entries WHERE seq > 20")
+    full.key_file.rename(tmp_path / "elsewhere.key")
+    with Ledger.open(ledger_file) as keyless:
+        report = keyless.verify()
+    assert not report.ok
+    assert "ends at row 20, but its head anchor records row 23" in report.problems[0].message
+
+
 def test_a_ledger_without_its_key_reads_but_refuses_to_charge(full, ledger_file, tmp_path):
     moved = tmp_path / "elsewhere.key"
     full.key_file.rename(moved)
