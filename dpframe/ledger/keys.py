@@ -23,6 +23,7 @@ import hashlib
 import hmac
 import json
 import os
+import time
 import uuid
 from collections.abc import Iterator
 from pathlib import Path
@@ -36,6 +37,8 @@ KEY_FILE_ENV = "DPFRAME_LEDGER_KEY_FILE"
 ANCHOR_ENV = "DPFRAME_LEDGER_ANCHOR"
 KEY_FORMAT = "dpframe-ledger-key"
 ANCHOR_FORMAT = "dpframe-ledger-anchor"
+LOCK_TIMEOUT = 60.0
+"""Seconds a write waits for the anchor's lock (the database's own lock waits as long)."""
 
 
 def _derive(secret: bytes, purpose: str) -> bytes:
@@ -211,13 +214,28 @@ def write_anchor(path: Path, anchor: Anchor, *, force: bool = False) -> None:
 
 @contextlib.contextmanager
 def _locked(path: Path) -> Iterator[None]:
+    """``path`` locked (flock), waiting at most :data:`LOCK_TIMEOUT` seconds, as the
+    database's lock does: a lock another process keeps is one sentence, not a hang."""
     try:
         fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o600)
     except OSError as exc:
         raise LedgerError(f"cannot lock {str(path)!r}: {os_reason(exc)}.") from None
     try:
         os.fchmod(fd, 0o600)
-        fcntl.flock(fd, fcntl.LOCK_EX)
+        deadline = time.monotonic() + LOCK_TIMEOUT
+        pause = 0.001
+        while True:
+            try:
+                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+                break
+            except BlockingIOError:
+                if time.monotonic() >= deadline:
+                    raise LedgerError(
+                        f"{str(path)!r} stayed locked by another process for "
+                        f"{LOCK_TIMEOUT:g} s; try again, or end the process that holds it."
+                    ) from None
+                time.sleep(pause)
+                pause = min(2 * pause, 0.05)
         yield
     finally:
         os.close(fd)

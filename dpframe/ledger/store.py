@@ -100,8 +100,9 @@ ENV_VAR = "DPFRAME_LEDGER"
 DEFAULT_ACCOUNTANT = "best"
 """The accountant of a budget created without one: the minimum of pure, approx, rdp, zcdp
 and gdp, never looser than any of them for a sequence fixed in advance (docs/chains.md)."""
-DEFAULT_TIMEOUT = 60.0
-"""Seconds a writer waits for another process's transaction before giving up."""
+DEFAULT_TIMEOUT = keys.LOCK_TIMEOUT
+"""Seconds a writer waits for another process's transaction before giving up (as long
+as for the anchor's lock)."""
 
 _ROW_COLUMNS = "seq, entry_id, kind, ref, budget_id, created, body, prev_hash, hash, mac"
 

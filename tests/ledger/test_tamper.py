@@ -8,6 +8,7 @@ charge is refused, naming the row, and nothing is written.
 from __future__ import annotations
 
 import contextlib
+import fcntl
 import json
 import os
 import shutil
@@ -20,7 +21,7 @@ import pytest
 from ledger_testkit import RESERVATION_EDITS, charge
 
 from dpframe.errors import BudgetExceededError, LedgerError
-from dpframe.ledger import Ledger, canonical_json, export_jsonl
+from dpframe.ledger import Ledger, canonical_json, export_jsonl, keys
 from dpframe.ledger.state import CHECKPOINT_EVERY
 
 
@@ -197,6 +198,20 @@ def test_a_new_ledger_never_takes_another_ledger_s_anchor(full, tmp_path, monkey
     assert full.anchor_file.read_text() == before
     assert not second.exists() and not Path(f"{second}.key").exists()
     full.create_budget("other", (1.0, 0.0))  # the first ledger's anchor still holds
+
+
+def test_an_anchor_lock_kept_by_another_process_is_one_sentence_not_a_hang(full, monkeypatch):
+    # fuzzing, stop 43: a write waited forever for a held anchor lock, its row committed
+    monkeypatch.setattr(keys, "LOCK_TIMEOUT", 0.2)
+    lock = os.open(f"{full.anchor_file}.lock", os.O_RDWR | os.O_CREAT)
+    try:
+        fcntl.flock(lock, fcntl.LOCK_EX)  # another open file description: it conflicts
+        with pytest.raises(LedgerError, match=r"recorded row 24 .*stayed locked by another"):
+            full.create_budget("other", (1.0, 0.0))
+    finally:
+        os.close(lock)
+    full.create_budget("third", (1.0, 0.0))  # the anchor catches up once the lock is free
+    assert full.verify().ok
 
 
 def test_reanchor_accepts_the_database_after_a_deliberate_restore(full):
