@@ -619,12 +619,16 @@ class Ledger:
         """Every entry in chain order, bodies decoded (not verified: see :meth:`verify`)."""
         with self._lock, self._db.errors():
             rows = self._rows("TRUE", ())
-        try:
-            return [_entry(row, _json(row.body)) for row in rows]
-        except ValueError:
-            raise LedgerError(
-                "a ledger entry is not valid JSON; run `dpframe ledger verify`."
-            ) from None
+        entries = []
+        for row in rows:
+            try:
+                entries.append(_entry(row, _json(row.body)))
+            except ValueError:
+                raise LedgerError(
+                    f"ledger row {row.seq} is not an entry's JSON (an object, with no NaN or "
+                    "infinite number); run `dpframe ledger verify`."
+                ) from None
+        return entries
 
     def verify(
         self,
@@ -1249,9 +1253,18 @@ def _decoded(row: Row) -> tuple[Row, dict[str, Any] | None]:
 
 
 def _json(text: str) -> dict[str, Any]:
-    value = json.loads(text)
+    """An entry's body: a JSON object without NaN or infinite numbers, which the ledger
+    never writes (``canonical_json``), so that what is read can be written out again."""
+    value = json.loads(text, parse_float=_finite, parse_constant=_finite)
     if not isinstance(value, dict):
         raise ValueError("not an object")
+    return value
+
+
+def _finite(text: str) -> float:
+    value = float(text)
+    if not math.isfinite(value):
+        raise ValueError(f"{text} is not a finite number")
     return value
 
 

@@ -214,6 +214,22 @@ def test_an_anchor_lock_kept_by_another_process_is_one_sentence_not_a_hang(full,
     assert full.verify().ok
 
 
+@pytest.mark.parametrize("number", ["1e999", "-1e999", "NaN", "Infinity"])
+def test_a_body_edited_to_hold_a_non_finite_number_is_one_sentence(
+    ledger, ledger_file, tmp_path, number
+):
+    # fuzzing, stop 43: on a row before the last checkpoint (which writes do not re-read),
+    # export failed with "internal error: ValueError" (exit 70) and `show --entries
+    # --json` printed Infinity, which is not JSON
+    for i in range(CHECKPOINT_EVERY + 2):
+        ledger.create_budget(f"b{i}", (1.0, 0.0), accountant="pure")
+    sql(ledger_file, f"UPDATE entries SET body = '{{\"label\":{number}}}' WHERE seq = 10")
+    with pytest.raises(LedgerError, match=r"ledger row 10 is not an entry's JSON"):
+        ledger.entries()
+    with pytest.raises(LedgerError, match=r"ledger row 10 is not an entry's JSON"):
+        export_jsonl(ledger, tmp_path / "out.jsonl")
+
+
 def test_reanchor_accepts_the_database_after_a_deliberate_restore(full):
     full.anchor_file.unlink()
     anchor = full.reanchor()
