@@ -647,6 +647,8 @@ class Ledger:
         pass."""
         problems: list[Problem] = []
         seen = {"count": 0, "last": None, "expected": False}
+        if expect_head is not None:
+            expect_head = self._expected_hash(expect_head)
 
         def rows() -> Iterator[Row]:
             for row in self._iter_rows():
@@ -694,6 +696,26 @@ class Ledger:
             tuple(problems),
             authenticated=self._key is not None,
         )
+
+    def _expected_hash(self, text: str) -> str:
+        """The hash in a head given as ``HASH``, ``SEQ:HASH`` (as ``verify`` prints it) or
+        the line ``dpframe ledger head`` prints (``LEDGER_ID SEQ HASH MAC``), in either
+        case; one sentence for anything else, or for another ledger's line."""
+        parts = text.strip().split()
+        if len(parts) == 4:
+            if parts[0] != self.ledger_id:
+                raise ParameterError(
+                    f"the expected head is ledger {parts[0]}'s, not this ledger's "
+                    f"({self.ledger_id})."
+                )
+            parts = [parts[2]]
+        found = parts[0].lower().rpartition(":")[2] if len(parts) == 1 else ""
+        if len(found) != 64 or not set(found) <= set("0123456789abcdef"):
+            raise ParameterError(
+                f"the expected head {text.strip()[:80]!r} is not a head: give its hash (64 hex "
+                "digits), SEQ:HASH, or the line `dpframe ledger head` prints."
+            )
+        return found
 
     def _checkpoint_states(
         self, checkpoints: list[tuple], problems: list[Problem]

@@ -20,7 +20,7 @@ from pathlib import Path
 import pytest
 from ledger_testkit import RESERVATION_EDITS, charge
 
-from dpframe.errors import BudgetExceededError, LedgerError
+from dpframe.errors import BudgetExceededError, LedgerError, ParameterError
 from dpframe.ledger import Ledger, canonical_json, export_jsonl, keys
 from dpframe.ledger.state import CHECKPOINT_EVERY
 
@@ -228,6 +228,30 @@ def test_a_body_edited_to_hold_a_non_finite_number_is_one_sentence(
         ledger.entries()
     with pytest.raises(LedgerError, match=r"ledger row 10 is not an entry's JSON"):
         export_jsonl(ledger, tmp_path / "out.jsonl")
+
+
+def test_a_published_head_in_any_of_its_printed_forms_proves_the_rows_up_to_it(
+    full, ledger_file, tmp_path
+):
+    # fuzzing, stop 43: only the bare lowercase hash was understood; the line `dpframe
+    # ledger head` prints, for publication, was reported as rows changed (exit 4)
+    line = full.anchor().line()
+    _, seq, head, _ = line.split()
+    for given in (head, head.upper(), f"{seq}:{head}", line, f" {line}\n"):
+        assert full.verify(given).ok, given
+    sql(ledger_file, f"DELETE FROM entries WHERE seq >= {int(seq) - 2}")
+    problems = full.verify(line, check_anchor=False).problems
+    assert [p.message for p in problems if "expected head" in p.message] == [
+        f"the expected head {head[:16]}… is not in the chain: rows up to it were changed or "
+        "deleted."
+    ]
+    with Ledger.open(tmp_path / "else.ledger", create=True) as other:
+        elsewhere = other.anchor().line()
+    with pytest.raises(ParameterError, match=r"is ledger .*'s, not this ledger's"):
+        full.verify(elsewhere)
+    for bad in ("not-a-hash", head[:-1], f"{seq} {head}", ""):
+        with pytest.raises(ParameterError, match="is not a head"):
+            full.verify(bad)
 
 
 def test_reanchor_accepts_the_database_after_a_deliberate_restore(full):
