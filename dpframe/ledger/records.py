@@ -325,8 +325,9 @@ class Balance:
 
     @property
     def remaining(self) -> float:
-        left = self.budget.cap.epsilon - self.spent
-        return 0.0 if left <= RTOL * self.budget.cap.epsilon else left
+        cap = self.budget.cap.epsilon
+        left = cap - self.spent
+        return 0.0 if math.isfinite(cap) and left <= RTOL * cap else left
 
     @property
     def delta(self) -> float:

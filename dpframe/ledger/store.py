@@ -559,7 +559,10 @@ class Ledger:
         balance, total = self._balance(budget)
         found = balance.budget
         if math.isinf(found.cap.epsilon):
-            raise LedgerError(f"{found.describe()} has no finite cap; choose the noise yourself.")
+            raise ParameterError(
+                f"{found.describe()} has no finite cap, so it has no rest to spend; choose the "
+                "noise yourself."
+            )
         if balance.remaining == 0:
             raise BudgetExceededError(f"{found.describe()} has no room left: {balance.describe()}.")
         delta = found.cap.delta  # exact: the calibrated rest never exceeds the cap

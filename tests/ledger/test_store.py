@@ -455,6 +455,19 @@ def test_spend_rest_finds_the_largest_release_that_fits(ledger):
         ledger.spend_rest("d", LaplaceEvent)
 
 
+def test_an_infinite_cap_has_infinite_room_and_no_rest_to_spend(ledger):
+    # fuzzing, stop 43: the remaining epsilon of an infinite cap read 0 (inf <= inf), and
+    # asking for its rest was a ledger fault (exit 4), not a usage error
+    ledger.create_budget("u", (math.inf, 0.0), accountant="pure")
+    laplace(ledger, make_dataset(), 0.5, label="u")
+    balance = ledger.remaining("u")
+    assert balance.spent == 0.5 and balance.remaining == math.inf
+    assert balance.to_dict()["remaining_epsilon"] == "inf"
+    with pytest.raises(ParameterError, match="has no finite cap") as info:
+        ledger.spend_rest("u", LaplaceEvent)
+    assert info.value.exit_code == 2
+
+
 def test_spend_rest_under_a_subadditive_accountant(ledger):
     cap, delta = 2.0, 1e-6
     ledger.create_budget("d", (cap, delta), accountant="toy-zcdp")
