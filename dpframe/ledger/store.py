@@ -1109,15 +1109,15 @@ class Ledger:
         reason: str,
     ) -> DatasetBudget:
         if not isinstance(label, str) or not label.strip():
-            raise LedgerError("a budget needs a label (a non-empty name for the dataset).")
+            raise ParameterError("a budget needs a label (a non-empty name for the dataset).")
         label = label.strip()
         fold = self._fold
         assert fold is not None
         if label in fold.labels:
-            raise LedgerError(f"a budget labelled {label!r} already exists in this ledger.")
+            raise ParameterError(f"a budget labelled {label!r} already exists in this ledger.")
         if fingerprint is not None and fingerprint in fold.fingerprints:
             owner = fold.budget(fold.fingerprints[fingerprint])
-            raise LedgerError(f"these data already have a budget, labelled {owner.label!r}.")
+            raise ParameterError(f"these data already have a budget, labelled {owner.label!r}.")
         # Fail now, with one sentence, on an unknown accountant or unsupported relation; record
         # its spec (for 'best': the members it was created with, so every audit rebuilds them).
         probe = DatasetBudget("", label, accountant, relation, cap, (), "", 0)
@@ -1426,7 +1426,7 @@ def _lookup(budgets: dict[str, DatasetBudget], name: str | DatasetBudget | None)
         if key in (budget.label, budget.budget_id):
             return budget
     known = ", ".join(repr(b.label) for b in budgets.values()) or "none"
-    raise LedgerError(f"the ledger has no budget {key!r}; budgets: {known}.")
+    raise ParameterError(f"the ledger has no budget {key!r}; budgets: {known}.")
 
 
 def _reserve_body(

@@ -182,7 +182,7 @@ def test_ledger_commands_with_json(run, data, tmp_path):
     )
     assert json.loads(imported.stdout)["head"] == verified["head"]
     unknown = run("ledger", "budget", "show", "nobody", "--ledger", ledger)
-    assert unknown.exit_code == 4 and "no budget 'nobody'" in unknown.stderr
+    assert unknown.exit_code == 2 and "no budget 'nobody'" in unknown.stderr
 
 
 def test_verify_names_a_tampered_row_and_exits_4(run, data, tmp_path):

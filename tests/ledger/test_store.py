@@ -115,10 +115,15 @@ def test_budget_create_and_lookup(ledger):
     assert ledger.budget(created.budget_id) == created
     assert ledger.budgets() == [created]
     assert ledger.find_budget(label="nobody") is None
-    with pytest.raises(LedgerError, match="already exists"):
+    # usage errors, exit 2 (fuzzing, stop 43: they were exit 4, a damaged ledger's)
+    with pytest.raises(ParameterError, match="already exists") as info:
         ledger.create_budget("adult", (2.0, 0.0), accountant="pure")
-    with pytest.raises(LedgerError, match="no budget 'census'"):
+    assert info.value.exit_code == 2
+    with pytest.raises(ParameterError, match="no budget 'census'") as info:
         ledger.budget("census")
+    assert info.value.exit_code == 2
+    with pytest.raises(ParameterError, match="needs a label") as info:
+        ledger.create_budget(" ", (2.0, 0.0), accountant="pure")
 
 
 def test_unknown_accountant_is_refused_and_nothing_recorded(ledger):
