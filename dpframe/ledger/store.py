@@ -172,7 +172,14 @@ class Ledger:
         path = self.path
         meta = self._meta()
         if "ledger_id" not in meta:
-            raise LedgerError(f"{str(path)!r} is an empty ledger file; it was never initialised.")
+            with self._db.errors():
+                rows = self._db.execute("SELECT COUNT(*) FROM entries").fetchone()[0]
+            if rows:
+                raise LedgerError(
+                    f"the ledger {str(path)!r} holds {rows} entries but no ledger id (its meta "
+                    "table was changed); restore the ledger from a backup."
+                )
+            raise LedgerError(f"{str(path)!r} is an empty ledger; it was never initialised.")
         self.ledger_id: str = meta["ledger_id"]
         self.created: str = meta["created"]
         init = self._db.execute("SELECT body FROM entries WHERE seq = 1").fetchone()

@@ -254,6 +254,13 @@ def test_a_published_head_in_any_of_its_printed_forms_proves_the_rows_up_to_it(
             full.verify(bad)
 
 
+def test_a_ledger_whose_id_was_deleted_is_not_called_empty(full, ledger_file):
+    # fuzzing, stop 43: it was "an empty ledger file; it was never initialised"
+    sql(ledger_file, "DELETE FROM meta WHERE key = 'ledger_id'")
+    with pytest.raises(LedgerError, match="holds 23 entries but no ledger id"):
+        Ledger.open(ledger_file)
+
+
 def test_reanchor_accepts_the_database_after_a_deliberate_restore(full):
     full.anchor_file.unlink()
     anchor = full.reanchor()
