@@ -405,8 +405,10 @@ class GMM(Mechanism):
             "means": np.asarray(means) + shift,
             "covariances": np.asarray(covariances),
         }
+        projected = []  # arrays in the coordinates W^T x (Release.table names them z0, ...)
         if w is not None:
             arrays["projection"] = w
+            projected = ["means"] if params.output_space == "original" else ["synthetic", "means"]
         return Release(
             arrays=arrays,
             noise_scales={name: stage.scale for name, stage in planned.items()},
@@ -420,6 +422,7 @@ class GMM(Mechanism):
                 "output_space": params.output_space,
                 "empty_classes": empty,
                 "dimension": region.dim,
+                **({"projected": projected} if projected else {}),
                 "shares": shares(params),
                 "by_rule": chosen_by_rule(
                     given, params, ("dimension", "centre_share", "count_share", "mean_share")

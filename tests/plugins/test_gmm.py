@@ -60,6 +60,31 @@ def test_release_shapes(params):
         assert w.shape == (5, 3) and np.allclose(w.T @ w, np.eye(3), atol=1e-10)
 
 
+@pytest.mark.parametrize("output_space", ["projected", "original"])
+def test_projected_outputs_are_listed_even_at_as_many_dimensions_as_features(output_space):
+    # info["projected"] was never set, so at dimension = m the table named projected
+    # coordinates after the features and truncated the integer ones (fuzzing, stop 43)
+    domain = Domain(
+        lower=[0, -1],
+        upper=[4, 1],
+        feature_names=["k", "u"],
+        integer=["k"],
+        labels=Classes(("a", "b")),
+    )
+    rows = uniform_rows(1, 200, 2) * [2, 1] + [2, 0]
+    data = Dataset.from_arrays(rows, np.where(rows[:, 1] > 0, "a", "b"), domain)
+    params = GMM.params(epsilon=2.0, reduction="ron", dimension=2, output_space=output_space)
+    release = execute(GMM, data, params, SeededSampler(2))
+    table = release.table(labels=None)
+    if output_space == "projected":
+        assert release.info["projected"] == ["synthetic", "means"]
+        assert list(table) == ["z0", "z1"] and table["z0"].dtype == np.float64
+    else:  # records in the feature space, the means still in W^T x
+        assert release.info["projected"] == ["means"]
+        assert list(table) == ["k", "u"] and table["k"].dtype == np.int64
+    assert list(release.table("means", labels=None)) == ["z0", "z1"]
+
+
 def test_class_sizes_follow_noisy_counts_or_are_balanced():
     data = labelled(3)
     release = execute(GMM, data, GMM.params(epsilon=1.0, n_synthetic=1000), SeededSampler(4))
