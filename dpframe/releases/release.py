@@ -29,6 +29,9 @@ from dpframe.releases.jsonable import to_jsonable
 
 RELEASE_FORMAT = 1
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_\-]*$")
+RECORDS = ("synthetic", "data")
+"""The arrays of records (synthetic records, MVG's released data): in the data's own terms
+unless the mechanism lists them as projected coordinates (``info["projected"]``)."""
 
 
 @attrs.define(eq=False)
@@ -157,15 +160,20 @@ class Release:
         """A 2-D array (default ``synthetic``) as named columns, in order: the data's
         feature names when the array has one column per feature, ``z0, z1, ...`` otherwise
         and for the arrays the mechanism lists as projected coordinates
-        (``info["projected"]``), declared integer features as integers, categorical
-        features as their category labels (a code rounded to the nearest category), then the
-        labels under the domain's label column name (``label`` when it has none)."""
+        (``info["projected"]``), then the labels under the domain's label column name
+        (``label`` when it has none, ``_label`` and so on when a feature has that name).
+        Only records (:data:`RECORDS`) are typed as features: declared integer features as
+        integers (rounded to the nearest), categorical features as their category labels
+        (a code rounded to the nearest category); other arrays (a covariance, components)
+        keep their values."""
         data = self[array]
         if data.ndim != 2:
             raise ParameterError(f"array {array!r} is not a table (shape {data.shape}).")
         names = list(self.info.get("feature_names") or [])
-        integer = set(self.info.get("integer_features") or ())
-        categories = (self.domain.get("features") or {}).get("categories") or {}
+        integer, categories = set(), {}
+        if array in RECORDS:
+            integer = set(self.info.get("integer_features") or ())
+            categories = (self.domain.get("features") or {}).get("categories") or {}
         if len(names) != data.shape[1] or array in (self.info.get("projected") or ()):
             names, integer, categories = [f"z{j}" for j in range(data.shape[1])], set(), {}
         columns: dict[str, np.ndarray] = {}
@@ -176,12 +184,13 @@ class Release:
                 codes = np.clip(np.rint(column.astype(np.float64)), 0, len(labels_of) - 1)
                 columns[name] = labels_of[codes.astype(np.int64)]
                 continue
-            columns[name] = column.astype(np.int64) if name in integer else column
+            columns[name] = np.rint(column).astype(np.int64) if name in integer else column
         label_column = self.arrays.get(labels) if labels else None
         if label_column is not None:
-            spec = self.domain.get("labels") or {}
-            column = spec.get("column")
-            key = column if isinstance(column, str) and column not in columns else "label"
+            column = (self.domain.get("labels") or {}).get("column")
+            key = column if isinstance(column, str) else "label"
+            while key in columns:  # never replace a feature
+                key = f"_{key}"
             columns[key] = np.asarray(label_column)
         return columns
 

@@ -96,6 +96,56 @@ def test_csv_export_with_labels(tmp_path):
     assert rows == [["u", "v", "label"], ["0.5", "1.25", "a"], ["2.0", "3.0", "b"]]
 
 
+def test_only_records_are_typed_as_features():
+    # a covariance or components with one column per feature were cast to integers and
+    # decoded to category labels: 6.13 became "male", 744.87 became 744 (fuzzing, stop 43)
+    rng = np.random.default_rng(3)
+    features = np.column_stack(
+        [
+            np.array(["female", "male"], dtype=object)[rng.integers(0, 2, 60)],
+            rng.integers(0, 99, 60),
+        ]
+    )
+    domain = Domain(
+        lower=[0, 0],
+        upper=[1, 99],
+        feature_names=["sex", "age"],
+        categories={"sex": ["female", "male"]},
+        integer=["age"],
+    )
+    data = Dataset.from_arrays(features, None, domain)
+    mechanism = dpframe.mechanism("lap_pca")
+    release = execute(mechanism, data, mechanism.params(epsilon=1.0, dimension=2), SeededSampler(1))
+    for name in ("covariance", "components"):
+        table = release.table(name, labels=None)
+        assert list(table) == ["sex", "age"]
+        np.testing.assert_array_equal(np.column_stack(list(table.values())), release[name])
+
+
+@pytest.mark.parametrize("array", ["synthetic", "data"])
+def test_integer_columns_of_raw_records_are_rounded_not_truncated(array):
+    # astype(int64) truncated records kept raw (in_domain = false, MVG's data): -26.7 -> -26
+    rel = Release(
+        arrays={array: np.array([[2.6, 0.5], [-26.7, 1.5]])},
+        info={"feature_names": ["n", "v"], "integer_features": ["n"]},
+    )
+    table = rel.table(array)
+    assert table["n"].tolist() == [3, -27] and table["v"].tolist() == [0.5, 1.5]
+
+
+@pytest.mark.parametrize(("column", "key"), [(None, "_label"), ("label", "_label"), ("y", "y")])
+def test_labels_never_replace_a_feature_of_their_name(column, key):
+    # a feature named `label` was overwritten by the labels (fuzzing, stop 43)
+    rel = Release(
+        arrays={"synthetic": np.array([[0.25, 1.0], [0.75, 2.0]]), "labels": np.array(["p", "q"])},
+        info={"feature_names": ["label", "w"]},
+        domain={"labels": {"column": column}},
+    )
+    table = rel.table()
+    assert list(table) == ["label", "w", key]
+    assert table["label"].tolist() == [0.25, 0.75] and table[key].tolist() == ["p", "q"]
+
+
 def test_label_values_save_without_pickle(tmp_path):
     data = Dataset.from_arrays(np.ones((3, 1)), ["x", "y", "x"], Domain(labels=Classes(("x", "y"))))
     rel = Release(arrays={"labels": data.label_values(data.labels)})
