@@ -239,9 +239,11 @@ class Dataset:
         copy: bool = False,
     ) -> Dataset:
         """Validate, clip and wrap arrays. ``domain`` defaults to an unbounded replace-one
-        domain (mechanisms that need bounds then say so). The caller's array is never
-        written; it is copied only if it must be (see the module docstring), or always
-        with ``copy=True``."""
+        domain (mechanisms that need bounds then say so). A pandas DataFrame's columns are
+        matched by name, as by :meth:`from_dataframe` (the domain's feature names, else
+        ``feature_names``, else all but the domain's label column). The caller's array is
+        never written; it is copied only if it must be (see the module docstring), or
+        always with ``copy=True``."""
         domain = domain or Domain()
         given = None if feature_names is None else [str(n) for n in feature_names]
         declared = None if domain.feature_names is None else list(domain.feature_names)
@@ -250,6 +252,11 @@ class Dataset:
                 f"the data's columns are {given} but the domain's features are {declared}, in "
                 "that order; reorder the columns (a DataFrame's are matched by name)."
             )
+        if is_dataframe(features):  # matched by name, as by from_dataframe
+            columns = [str(c) for c in features.columns]
+            label = _domain_label_column(domain)
+            feature_names = declared or given or [c for c in columns if c != label]
+            features = _frame_features(features, columns, feature_names, domain)
         if domain.categories:
             features = encode_categories(features, domain, feature_names)
         x = _as_feature_matrix(features, domain, feature_names, copy=copy, check_finite=False)
@@ -295,30 +302,39 @@ class Dataset:
             if domain.feature_names is not None
             else [c for c in columns if c != label_name]
         )
-        for name in names:
-            if name not in columns:
-                raise DataError(f"feature column {name!r} is not in the data.")
-        block = frame.loc[:, [frame.columns[columns.index(n)] for n in names]]
-        categorical = categorical_columns(domain, names)
-        features = np.empty((len(frame), len(names)), dtype=object if categorical else np.float64)
-        for j, name in enumerate(names):
-            column = block.iloc[:, j]
-            check_real(column.dtype, name)
-            if j in categorical:  # category labels, coded by from_arrays
-                features[:, j] = column.to_numpy(dtype=object)
-                continue
-            try:
-                features[:, j] = column.to_numpy(dtype=np.float64, na_value=np.nan)
-            except (TypeError, ValueError):
-                bad = next(i for i, v in enumerate(column) if not _is_number(v))
-                raise DataError(
-                    f"column {name!r} has a non-numeric value {column.iloc[bad]!r} at data "
-                    f"row {bad + 1}."
-                ) from None
+        features = _frame_features(frame, columns, names, domain)
         labels = None
         if label_name is not None:
-            labels = frame.iloc[:, columns.index(label_name)].to_numpy()
+            column = frame.iloc[:, columns.index(label_name)]
+            check_real(column.dtype, label_name)
+            labels = column.to_numpy()
         return cls.from_arrays(features, labels, domain, feature_names=names, source="dataframe")
+
+
+def _frame_features(
+    frame: Any, columns: Sequence[str], names: Sequence[str], domain: Domain
+) -> np.ndarray:
+    """The feature columns ``names`` of a DataFrame (``columns``: its column names as
+    text), matched by name: float64, or objects when a column is categorical (coded by
+    :meth:`Dataset.from_arrays`)."""
+    positions = [column_position(name, columns) for name in names]
+    categorical = categorical_columns(domain, names)
+    features = np.empty((len(frame), len(names)), dtype=object if categorical else np.float64)
+    for j, (name, k) in enumerate(zip(names, positions, strict=True)):
+        column = frame.iloc[:, k]
+        check_real(column.dtype, name)
+        if j in categorical:  # category labels, coded by from_arrays
+            features[:, j] = column.to_numpy(dtype=object)
+            continue
+        try:
+            features[:, j] = column.to_numpy(dtype=np.float64, na_value=np.nan)
+        except (TypeError, ValueError):
+            bad = next(i for i, v in enumerate(column) if not _is_number(v))
+            raise DataError(
+                f"column {name!r} has a non-numeric value {column.iloc[bad]!r} at data "
+                f"row {bad + 1}."
+            ) from None
+    return features
 
 
 def categorical_columns(domain: Domain, names: Sequence[str]) -> set[int]:
@@ -835,31 +851,53 @@ def table_label_column(label: str | int | None, domain: Domain) -> str | int | N
 
 
 def _resolve_column(spec: str | int, columns: Sequence[str], what: str) -> str:
+    """The name of the column ``spec`` (a name, or a 0-based index), which exactly one
+    column has (:func:`column_position`)."""
     if isinstance(spec, str) and spec in columns:
+        column_position(spec, columns, what)
         return spec
     index = spec
     if isinstance(spec, str) and spec.lstrip("-").isdigit():
         index = int(spec)
     if isinstance(index, int) and not isinstance(index, bool):
         if -len(columns) <= index < len(columns):
+            column_position(columns[index], columns, what)
             return columns[index]
         raise DataError(f"{what} column index {index} is out of range for {len(columns)} columns.")
     raise DataError(f"{what} column {spec!r} is not in the data; columns are {list(columns)}.")
 
 
-def check_real(dtype: Any, name: str | None = None) -> None:
-    """One sentence for a column (or, unnamed, the features) of dates, durations or complex
-    numbers: numpy converts them to float64 without a word (nanoseconds since 1970, or the
-    real part alone)."""
+def column_position(
+    name: str, columns: Sequence[str], what: str = "feature", where: str = "the data"
+) -> int:
+    """The position of column ``name`` among a table's ``columns``: one sentence if no
+    column has that name, or if more than one has (which of them is meant would be a
+    guess)."""
+    count = columns.count(name)
+    if count == 1:
+        return columns.index(name)
+    if count == 0:
+        raise DataError(f"{what} column {name!r} is not in {where}.")
+    raise DataError(
+        f"{where} has {count} columns named {name!r}; rename them so that each name is distinct."
+    )
+
+
+def check_real(dtype: Any, name: str | None = None, what: str = "the features") -> None:
+    """One sentence for a column (or, unnamed, ``what``: the features or the labels) of
+    dates, durations or complex numbers, also as the values of a pandas category: numpy
+    converts them to float64 without a word (nanoseconds since 1970, or the real part
+    alone)."""
+    dtype = getattr(getattr(dtype, "categories", None), "dtype", dtype)  # a category's values
     kind = getattr(dtype, "kind", None)  # numpy's and pandas'; others convert as before
-    what = "the features hold" if name is None else f"column {name!r} holds"
+    holds = f"{what} hold" if name is None else f"column {name!r} holds"
     if kind in ("m", "M"):
         raise DataError(
-            f"{what} dates or durations, not numbers; convert them (to days since a public "
+            f"{holds} dates or durations, not numbers; convert them (to days since a public "
             "date, say) or leave them out."
         )
     if kind == "c":
-        raise DataError(f"{what} complex numbers; the features must be real numbers.")
+        raise DataError(f"{holds} complex numbers; give real numbers or leave them out.")
 
 
 def _is_number(value: Any) -> bool:
@@ -940,6 +978,7 @@ def _validate_labels(
             "labels were given but the domain declares no label kind; add [labels] classes = "
             "[...] or lower/upper to the domain."
         )
+    check_real(raw.dtype, spec.column if isinstance(spec.column, str) else None, "the labels")
     if isinstance(spec, Classes):
         out = _class_indices(raw, spec)
         bad = np.flatnonzero(out < 0)

@@ -288,6 +288,14 @@ class Domain:
                 f"{MAX_MAGNITUDE:g}, got {self.row_norm_bound!r}."
             )
         if self.feature_names is not None:
+            # Text only: a number names a feature or a column by its position (integer=,
+            # categories=, bins=, a label column), and data columns match by their text.
+            odd = [n for n in self.feature_names if not isinstance(n, str)]
+            if odd:
+                raise DomainError(
+                    f"feature names must be strings, got {odd[0]!r}; a column labelled "
+                    f"{odd[0]!r} (in a DataFrame, say) is named {str(odd[0])!r}."
+                )
             twice = [n for n, count in collections.Counter(self.feature_names).items() if count > 1]
             if twice:
                 raise DomainError(

@@ -10,6 +10,7 @@ from __future__ import annotations
 import csv
 import gzip
 import io
+import zipfile
 import zlib
 from pathlib import Path
 from typing import Any, ClassVar
@@ -22,6 +23,7 @@ from dpframe.data.dataset import (
     _is_number,
     _resolve_column,
     categorical_columns,
+    column_position,
     is_dataframe,
     table_label_column,
 )
@@ -94,9 +96,7 @@ class DelimitedLoader(Loader):
         categorical = categorical_columns(domain, names)
         features = np.empty((len(body), len(names)), dtype=object if categorical else np.float64)
         for j, name in enumerate(names):
-            if name not in columns:
-                raise DataError(f"feature column {name!r} is not in {path.name}.")
-            k = columns.index(name)
+            k = column_position(name, columns, where=path.name)
             if j in categorical:  # category labels, coded by Dataset.from_arrays
                 features[:, j] = [row[k].strip() for row in body]
             else:
@@ -125,15 +125,18 @@ class NumpyLoader(Loader):
         label: str | int | None = None,
         header: bool | None = None,
     ) -> Dataset:
-        try:
+        try:  # an .npz is read here too: a damaged archive, or an array of Python objects
             data = np.load(path, allow_pickle=False)
-        except (ValueError, OSError) as exc:
+            if isinstance(data, np.lib.npyio.NpzFile):
+                with data:
+                    features = _first_key(data, ("features", "X", "x"), path)
+                    labels = next((data[k] for k in ("labels", "y") if k in data.files), None)
+        except DataError:
+            raise
+        except (ValueError, OSError, EOFError, zipfile.BadZipFile, zlib.error) as exc:
             raise DataError(f"{path.name} is not a readable numpy file: {exc}.") from None
         label = label if label is not None else _domain_label_column(domain)
         if isinstance(data, np.lib.npyio.NpzFile):
-            with data:
-                features = _first_key(data, ("features", "X", "x"), path)
-                labels = next((data[k] for k in ("labels", "y") if k in data.files), None)
             if labels is None and label is not None:
                 raise DataError(f"{path.name} has no 'labels' (or 'y') array.")
             return Dataset.from_arrays(features, labels, domain, source=str(path))
@@ -203,8 +206,12 @@ def _read_rows(path: Path) -> list[list[str]]:
     delimiter = _sniff_delimiter(sample)
     if delimiter == " ":
         return [line.split() for line in text.splitlines() if line.strip()]
-    reader = csv.reader(io.StringIO(text), delimiter=delimiter)
-    return [row for row in reader if row and any(field.strip() for field in row)]
+    # newline="": the reader ends lines at "\n", "\r\n" or a lone "\r" (old Mac files)
+    reader = csv.reader(io.StringIO(text, newline=""), delimiter=delimiter)
+    try:
+        return [row for row in reader if row and any(field.strip() for field in row)]
+    except csv.Error as exc:
+        raise DataError(f"{path.name} could not be read as CSV: {exc}.") from None
 
 
 def _sniff_delimiter(sample: str) -> str:

@@ -44,6 +44,7 @@ from dpframe.data.dataset import (
     _resolve_column,
     _validate_labels,
     check_real,
+    column_position,
     finite_extremes,
     keyed_fingerprint,
     table_label_column,
@@ -177,8 +178,7 @@ class _ColumnSource(Source):
         if names is None:
             names = [c for c in self.columns if c != self.label]
         for column in names:
-            if column not in self.columns:
-                raise DataError(f"feature column {column!r} is not in {self.name}.")
+            column_position(column, self.columns, where=self.name)
         self.feature_names = tuple(names)
         self.has_labels = self.label is not None
 
@@ -249,6 +249,8 @@ class CSVSource(_ColumnSource):
         columns = (
             [c.strip() for c in rows[0]] if self.header else [str(i) for i in range(len(rows[0]))]
         )
+        # pyarrow names the columns as the header writes them ("a, b": " b"), not stripped
+        self._own = dict(zip(columns, rows[0] if self.header else columns, strict=True))
         self._select(columns, features, label)
 
     @functools.cached_property
@@ -269,9 +271,10 @@ class CSVSource(_ColumnSource):
         # pyarrow's default 1 MiB block: its reader keeps a few dozen blocks in flight
         # (measured: about 37 x the block size), so larger blocks cost memory, not speed.
         block = 1 << 20
-        types = {name: pa.float64() for name in self.feature_names}
+        types = {self._own[name]: pa.float64() for name in self.feature_names}
         if self.label:
-            types[self.label] = pa.string()
+            types[self._own[self.label]] = pa.string()
+        matched = {own: name for name, own in self._own.items()}
         try:  # opening reads and converts the first block already
             reader = pcsv.open_csv(
                 self.path,
@@ -288,6 +291,7 @@ class CSVSource(_ColumnSource):
                 ),
             )
             for batch in reader:
+                batch = batch.rename_columns([matched[own] for own in batch.schema.names])
                 for start in range(0, batch.num_rows, rows):
                     yield _arrow_batch(
                         batch.slice(start, rows), self.feature_names, self.label, self.name
@@ -372,8 +376,7 @@ class DaskSource(Source):
             self.label = _resolve_column(label, self.columns, "label") if label else None
             names = list(features) if features else [c for c in self.columns if c != self.label]
             for column in names:
-                if column not in self.columns:
-                    raise DataError(f"feature column {column!r} is not in the dataframe.")
+                column_position(column, self.columns, where="the dataframe")
             self.feature_names = tuple(names)
             self.has_labels = self.label is not None
             parts = data.to_delayed()
@@ -614,8 +617,7 @@ def _dask_csv(
     label_name = _resolve_column(label, columns, "label") if label is not None else None
     names = list(features) if features else [c for c in columns if c != label_name]
     for column in names:
-        if column not in columns:
-            raise DataError(f"feature column {column!r} is not in {path.name}.")
+        column_position(column, columns, where=path.name)
     _, (blocks,) = read_bytes(str(path), delimiter=b"\n", blocksize=DASK_CSV_BLOCK, sample=False)
     parts = [
         delayed(_parse_csv_block)(

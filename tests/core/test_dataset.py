@@ -56,6 +56,23 @@ def test_a_damaged_gzip_file_is_a_data_error(tmp_path, damage):
         load_dataset(path, Domain(lower=0, upper=1))
 
 
+def test_csv_with_old_mac_line_ends_and_a_csv_the_reader_refuses(tmp_path):
+    # fuzzing, stop 43: lone carriage returns, and the csv module's errors, were exit 70
+    path = tmp_path / "d.csv"
+    path.write_bytes(b"a,b\r1,2\r3,4\r")
+    assert load_dataset(path, Domain(lower=0, upper=5)).features.tolist() == [[1, 2], [3, 4]]
+    path.write_text('a,b\n1,"' + "9" * 200_000 + '"\n')  # beyond the reader's field limit
+    with pytest.raises(DataError, match=r"d\.csv could not be read as CSV: field larger"):
+        load_dataset(path, Domain(lower=0, upper=5))
+
+
+def test_a_repeated_column_name_is_refused_not_read_as_the_first(tmp_path):
+    path = write(tmp_path, "d.csv", "a,b,a\n1,2,9\n3,4,9\n")
+    for names in (("a", "b"), None):
+        with pytest.raises(DataError, match=r"d\.csv has 2 columns named 'a'"):
+            load_dataset(path, Domain(lower=0, upper=10, feature_names=names))
+
+
 def test_space_separated_with_explicit_no_header(tmp_path):
     path = write(tmp_path, "d.txt", "1 2\n3 4\n")
     data = load_dataset(path, Domain(lower=0, upper=5), header=False)
@@ -115,6 +132,12 @@ def test_numpy_files(tmp_path):
     np.savez(tmp_path / "bad.npz", other=np.ones(2))
     with pytest.raises(DataError, match="no array named"):
         load_dataset(tmp_path / "bad.npz", CLASSES)
+    # fuzzing, stop 43: an array of Python objects, or a damaged archive, was exit 70
+    np.savez(tmp_path / "objects.npz", X=np.ones((2, 2)), y=np.array([1, 2], dtype=object))
+    (tmp_path / "damaged.npz").write_bytes(b"PK\x03\x04garbage")
+    for name in ("objects.npz", "damaged.npz"):
+        with pytest.raises(DataError, match=rf"{name} is not a readable numpy file"):
+            load_dataset(tmp_path / name, CLASSES)
 
 
 def test_dataframe():

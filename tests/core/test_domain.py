@@ -187,6 +187,8 @@ def test_integer_features_errors_are_one_sentence(tmp_path, integer, message):
         ({"lower": -1e308, "upper": 1e308}, "at most 1e+100"),
         ({"lower": 0.0, "upper": 1.0, "row_norm_bound": 1e200}, "at most 1e+100"),
         ({"lower": 0.0, "upper": 1.0, "feature_names": ["a", "a"]}, "'a' is listed twice"),
+        # a number names a column by position elsewhere; a DataFrame's column 1 is '1'
+        ({"lower": 0.0, "upper": 1.0, "feature_names": [1, 2]}, "must be strings, got 1"),
     ],
 )
 def test_domains_no_release_could_honour_are_refused_in_one_sentence(kwargs, words):

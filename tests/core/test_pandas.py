@@ -7,7 +7,7 @@ import pytest
 
 import dpframe
 from dpframe import Dataset, Domain, Session, execute
-from dpframe.data.domain import Classes
+from dpframe.data.domain import Classes, Target
 from dpframe.errors import DataError, ParameterError
 from dpframe.privacy.samplers import SeededSampler
 
@@ -90,6 +90,53 @@ def test_dates_durations_and_complex_numbers_are_refused_not_converted():
         Dataset.from_arrays(dates.to_numpy()[:, None], None, domain)
     with pytest.raises(DataError, match="complex numbers"):
         Dataset.from_arrays(rng.uniform(size=(20, 2)) + 0.5j, None, domain)
+    # fuzzing, stop 43: as a category's values, or as a target label, they got through
+    frame = pd.DataFrame({"a": pd.Categorical(dates), "b": rng.uniform(size=20)})
+    with pytest.raises(DataError, match="column 'a' holds dates or durations"):
+        Dataset.from_dataframe(frame, domain)
+    target = Domain(lower=0.0, upper=1.0, feature_names=("b",), labels=Target(0, 2e18, "y"))
+    for labels, words in ((dates, "dates or durations"), (dates.year + 1j, "complex numbers")):
+        frame = pd.DataFrame({"b": rng.uniform(size=20), "y": labels})
+        with pytest.raises(DataError, match=f"column 'y' holds {words}"):
+            Dataset.from_dataframe(frame, target)
+        with pytest.raises(DataError, match=f"the labels hold {words}"):
+            Dataset.from_arrays(
+                frame[["b"]].to_numpy(), np.asarray(labels), Domain(labels=Target(0, 2e18))
+            )
+
+
+def test_duplicated_column_names_are_refused_not_guessed():
+    # fuzzing, stop 43: columns a, b, a put the second a into feature b
+    frame = pd.DataFrame([[1, 2, 9, 0], [3, 4, 9, 1]], columns=["a", "b", "a", "y"])
+    domain = Domain(lower=0, upper=10, feature_names=("a", "b"), labels=Classes((0, 1), "y"))
+    for columns, twice in ((["a", "b", "a", "y"], "a"), (["a", "b", "y", "y"], "y")):
+        with pytest.raises(DataError, match=f"the data has 2 columns named '{twice}'"):
+            Dataset.from_dataframe(frame.set_axis(columns, axis=1), domain)
+    with pytest.raises(DataError, match="2 columns named 'a'"):
+        Dataset.from_dataframe(frame.iloc[:, :3], Domain(lower=0, upper=10))
+    unused = Domain(lower=0, upper=10, feature_names=("b",))  # a repeated name unused: fine
+    assert Dataset.from_dataframe(frame, unused).features.tolist() == [[2], [4]]
+
+
+def test_from_arrays_matches_a_dataframes_columns_by_name():
+    # fuzzing, stop 43: by position, a got b's values (clipped) and b got a's
+    frame = pd.DataFrame({"b": [50.0, 60.0], "a": [0.1, 0.2]})
+    domain = Domain(lower=[0, 0], upper=[1, 100], feature_names=["a", "b"])
+    for data in (Dataset.from_arrays(frame, domain=domain), Dataset.from_dataframe(frame, domain)):
+        assert data.features.tolist() == [[0.1, 50.0], [0.2, 60.0]]
+    labelled = Domain(lower=0, upper=100, labels=Classes((1, 2), "y"))
+    data = Dataset.from_arrays(frame.assign(y=[1, 2]), [1, 2], labelled)
+    assert data.domain.feature_names == ("b", "a") and data.labels.tolist() == [0, 1]
+
+
+def test_column_labels_that_are_not_text_match_feature_names_by_their_text():
+    # fuzzing, stop 43: Domain(feature_names=[1, 2]) was accepted, then found no column 1
+    frame = pd.DataFrame({1: [0.1, 0.2], 2: [0.3, 0.4]})
+    domain = Domain(lower=0, upper=1, feature_names=["2", "1"])
+    for data in (Dataset.from_dataframe(frame, domain), Dataset.from_arrays(frame, domain=domain)):
+        assert data.features.tolist() == [[0.3, 0.1], [0.4, 0.2]]
+    named = Dataset.from_arrays(frame.to_numpy(), feature_names=[1, 2])
+    assert named.domain.feature_names == ("1", "2")
 
 
 def test_labels_declared_without_their_column_are_refused_not_read_as_a_feature(tmp_path):

@@ -7,7 +7,7 @@ import numpy as np
 import pytest
 
 import dpframe
-from dpframe import Classes, Dataset, Domain, SeededSampler
+from dpframe import Classes, Dataset, Domain, SeededSampler, Target
 from dpframe.data.domain import ClipReport
 from dpframe.data.sources import (
     ArraySource,
@@ -398,3 +398,30 @@ def test_a_streamed_csv_bad_in_its_first_block_is_a_data_error(tmp_path, text, w
     dataset = SourceDataset(open_source(path, domain), domain, chunk_rows=CHUNK)
     with pytest.raises(DataError, match=words):
         moments(dataset)
+
+
+def test_a_streamed_csv_header_with_spaces_and_repeated_names(tmp_path):
+    # fuzzing, stop 43: "a, b" named pyarrow's column " b" (exit 70); a repeated name was
+    # read as its first column
+    path = tmp_path / "t.csv"
+    path.write_text("a, b\n1, 2\n3, 4\n")
+    domain = Domain(lower=0.0, upper=5.0)
+    streamed = moments(SourceDataset(open_source(path, domain), domain))
+    np.testing.assert_array_equal(streamed.total, [4.0, 6.0])
+    path.write_text("a,b,a\n1,2,9\n3,4,9\n")
+    for names in (("a", "b"), None):
+        named = Domain(lower=0.0, upper=5.0, feature_names=names)
+        with pytest.raises(DataError, match=r"t\.csv has 2 columns named 'a'"):
+            open_source(path, named)
+
+
+def test_a_streamed_timestamp_label_is_refused_not_converted(tmp_path):
+    # fuzzing, stop 43: a Parquet timestamp target became 10.0 (clipped nanoseconds)
+    pa = pytest.importorskip("pyarrow")
+    pq = pytest.importorskip("pyarrow.parquet")
+    path = tmp_path / "t.parquet"
+    stamps = pa.array(np.array(["2020-01-01", "2021-01-01"], dtype="datetime64[ns]"))
+    pq.write_table(pa.table({"a": [0.1, 0.2], "y": stamps}), path)
+    domain = Domain(lower=0.0, upper=1.0, feature_names=("a",), labels=Target(0, 10, "y"))
+    with pytest.raises(DataError, match="column 'y' holds dates or durations"):
+        moments(SourceDataset(open_source(path, domain), domain))
