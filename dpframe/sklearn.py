@@ -22,7 +22,14 @@ nothing keeps count.
 
 The ``domain`` (a :class:`~dpframe.data.domain.Domain` or the path of a domain file) is
 required: bounds taken from ``X`` would not be private. ``X`` may be an array or a pandas
-DataFrame with the domain's feature names; ``sample`` and ``transform`` answer in kind.
+DataFrame, whose columns are matched to the domain's features by name (columns it does not
+name are left out; a categorical feature holds its category labels). As in scikit-learn,
+``feature_names_in_`` and ``n_features_in_`` record the columns ``fit`` saw, and
+``transform`` wants the same columns (a DataFrame's by name, in the same order). ``y`` gives
+a labelled domain's labels (a DataFrame ``X`` may hold them in the domain's label column
+instead); without them the fit is unlabelled, and :class:`GMMSynthesizer` and
+:class:`DPCDASynthesizer`, which need them, refuse. ``sample`` and ``transform`` answer in
+kind.
 
 ``fit`` is randomised: two fits of the same data give different releases unless ``seed``
 is set (which makes the run reproducible and NOT secure; the ledger flags it). The
@@ -43,11 +50,18 @@ from typing import Any
 
 import numpy as np
 from sklearn.base import BaseEstimator, TransformerMixin
+from sklearn.utils import check_array
 from sklearn.utils.validation import check_is_fitted, validate_data
 
-from dpframe.data.dataset import Dataset, is_dataframe
+from dpframe.data.dataset import (
+    Dataset,
+    check_real,
+    column_position,
+    encode_categories,
+    is_dataframe,
+)
 from dpframe.data.domain import Domain
-from dpframe.errors import ParameterError
+from dpframe.errors import DataError, ParameterError
 from dpframe.releases.release import Release
 
 
@@ -72,6 +86,7 @@ class _Release(BaseEstimator):
     """One release of ``mechanism_name`` per ``fit``, charged to ``ledger``'s budget."""
 
     mechanism_name: str = ""
+    _needs_labels: bool = False  # a class-conditional mechanism
 
     def __init__(
         self,
@@ -113,21 +128,33 @@ class _Release(BaseEstimator):
         if domain.labels is None:
             y = None  # an unlabelled domain: y is ignored, as by unsupervised estimators
         self._frame = is_dataframe(X)
-        # scikit-learn's checks of the input (shape, sparse, complex, NaN, feature names);
-        # the Dataset then checks it against the domain and clips it.
-        checked = validate_data(self, X, reset=True, dtype=np.float64)
-        if self._frame:
-            if y is not None:
-                label = str(getattr(y, "name", None) or "label")
-                while label in {str(c) for c in X.columns}:  # never replace a feature
-                    label = f"_{label}"
-                X = X.assign(**{label: np.asarray(y)})
-            else:
-                label = None
-            return Dataset.from_dataframe(X, domain, label=label)
-        if y is None and domain.labels is not None:
-            domain = _without_labels(domain)
-        return Dataset.from_arrays(checked, y, domain)
+        # scikit-learn records the columns seen (feature_names_in_, n_features_in_) and
+        # checks arrays of numbers (shape, sparse, complex, NaN); the Dataset then checks
+        # the data against the domain (a DataFrame's columns by name, categories as their
+        # labels) and clips them.
+        columns = _columns(X) if self._frame else None
+        if self._frame or domain.categories:
+            validate_data(self, X, reset=True, skip_check_array=True)
+        else:
+            X = validate_data(self, X, reset=True, dtype=np.float64)
+        label = None
+        if y is not None and columns is not None:
+            label = str(getattr(y, "name", None) or "label")
+            while label in columns:  # never replace a feature
+                label = f"_{label}"
+            X = X.assign(**{label: np.asarray(y)})
+        elif y is None and domain.labels is not None and _absent(domain.labels.column, columns):
+            if self._needs_labels:
+                raise DataError(f"{type(self).__name__} needs labels: give them as y.")
+            domain = _without_labels(domain)  # none given: fit without them
+        if columns is None:
+            dataset = Dataset.from_arrays(X, y, domain)
+            self._columns = np.arange(dataset.n_features)
+            return dataset
+        dataset = Dataset.from_dataframe(X, domain, label=label)
+        # where each of the model's features is among the columns seen
+        self._columns = np.array([columns.index(n) for n in dataset.domain.feature_names])
+        return dataset
 
     def _mechanism_params(self) -> dict[str, Any]:
         return dict(self.params or {})
@@ -220,6 +247,7 @@ class GMMSynthesizer(_Synthesizer):
     """Class-conditional Gaussian mixture (``gmm``)."""
 
     mechanism_name = "gmm"
+    _needs_labels = True
 
 
 class RONGaussSynthesizer(_Synthesizer):
@@ -251,6 +279,7 @@ class DPCDASynthesizer(_Synthesizer):
     """DP-CDA (``dpcda``, Gaussian noise: ``delta > 0``)."""
 
     mechanism_name = "dpcda"
+    _needs_labels = True
 
 
 class DPPCA(TransformerMixin, _Release):
@@ -259,10 +288,12 @@ class DPPCA(TransformerMixin, _Release):
     With ``n_components=None`` (the default) the public rule of n, m and ε chooses how many
     (``release_.info["by_rule"]``).
 
-    ``components_`` is ``n_components x n_features`` (scikit-learn's layout) and
-    ``mean_`` the domain's public centre the records are centred at (never the private
-    mean). With ``params={"units": "rescaled"}`` the directions are those of the records
-    rescaled by the public bounds, and ``transform`` rescales first.
+    ``components_`` is ``n_components x n_features`` (scikit-learn's layout), its columns
+    the domain's features in the domain's order (a DataFrame may hold them in another
+    order, among other columns: ``feature_names_in_``), and ``mean_`` the domain's public
+    centre the records are centred at (never the private mean). With
+    ``params={"units": "rescaled"}`` the directions are those of the records rescaled by
+    the public bounds, and ``transform`` rescales first.
     """
 
     mechanism_name = "lap_pca"
@@ -307,21 +338,59 @@ class DPPCA(TransformerMixin, _Release):
         self.components_ = release["components"].T.copy()
         self.explained_variance_ = release["eigenvalues"].copy()
         self.mean_ = dataset.domain.centre()
+        self._fitted_domain = dataset.domain
         rescaled = str(release.info.get("units", "")).startswith("rescaled")
         self._units = UnitMap.of(dataset.domain) if rescaled else None
         return self
 
     def transform(self, X: Any) -> Any:
-        """``(X - mean_) @ components_.T`` (after the public rescaling, if used)."""
+        """``(X - mean_) @ components_.T`` (after the public rescaling, if used). ``X`` has
+        the columns ``fit`` saw (by name, in the same order, for a DataFrame); the model's
+        features are taken from them as ``fit`` took them."""
         check_is_fitted(self, "components_")
-        x = validate_data(self, X, reset=False, dtype=np.float64)
+        x = self._features(X)
         if self._units is not None:
             return self._units.features(x) @ self.components_.T
         return (x - self.mean_) @ self.components_.T
 
+    def _features(self, X: Any) -> np.ndarray:
+        """The model's features of ``X``, in the domain's order (categories coded)."""
+        domain = self._fitted_domain
+        frame = is_dataframe(X)
+        if not (frame or domain.categories):
+            return validate_data(self, X, reset=False, dtype=np.float64)[:, self._columns]
+        if frame:
+            _columns(X)  # distinct names, which scikit-learn then checks are fit's
+        validate_data(self, X, reset=False, skip_check_array=True)
+        if frame:
+            block = X.iloc[:, self._columns]
+            for name, dtype in zip(domain.feature_names, block.dtypes, strict=True):
+                check_real(dtype, name)  # dates would pass as nanoseconds
+        else:
+            block = np.asarray(X)[:, self._columns]
+        if domain.categories:
+            block = encode_categories(block, domain, domain.feature_names)
+        return check_array(block, dtype=np.float64, input_name="X", estimator=self)
+
     def get_feature_names_out(self, input_features: Any = None) -> np.ndarray:
         check_is_fitted(self, "components_")
         return np.asarray([f"dppca{j}" for j in range(self.components_.shape[0])], dtype=object)
+
+
+def _columns(frame: Any) -> list[str]:
+    """A DataFrame's column names as text; one sentence if two are the same (both
+    ``feature_names_in_`` and matching by name need distinct names)."""
+    columns = [str(c) for c in frame.columns]
+    if len(set(columns)) < len(columns):
+        for name in columns:
+            column_position(name, columns, where="X")
+    return columns
+
+
+def _absent(column: str | int | None, columns: list[str] | None) -> bool:
+    """Whether the label column ``column`` is not among a DataFrame's ``columns`` (``None``
+    for an array); an index is left to the Dataset to resolve."""
+    return columns is None or column is None or (isinstance(column, str) and column not in columns)
 
 
 def _without_labels(domain: Domain) -> Domain:

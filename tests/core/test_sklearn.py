@@ -15,7 +15,7 @@ from sklearn.utils.estimator_checks import check_estimator
 
 from dpframe import Domain
 from dpframe.data.domain import Classes
-from dpframe.errors import BudgetExceededError
+from dpframe.errors import BudgetExceededError, DataError
 from dpframe.ledger import Ledger
 from dpframe.sklearn import (
     DPPCA,
@@ -142,6 +142,86 @@ def test_a_target_named_like_a_feature_does_not_replace_it():
     assert abs(xs["a"].mean() - frame["a"].mean()) < 2.0
 
 
+def test_a_feature_named_label_is_not_replaced_by_the_labels():
+    # the release's table put the labels under `label`, over the feature of that name, so
+    # sample() returned the class labels as X and feature w as y (fuzzing, stop 43)
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame({"label": rng.uniform(0, 1, 200), "w": rng.uniform(0, 1, 200)})
+    target = pd.Series(rng.choice(["p", "q"], 200), name="y")
+    domain = Domain(lower=0.0, upper=1.0, feature_names=("label", "w"), labels=Classes(("p", "q")))
+    with pytest.warns(UnrecordedReleaseWarning):
+        xs, ys = GMMSynthesizer(domain=domain, seed=1).fit(frame, target).sample(5)
+    assert list(xs.columns) == ["label", "w"] and xs["label"].dtype == np.float64
+    assert set(ys) <= {"p", "q"}
+
+
 def test_domain_is_required():
     with pytest.raises(ValueError, match="needs domain="):
         GMMSynthesizer().fit(*_data())
+
+
+def test_dppca_takes_a_dataframes_features_by_name():
+    # fit matched the columns by name, transform used their positions; an extra column
+    # fitted, then transform failed with numpy's broadcast error (fuzzing, stop 43)
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(
+        {"b": rng.uniform(0, 100, 200), "a": rng.uniform(0, 1, 200), "c": np.ones(200)}
+    )
+    domain = Domain(lower=[0, 0], upper=[1, 100], feature_names=["a", "b"])
+    for seen in (frame[["b", "a"]], frame):
+        with pytest.warns(UnrecordedReleaseWarning):
+            pca = DPPCA(2, domain=domain, seed=1).fit(seen)
+        assert list(pca.feature_names_in_) == list(seen.columns)
+        assert pca.n_features_in_ == seen.shape[1]
+        expected = (frame[["a", "b"]].to_numpy() - pca.mean_) @ pca.components_.T
+        np.testing.assert_allclose(pca.transform(seen), expected)
+    with pytest.raises(ValueError, match="same order"):  # scikit-learn's check of names
+        pca.transform(frame[["a", "b", "c"]])
+    twice = frame.set_axis(["b", "a", "b"], axis=1)  # was narwhals' DuplicateError
+    for method in (pca.transform, DPPCA(2, domain=domain, seed=1).fit):
+        with pytest.raises(DataError, match="X has 2 columns named 'b'"):
+            method(twice)
+
+
+def test_a_categorical_domain_takes_a_dataframe_of_category_labels():
+    # validate_data(dtype=float64) raised "could not convert string to float" (stop 43)
+    pd = pytest.importorskip("pandas")
+    rng = np.random.default_rng(0)
+    frame = pd.DataFrame(
+        {"sex": rng.choice(["female", "male"], 200), "age": rng.integers(0, 100, 200)}
+    )
+    y = pd.Series(rng.integers(0, 2, 200), name="y")
+    box = {"lower": [0, 0], "upper": [1, 100], "feature_names": ["sex", "age"]}
+    domain = Domain(**box, categories={"sex": ["female", "male"]})
+    labelled = Domain(**box, categories={"sex": ["female", "male"]}, labels=Classes((0, 1)))
+    with pytest.warns(UnrecordedReleaseWarning):
+        xs, _ = GMMSynthesizer(domain=labelled, seed=1).fit(frame, y).sample()
+    assert set(xs["sex"]) <= {"female", "male"}
+    with pytest.warns(UnrecordedReleaseWarning):
+        pca = DPPCA(2, domain=domain, seed=1).fit(frame)
+    codes = np.column_stack([frame["sex"] == "male", frame["age"]]).astype(float)
+    np.testing.assert_allclose(pca.transform(frame), (codes - pca.mean_) @ pca.components_.T)
+
+
+def test_unsupervised_estimators_take_a_dataframe_without_the_label_column():
+    # a labelled domain's label column was required of a DataFrame, not of an array (stop 43)
+    pd = pytest.importorskip("pandas")
+    x, _ = _data(200)
+    frame = pd.DataFrame(x, columns=["a", "b", "c", "d"])
+    domain = Domain(
+        lower=-20.0,
+        upper=20.0,
+        feature_names=("a", "b", "c", "d"),
+        labels=Classes((0, 1), column="t"),
+    )
+    with pytest.warns(UnrecordedReleaseWarning):
+        by_frame = DPPCA(2, domain=domain, seed=1).fit(frame)
+        by_array = DPPCA(2, domain=domain, seed=1).fit(x)
+        synthetic = RONGaussSynthesizer(domain=domain, seed=1).fit(frame).sample()
+    np.testing.assert_array_equal(by_frame.components_, by_array.components_)
+    assert list(synthetic.columns) == ["a", "b", "c", "d"]
+    for data in (frame, x):  # an array's said 'declare [labels] classes in the domain'
+        with pytest.raises(DataError, match="GMMSynthesizer needs labels: give them as y"):
+            GMMSynthesizer(domain=domain, seed=1).fit(data)
