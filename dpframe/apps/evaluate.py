@@ -325,14 +325,16 @@ class RealData:
 @attrs.frozen(kw_only=True)
 class Candidate:
     """One synthetic or released dataset: its records (in the feature space, or in a
-    space that ``view`` maps the real records into), labels, an optional released
-    second moment about the public centre, and the group it belongs to."""
+    space that ``view`` maps the real records into; ``projected`` without a view: a space
+    the real records cannot be mapped into), labels, an optional released second moment
+    about the public centre, and the group it belongs to."""
 
     name: str
     features: np.ndarray = attrs.field(eq=False)
     labels: np.ndarray | None = attrs.field(default=None, eq=False)
     covariance: np.ndarray | None = attrs.field(default=None, eq=False)
     view: Callable[[np.ndarray], np.ndarray] | None = attrs.field(default=None, eq=False)
+    projected: bool = False
     epsilon: float | None = None
     dimension: int | None = None
     private: bool = True
@@ -431,12 +433,12 @@ def scores(
     """Every metric of ``tasks`` for one candidate (``seed`` drives K-means and the
     silhouette subsample only)."""
     x = np.asarray(candidate.features, dtype=np.float64)
-    test_x = real.test_x if candidate.view is None else candidate.view(real.test_x)
+    test_x = _in_space(candidate, real.test_x)
     out: dict[str, float] = {}
     if "clustering" in tasks:
         for k in clusters:
             out[f"silhouette[k={k}]"] = silhouette(x, k, seed)
-        if x.shape[1] == test_x.shape[1]:  # the real test records, clustered as x is
+        if test_x is not None and x.shape[1] == test_x.shape[1]:  # clustered as x is
             for k in clusters:
                 out[f"test_silhouette[k={k}]"] = transfer_silhouette(x, test_x, k, seed)
     if "classification" in tasks or "regression" in tasks:
@@ -444,6 +446,11 @@ def scores(
             raise DataError(
                 f"{candidate.name} has no labels to train a model on; drop the "
                 "classification and regression tasks or that release."
+            )
+        if test_x is None:
+            raise DataError(
+                f"{candidate.name} is in projected coordinates that the real records cannot "
+                "be mapped into; release in the original feature space."
             )
         if x.shape[1] != test_x.shape[1]:
             raise DataError(
@@ -471,10 +478,21 @@ def scores(
     return out
 
 
+def _in_space(candidate: Candidate, x: np.ndarray) -> np.ndarray | None:
+    """Real records ``x`` in the candidate's space (None when it cannot be reached)."""
+    if candidate.view is not None:
+        return candidate.view(x)
+    return None if candidate.projected else x
+
+
 def _moment(candidate: Candidate, real: RealData) -> np.ndarray:
     if candidate.covariance is not None:
         return np.asarray(candidate.covariance, dtype=np.float64)
-    if candidate.view is not None or candidate.features.shape[1] != real.train_x.shape[1]:
+    if (
+        candidate.view is not None
+        or candidate.projected
+        or candidate.features.shape[1] != real.train_x.shape[1]
+    ):
         raise DataError(
             f"{candidate.name} is not in the real data's feature space, so its covariance "
             "cannot be compared; release in the original feature space."
@@ -586,16 +604,20 @@ def evaluate(
 
 def from_release(release: Any, domain: Any, name: str) -> Candidate:
     """The candidate of a loaded release: its synthetic records (or MVG's released data)
-    with labels mapped to class indices, its released covariance, and the view that maps
-    real records into its space (RON-Gauss and projected GMM releases)."""
+    with labels mapped to class indices, its released covariance, and for records in
+    projected coordinates (``info["projected"]``, or not one column per feature) the view
+    that maps real records into their space (RON-Gauss and projected GMM releases)."""
     arrays = release.arrays
+    projected = set((release.info or {}).get("projected") or ())
     params = release.params or {}
     epsilon = params.get("epsilon")
     dimension = params.get("dimension")
     m = domain.n_features
-    features = arrays.get("synthetic", arrays.get("data"))
+    key = "synthetic" if "synthetic" in arrays else "data"
+    features = arrays.get(key)
     covariance = arrays.get("covariance")
-    if covariance is not None and np.shape(covariance) != (m, m):
+    # a covariance beside projected records is in their coordinates (RON-Gauss, PCA-Gauss)
+    if np.shape(covariance) != (m, m) or projected & {key, "covariance"}:
         covariance = None
     if features is None and covariance is None:
         raise DataError(f"release {name!r} has no synthetic data and no covariance to evaluate.")
@@ -604,15 +626,15 @@ def from_release(release: Any, domain: Any, name: str) -> Candidate:
     labels = arrays.get("labels")
     if labels is not None and domain.labels is not None and hasattr(domain.labels, "values"):
         labels = class_indices(labels, domain.classes().values, name)
-    view = None
-    if features.shape[1] != m and "projection" in arrays:
-        view = projection_view(release, domain)
+    in_projection = key in projected or features.shape[1] != m
+    view = projection_view(release, domain) if in_projection and "projection" in arrays else None
     return Candidate(
         name=name,
         features=np.asarray(features, dtype=np.float64),
         labels=labels,
         covariance=covariance,
         view=view,
+        projected=in_projection,
         epsilon=None if epsilon is None else float(epsilon),
         dimension=None if dimension is None else int(dimension),
     )

@@ -148,6 +148,31 @@ def test_a_saved_release_is_evaluated_with_its_epsilon(files, tmp_path):
     row = json.loads(result.output)["rows"][0]
     assert (row["name"], row["epsilon"], row["private"]) == ("gmm", 2.0, True)
     assert 0.0 <= row["metrics"]["svm.balanced_accuracy"]["mean"] <= 1.0
+    # a plot under a file: an internal error, exit 70 (fuzzing, stop 43)
+    result = invoke(
+        "evaluate", tmp_path / "gmm", "--data", files["train"], "--test", files["test"],
+        *DOMAIN, "--task", "classification", "--metric", "svm.balanced_accuracy",
+        "--plot", files["train"] / "x.png",
+    )  # fmt: skip
+    assert result.exit_code == 2 and "cannot write the plot" in result.output, result.output
+
+
+def test_two_test_splits_or_a_plot_that_is_not_a_png_are_refused_first(files, tmp_path):
+    # fuzzing, stop 43: both splits got "give the real test split"; a plot path without
+    # .png was written with it appended but reported without, or an internal error (exit 70)
+    (tmp_path / "d.png").mkdir()
+    cases = [
+        (("--test", files["test"], "--test-fraction", "0.3"), "give the real test split once"),
+        *(
+            (("--test-fraction", "0.3", "--plot", tmp_path / name), "--plot names the PNG file")
+            for name in ("p.xyz", "noext", "d.png")
+        ),
+    ]
+    for extra, message in cases:
+        result = invoke("evaluate", files["train"], "--data", files["train"], *DOMAIN, *extra)
+        assert result.exit_code == 2 and message in result.output, (extra, result.output)
+        assert len(result.output.strip().splitlines()) == 1
+    assert not any((tmp_path / name).exists() for name in ("p.xyz", "noext", "noext.png"))
 
 
 def test_reproduce_lists_and_refuses_unknown_names():

@@ -177,6 +177,34 @@ def test_evaluate_refuses_tasks_the_data_cannot_support():
         evaluate([wrong], real, ("classification",))
 
 
+def test_projected_releases_with_as_many_coordinates_as_features_are_not_feature_space():
+    """Records the release lists in info["projected"] were scored as feature-space data
+    when there were as many coordinates as features (fuzzing, stop 43)."""
+    from dpframe import Classes, Domain
+    from dpframe.apps.evaluate import from_release
+    from dpframe.releases.release import Release
+
+    real = _real()
+    domain = Domain(lower=0.0, upper=1.0, feature_names=["a", "b", "c"], labels=Classes((0, 1)))
+    swap = np.eye(3)[:, [2, 0, 1]]  # coordinates (c, a, b)
+    arrays = {"synthetic": real.train_x, "labels": real.train_y, "covariance": np.eye(3)}
+    gmm = Release(
+        arrays={**arrays, "projection": swap}, mechanism="gmm", info={"projected": ["synthetic"]}
+    )
+    candidate = from_release(gmm, domain, name="gmm")
+    assert candidate.covariance is None  # in the projected coordinates too
+    np.testing.assert_array_equal(candidate.view(real.test_x), real.test_x[:, [2, 0, 1]])
+    basis_kept = Release(arrays=arrays, mechanism="pca_gauss", info={"projected": ["synthetic"]})
+    candidate = from_release(basis_kept, domain, name="pca")
+    assert candidate.view is None and candidate.covariance is None
+    with pytest.raises(DataError, match="cannot be mapped into"):
+        evaluate([candidate], real, ("classification",), with_baselines=False)
+    with pytest.raises(DataError, match="not in the real data's feature space"):
+        evaluate([candidate], real, ("covariance",), with_baselines=False)
+    (row,) = evaluate([candidate], real, ("clustering",), clusters=(2,), with_baselines=False).rows
+    assert list(row.metrics) == ["silhouette[k=2]"]  # the real records have no place in it
+
+
 def test_split_holds_out_the_stated_fraction_disjointly():
     from dpframe.apps.evaluate import split
 

@@ -9,7 +9,7 @@ from typing import TYPE_CHECKING, Any
 import click
 
 from dpframe.apps.cli.common import build_domain, data_options, emit_json, json_option
-from dpframe.errors import DataError, ParameterError
+from dpframe.errors import DataError, ParameterError, os_reason
 
 if TYPE_CHECKING:
     from dpframe.data.domain import Domain
@@ -97,8 +97,12 @@ def evaluate(
 
     if infer_bounds:
         raise ParameterError("evaluate does not infer bounds; declare the domain of the data.")
-    if (test_path is None) == (test_fraction is None):
+    if test_path is not None and test_fraction is not None:
+        raise ParameterError("give the real test split once: --test FILE or --test-fraction F.")
+    if test_path is None and test_fraction is None:
         raise ParameterError("give the real test split: --test FILE or --test-fraction F.")
+    if plot_path is not None and (plot_path.suffix.lower() != ".png" or plot_path.is_dir()):
+        raise ParameterError(f"--plot names the PNG file to write, ending in .png: {plot_path}.")
     if repeats < 1:
         raise ParameterError(f"--repeats must be at least 1, not {repeats}.")
     if not synthetic:
@@ -129,7 +133,12 @@ def evaluate(
     if plot_path is not None:
         from dpframe.apps.plots import report_plot
 
-        report_plot(report.rows, plot_path, metric=metric, axis=axis)
+        try:
+            report_plot(report.rows, plot_path, metric=metric, axis=axis)
+        except OSError as exc:
+            raise ParameterError(
+                f"cannot write the plot {str(plot_path)!r}: {os_reason(exc)}."
+            ) from None
     if as_json:
         out = report.to_dict()
         out["plot"] = str(plot_path) if plot_path is not None else None
