@@ -54,7 +54,7 @@ import attrs
 import numpy as np
 
 from dpframe.data.relation import Relation
-from dpframe.errors import DomainError
+from dpframe.errors import DomainError, DPFrameError, os_reason
 
 Label = int | float | str
 
@@ -77,6 +77,8 @@ def _finite_tuple(value: Any) -> tuple[float, ...] | None:
         return None
     if isinstance(value, (int, float)):
         value = (value,)
+    if isinstance(value, (str, bytes)) or any(isinstance(v, (str, bytes)) for v in value):
+        raise DomainError(f"bounds must be numbers, got the text {value!r}; write them unquoted.")
     try:
         out = tuple(float(v) for v in value)
     except (TypeError, ValueError):
@@ -844,15 +846,8 @@ class Domain:
     @classmethod
     def from_toml(cls, path: str | Path) -> Domain:
         """Read a domain file."""
-        path = Path(path)
-        toml = _tomllib()
-        try:
-            data = toml.loads(path.read_text(encoding="utf-8"))
-        except FileNotFoundError:
-            raise DomainError(f"domain file {str(path)!r} does not exist.") from None
-        except toml.TOMLDecodeError as exc:
-            raise DomainError(f"domain file {str(path)!r} is not valid TOML: {exc}.") from None
-        return cls.from_dict(data, source=f"domain file {str(path)!r}")
+        source = f"domain file {str(path)!r}"
+        return cls.from_dict(read_toml(Path(path), source, DomainError), source=source)
 
     @classmethod
     def infer_from(
@@ -1043,6 +1038,26 @@ def _check_keys(data: dict, allowed: set[str], source: str) -> None:
 
 def _drop_none(d: dict[str, Any]) -> dict[str, Any]:
     return {k: v for k, v in d.items() if v is not None}
+
+
+def read_toml(path: Path, source: str, error: type[DPFrameError]) -> dict[str, Any]:
+    """The TOML file at ``path`` (``source`` names it), or one sentence (``error``) on
+    anything that keeps it from being read: missing, a directory, not UTF-8 text, not
+    TOML. A leading byte-order mark, which TOML does not allow, is dropped (some editors
+    write one)."""
+    toml = _tomllib()
+    try:
+        return toml.loads(path.read_text(encoding="utf-8-sig"))
+    except FileNotFoundError:
+        raise error(f"{source} does not exist.") from None
+    except IsADirectoryError:
+        raise error(f"{source} is a directory, not a TOML file.") from None
+    except UnicodeDecodeError:
+        raise error(f"{source} is not a UTF-8 text file.") from None
+    except OSError as exc:
+        raise error(f"cannot read {source}: {os_reason(exc)}.") from None
+    except toml.TOMLDecodeError as exc:
+        raise error(f"{source} is not valid TOML: {exc}.") from None
 
 
 def _tomllib() -> Any:

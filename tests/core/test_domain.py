@@ -51,6 +51,9 @@ classes = [0, 1, 2]
         ("[features]\nlower = [0, 2]\nupper = [1, 1]", "lower bound 2.0 exceeds"),
         ("[features]\nlower = 0", "both lower and upper"),
         ("[features]\nlower = 0\nupper = 'x'", "must be numbers"),
+        # a quoted number was read character by character: "19" as bounds 1 and 9
+        ("[features]\nlower = 0\nupper = '19'", "got the text '19'; write them unquoted"),
+        ("[features]\nlower = [0, '0']\nupper = 1", "got the text [0, '0']"),
         ("[features]\nlower = 0\nupper = inf", "finite"),
         ("[features]\nrow_norm_bound = -1", "row_norm_bound"),
         ("[labels]\nclasses = [1, 1]", "repeats a class"),
@@ -73,6 +76,22 @@ def test_bad_domain_files_give_one_sentence_naming_the_problem(tmp_path, text, f
 def test_missing_domain_file_is_one_sentence(tmp_path):
     with pytest.raises(DomainError, match="does not exist"):
         Domain.from_toml(tmp_path / "nope.toml")
+
+
+def test_a_domain_file_that_is_a_directory_or_not_utf8_is_one_sentence(tmp_path):
+    # fuzzing, stop 43: both were internal errors (exit 70)
+    with pytest.raises(DomainError, match="is a directory, not a TOML file"):
+        Domain.from_toml(tmp_path)
+    latin = tmp_path / "latin.toml"
+    latin.write_bytes("[features]\nnames = ['caf\u00e9']\n".encode("latin-1"))
+    with pytest.raises(DomainError, match="is not a UTF-8 text file"):
+        Domain.from_toml(latin)
+
+
+def test_a_byte_order_mark_before_a_domain_file_is_dropped(tmp_path):
+    path = tmp_path / "bom.toml"
+    path.write_bytes(b"\xef\xbb\xbf[features]\nlower = 0\nupper = 2\n")
+    assert Domain.from_toml(path) == Domain(lower=0, upper=2)
 
 
 def test_scalar_bounds_broadcast_when_bound_to_data():
