@@ -683,6 +683,7 @@ def check_passes(mechanism: Any, params: Any, dataset: Any) -> None:
             distributed=source.distributed,
             passes=source.passes,
             name=source.name,
+            used=dataset.passes_used,
         )
 
 
@@ -693,12 +694,14 @@ def check_access(
     distributed: bool = False,
     passes: int | None = None,
     name: str = "the source",
+    used: int = 0,
 ) -> None:
     """Refuse a mechanism that cannot read a streamed source: one that needs the records
     in memory (``data_passes`` is None: the default of
     :meth:`dpframe.releases.mechanism.Mechanism.data_passes`), one that reads records on this
     process (``reduces_only`` is False) when the source is ``distributed``, or one that
-    needs more than the ``passes`` the source allows (None: any number)."""
+    needs more than the ``passes`` the source allows (None: any number) beyond the ``used``
+    ones (an earlier release of the same Dataset)."""
     needed = mechanism.data_passes(params)
     if needed is None:
         raise RecordAccessError(f"{mechanism.name} with these parameters: {_RECORDS}")
@@ -708,11 +711,12 @@ def check_access(
             "a distributed source keeps them on the workers (only reduced statistics leave "
             "them); nothing was charged; use a local source (--engine local)."
         )
-    if passes is not None and needed > passes:
+    if passes is not None and needed > passes - used:
+        earlier = f", and earlier releases read it {used} time(s)" if used else ""
         raise PassLimitError(
             f"{mechanism.name} needs {needed} passes over the data but {name} can be "
-            f"read only {passes} time(s); use a re-readable file or a mechanism that "
-            "needs fewer passes."
+            f"read only {passes} time(s){earlier}; use a re-readable file or a mechanism "
+            "that needs fewer passes (nothing was charged)."
         )
 
 

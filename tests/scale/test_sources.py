@@ -248,6 +248,17 @@ def test_a_one_pass_stream_refuses_a_two_pass_mechanism_before_reading(table):
         moments(stream)
 
 
+def test_a_stream_read_by_an_earlier_release_is_refused_before_its_charge(table, tmp_path):
+    # fuzzing, stop 43: the check compared the passes needed with the stream's passes, not
+    # with those left, so a second release on a one-pass stream was charged, then failed
+    with dpframe.Session(_stream(table), tmp_path / "l.ledger", "b", cap=(10.0, 0.0)) as session:
+        session.release("lap_pca", epsilon=1.0, dimension=2)
+        with pytest.raises(PassLimitError, match="earlier releases read it 1 time"):
+            session.release("laplace", epsilon=2.0)
+        assert session.balance().spent == pytest.approx(1.0)
+        assert [c.status for c in session.ledger.charges("b")] == ["committed"]
+
+
 def test_a_one_pass_stream_needs_a_declared_record_count(table):
     with pytest.raises(DataError, match="declare the public record count"):
         _stream(table, records=None)
