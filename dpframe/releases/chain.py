@@ -24,6 +24,7 @@ earlier steps' outputs (``"@pca.components"``).
 
 from __future__ import annotations
 
+import functools
 import hashlib
 import math
 import time
@@ -37,7 +38,7 @@ import attrs
 import numpy as np
 
 from dpframe.data.dataset import Dataset
-from dpframe.data.domain import Classes, Domain, Target
+from dpframe.data.domain import Classes, Domain, Target, read_toml
 from dpframe.errors import (
     BudgetExceededError,
     BudgetRefusedError,
@@ -70,10 +71,9 @@ from dpframe.releases.session import (
     step_params,
 )
 
-try:  # pragma: no cover - depends on the Python version
-    import tomllib
-except ModuleNotFoundError:  # pragma: no cover
-    import tomli as tomllib
+MAX_RECORDS = 2**50
+"""The most records a plan takes: the rounding-error bound of a sum of ``n`` doubles
+(:func:`dpframe.privacy.sensitivities.gamma`) needs ``n`` well below ``2**52``."""
 
 SPEC_KEYS = ("chain", "budget", "data", "domain", "steps")
 CHAIN_KEYS = ("name", "seed")
@@ -159,16 +159,7 @@ def load_spec(path: str | Path) -> ChainSpec:
     """Read and validate the chain spec at ``path`` (one sentence on any problem)."""
     path = Path(path)
     source = f"chain spec {str(path)!r}"
-    try:
-        data = tomllib.loads(path.read_text(encoding="utf-8"))
-    except FileNotFoundError:
-        raise SpecError(f"{source} does not exist.") from None
-    except IsADirectoryError:
-        raise SpecError(f"{source} is a directory, not a TOML file.") from None
-    except UnicodeDecodeError:
-        raise SpecError(f"{source} is not a UTF-8 text file.") from None
-    except tomllib.TOMLDecodeError as exc:
-        raise SpecError(f"{source} is not valid TOML: {exc}.") from None
+    data = read_toml(path, source, SpecError)
     return ChainSpec.from_dict(data, base=path.resolve().parent, source=source)
 
 
@@ -211,6 +202,13 @@ class _Validator:
         top = self.table(data, "", SPEC_KEYS)
         for key in ("budget", "steps"):
             if key not in top:
+                inside = [t for t, v in top.items() if isinstance(v, Mapping) and key in v]
+                if inside:  # `steps = [...]` written below a [table] header belongs to it
+                    raise SpecError(
+                        f"{self.source}: missing [{key}]: '{key}' is read as {inside[0]}.{key}, "
+                        f"since a TOML key belongs to the [table] above it; write "
+                        f"{'[[steps]] tables' if key == 'steps' else '[budget]'} instead."
+                    )
                 raise SpecError(f"{self.source}: missing [{key}]; see docs/chains.md.")
         meta = self.table(top.get("chain", {}), "chain", CHAIN_KEYS)
         seed = meta.get("seed")
@@ -599,6 +597,11 @@ def _planning_domain(spec: ChainSpec, domain: Domain | None) -> Domain:
         raise SpecError(
             f"{spec.source} declares no [domain]; a chain is planned from the public domain "
             "(bounds, labels, and records when a cost depends on n)."
+        )
+    if domain.records is not None and domain.records > MAX_RECORDS:
+        raise DomainError(
+            f"the domain declares records = {domain.records}, more than can be counted: the "
+            "floating-point error bounds of the costs hold for at most 2**50 records."
         )
     width = domain.n_features
     if width is None:
@@ -1000,8 +1003,12 @@ def _run_step(
         )
     progress.start(index, total, current)
     started = time.monotonic()
+    written = None if out_dir is None else out_dir / spec_step.name
+    write = None if written is None else functools.partial(write_release, directory=written)
     try:
-        release = session.execute(current, {"step": index, "planned": True, "plan": plan.digest})
+        release = session.execute(
+            current, {"step": index, "planned": True, "plan": plan.digest}, write=write
+        )
     except BudgetExceededError as exc:
         return refused(str(exc), current)
     except Exception as exc:
@@ -1024,10 +1031,6 @@ def _run_step(
             if isinstance(exc, DPFrameError)
             else ("compute" if reserved else "internal"),
         )
-    seconds = time.monotonic() - started
-    written = None
-    if out_dir is not None:
-        written = write_release(release, out_dir / spec_step.name)
     return StepOutcome(
         index,
         spec_step.name,
@@ -1035,8 +1038,8 @@ def _run_step(
         "released",
         current,
         release.ledger_entry,
-        written,
-        seconds,
+        None if written is None else str(written),
+        time.monotonic() - started,
     )
 
 
@@ -1067,17 +1070,39 @@ def _charged(session: Session, index: int) -> bool:
 
 
 def write_release(release: Release, directory: Path) -> str:
-    """Save ``release`` (and ``synthetic.csv`` when it has synthetic data)."""
+    """Save ``release`` (and ``synthetic.csv`` when it has synthetic data); if that fails,
+    no file of it is left."""
     release.save(directory)
     if "synthetic" in release.arrays and release["synthetic"].ndim == 2:
-        release.to_csv(directory / "synthetic.csv")
+        try:
+            release.to_csv(directory / "synthetic.csv")
+        except BaseException:
+            for name in ("release.json", "synthetic.csv", *(f"{a}.npy" for a in release.arrays)):
+                (directory / name).unlink(missing_ok=True)
+            raise
     return str(directory)
+
+
+RELEASE_FILES = ("release.json.tmp", "synthetic.csv")
+"""The files :func:`write_release` writes besides one ``<array>.npy`` per array."""
+
+
+def release_files(mechanism: type) -> list[str]:
+    """The names of the files :func:`write_release` may write for ``mechanism``'s releases
+    (its declared outputs), for :func:`~dpframe.releases.release.writable_dir`."""
+    return [*RELEASE_FILES, *(f"{name}.npy" for name in mechanism.outputs)]
 
 
 def check_out_dir(out: Path, spec: ChainSpec) -> None:
     """Refuse, before any data are read, an output directory that already holds a chain
     run or one of its step directories, or that cannot be written."""
-    writable_dir(out)  # also refuses a file
+    from dpframe.releases.plugins import registry
+
+    files = ["chain.json", "chain.txt"]
+    for step in spec.steps:
+        mechanism = registry().mechanism(step.mechanism)
+        files += [f"{step.name}/{name}" for name in release_files(mechanism)]
+    writable_dir(out, files)  # also refuses a file
     taken = [p for p in ("chain.json", *(s.name for s in spec.steps)) if (out / p).exists()]
     if taken:
         raise ParameterError(

@@ -55,7 +55,7 @@ import abc
 import contextlib
 import datetime
 import math
-from collections.abc import Mapping
+from collections.abc import Callable, Mapping
 from typing import Any, ClassVar, Literal, Protocol
 
 import attrs
@@ -66,7 +66,7 @@ from dpframe.data.domain import Domain
 from dpframe.data.fingerprint import FingerprintKey
 from dpframe.data.relation import Relation
 from dpframe.data.sources import check_passes
-from dpframe.errors import ParameterError
+from dpframe.errors import ComputeError, ParameterError, os_reason
 from dpframe.privacy.events import NonPrivateEvent, PrivacyEvent, compose
 from dpframe.privacy.samplers import FLOAT_NOISE_UNSAFE, Sampler, held, make_sampler
 from dpframe.releases.params import build, check_memory, describe_fields, params_to_dict
@@ -221,6 +221,33 @@ class Charger(Protocol):
 
     def fail(self, reservation: Any, error: str) -> None:
         """Record that the run failed after reading data (the charge stays)."""
+
+
+class WritingCharger:
+    """A :class:`Charger` over ``ledger`` (whose other
+    attributes it passes through) that writes each release with ``write`` before the
+    ledger commits its charge: a release that cannot be written is recorded as failed
+    (the data were read: the charge stays), an I/O error as one sentence (exit 5)."""
+
+    def __init__(self, ledger: Any, write: Callable[[Release], object]) -> None:
+        self.ledger, self.write = ledger, write
+
+    def __getattr__(self, name: str) -> Any:
+        return getattr(self.ledger, name)
+
+    def commit(self, reservation: Any, release: Release) -> str:
+        release.ledger_entry = reservation.entry_id  # the id the commit returns
+        try:
+            self.write(release)
+        except BaseException as exc:
+            self.ledger.fail(reservation, f"{type(exc).__name__}: {exc}")
+            if isinstance(exc, OSError):
+                raise ComputeError(
+                    f"the release could not be written: {os_reason(exc)}; its charge is "
+                    "recorded as failed."
+                ) from None
+            raise
+        return self.ledger.commit(reservation, release)
 
 
 def planned_event(mechanism: Mechanism, params: Any, domain: Domain) -> PrivacyEvent:

@@ -17,6 +17,7 @@ import json
 import os
 import re
 import tempfile
+from collections.abc import Iterable
 from pathlib import Path
 from typing import Any
 
@@ -95,7 +96,8 @@ class Release:
         }
 
     def save(self, directory: str | Path) -> Path:
-        """Write ``release.json`` and one ``<name>.npy`` per array into ``directory``."""
+        """Write ``release.json`` and one ``<name>.npy`` per array into ``directory``; if
+        that fails (a full disk), the files written so far are removed."""
         out = Path(directory)
         if out.exists() and not out.is_dir():
             raise ParameterError(f"{str(out)!r} exists and is not a directory.")
@@ -103,14 +105,20 @@ class Release:
             raise ParameterError(
                 f"{str(out)!r} already holds a release; choose a new output directory."
             )
-        out.mkdir(parents=True, exist_ok=True)
-        for name, array in self.arrays.items():
+        for name in self.arrays:
             if not _NAME.match(name):
                 raise ParameterError(f"array name {name!r} is not a valid file name.")
-            np.save(out / f"{name}.npy", _savable(array), allow_pickle=False)
-        tmp = out / "release.json.tmp"
-        tmp.write_text(json.dumps(self.metadata(), indent=2, sort_keys=True) + "\n")
-        tmp.replace(out / "release.json")
+        out.mkdir(parents=True, exist_ok=True)
+        written = [out / f"{name}.npy" for name in self.arrays] + [out / "release.json.tmp"]
+        try:
+            for path, array in zip(written, self.arrays.values(), strict=False):
+                np.save(path, _savable(array), allow_pickle=False)
+            written[-1].write_text(json.dumps(self.metadata(), indent=2, sort_keys=True) + "\n")
+        except BaseException:
+            for path in written:
+                path.unlink(missing_ok=True)
+            raise
+        written[-1].replace(out / "release.json")
         return out
 
     @classmethod
@@ -241,11 +249,12 @@ def _savable(array: Any) -> np.ndarray:
     return arr
 
 
-def writable_dir(out: Path) -> None:
+def writable_dir(out: Path, files: Iterable[str] = ()) -> None:
     """One sentence now, before any data are read or any budget is charged, if a release
     could not be written to ``out`` (rather than a failed write after the charge): its
-    nearest existing directory must take a new entry, and the names below it must fit.
-    Leaves nothing behind."""
+    nearest existing directory must take a new entry, and the names below it, with the
+    ``files`` to be written under ``out`` (relative paths), must fit the system's limits on
+    a name and a path. Leaves nothing behind."""
     existing, missing = Path(out), []
     while not os.path.lexists(existing) and existing.parent != existing:
         existing, missing = existing.parent, [existing.name, *missing]
@@ -256,8 +265,14 @@ def writable_dir(out: Path) -> None:
                 f"--out {str(out)!r} cannot be written: {str(existing)!r} is {what}."
             )
         longest = os.pathconf(existing, "PC_NAME_MAX")
-        if any(len(os.fsencode(name)) > longest for name in missing):
+        paths = [Path(out, name) for name in files] or [Path(out)]
+        names = [*missing, *(part for name in files for part in Path(name).parts)]
+        if any(len(os.fsencode(name)) > longest for name in names):
             raise ParameterError(f"--out {str(out)!r} cannot be written: a name is too long.")
+        if any(len(os.fsencode(p)) >= os.pathconf(existing, "PC_PATH_MAX") for p in paths):
+            raise ParameterError(
+                f"--out {str(out)!r} cannot be written: the paths of its files would be too long."
+            )
         os.rmdir(tempfile.mkdtemp(prefix=".dpframe-write-check-", dir=existing))
     except OSError as exc:
         raise ParameterError(f"--out {str(out)!r} cannot be written: {os_reason(exc)}.") from None

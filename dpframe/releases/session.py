@@ -66,7 +66,7 @@ from dpframe.privacy.budget import RTOL, Budget, within
 from dpframe.privacy.calibration import smallest_noise
 from dpframe.privacy.events import EpsilonDeltaEvent, NoOpEvent, PrivacyEvent
 from dpframe.privacy.samplers import Sampler, make_sampler
-from dpframe.releases.mechanism import Mechanism, execute, planned_event
+from dpframe.releases.mechanism import Mechanism, WritingCharger, execute, planned_event
 from dpframe.releases.params import build
 from dpframe.releases.release import Release
 
@@ -597,9 +597,15 @@ class Session:
             self._warn_adaptive(view)
         return self.execute(plan, {"planned": False})
 
-    def execute(self, plan: StepPlan, chain: Mapping[str, Any]) -> Release:
+    def execute(
+        self,
+        plan: StepPlan,
+        chain: Mapping[str, Any],
+        write: Callable[[Release], object] | None = None,
+    ) -> Release:
         """Charge and run a planned step (``chain``: extra fields of its ledger ``chain``
-        record, such as ``planned`` and ``plan``)."""
+        record, such as ``planned`` and ``plan``). ``write`` saves the release before its
+        charge is committed (:class:`~dpframe.releases.mechanism.WritingCharger`)."""
         if not plan.fits:
             raise BudgetExceededError(
                 f"step {plan.name!r} would exceed budget {plan.label!r}: spent "
@@ -630,7 +636,7 @@ class Session:
             self.dataset,
             plan.params,
             self.sampler.spawn(),
-            ledger=self.ledger,
+            ledger=self.ledger if write is None else WritingCharger(self.ledger, write),
             request=request,
         )
         self.steps.append(Step(len(self.steps), plan, release))

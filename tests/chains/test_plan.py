@@ -122,6 +122,17 @@ def test_a_cost_depending_on_n_needs_records_in_the_domain(write_spec):
         plan_chain(load_spec(write_spec(LAPLACE_STEPS, header=header)))
 
 
+def test_more_records_than_can_be_counted_is_a_sentence_about_records(write_spec):
+    # it was "no floating-point error bound for 9223372036854775855 accumulated
+    # roundings" (fuzzing, round 43)
+    header = (
+        '[budget]\nlabel = "toy"\nepsilon = 1.0\n[domain]\nrecords = 9223372036854775807\n'
+        "[domain.features]\nlower = [0, 0]\nupper = [1, 1]\n"
+    )
+    with pytest.raises(DomainError, match=r"records = 9223372036854775807, more than"):
+        plan_chain(load_spec(write_spec(LAPLACE_STEPS, header=header)))
+
+
 def test_references_are_planned_with_stand_ins_from_the_domain(write_spec, monkeypatch):
     register(monkeypatch, WeightedGaussian)
     steps = """

@@ -10,7 +10,7 @@ from session_kit import FailingLaplace, WeightedGaussian, register
 
 from dpframe import Session, load_dataset
 from dpframe.privacy.events import GaussianEvent, LaplaceEvent
-from dpframe.releases.chain import load_spec, plan_chain, run_chain, same_event
+from dpframe.releases.chain import load_spec, plan_chain, run_chain, same_event, write_release
 from dpframe.releases.release import Release
 
 
@@ -192,3 +192,19 @@ def test_a_chain_after_separate_releases_warns_under_a_non_filter(
     plan = plan_chain(plan.spec, session.domain, ledger=ledger)
     with pytest.warns(AdaptivityWarning, match="planned separately from this chain"):
         assert run_chain(plan, session).completed
+
+
+def test_a_release_whose_csv_cannot_be_written_leaves_no_files(tmp_path, monkeypatch):
+    # its release.json and arrays were left, with the charge recorded as failed (round 43)
+    import errno
+
+    import numpy as np
+
+    def full(self, *args, **kwargs):
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(Release, "to_csv", full)
+    release = Release(arrays={"synthetic": np.zeros((2, 2)), "labels": np.zeros(2)})
+    with pytest.raises(OSError):
+        write_release(release, tmp_path / "r")
+    assert list((tmp_path / "r").iterdir()) == []

@@ -108,6 +108,12 @@ CASES = [
     (_set("budget.epsilion", 1), "unknown key 'budget.epsilion' (did you mean 'epsilon'?)"),
     (_drop("budget"), "missing [budget]"),
     (_drop("steps"), "missing [steps]"),
+    # `steps = [...]` below [domain] belongs to it: reported as "missing [steps]" (round 43)
+    (
+        lambda d: d["domain"].update(steps=d.pop("steps")),
+        "missing [steps]: 'steps' is read as domain.steps, since a TOML key belongs to the "
+        "[table] above it",
+    ),
     (_drop("budget.label"), "budget.label is required"),
     (_set("budget.epsilon", -1), "budget.epsilon must be a number > 0"),
     (_set("budget.epsilon", "one"), "budget.epsilon must be a number > 0"),
@@ -181,3 +187,14 @@ def test_spec_files_errors(tmp_path: Path):
     bad.write_text("[budget\nlabel = 1")
     with pytest.raises(SpecError, match="is not valid TOML"):
         load_spec(bad)
+
+
+def test_a_spec_starting_with_a_byte_order_mark_is_read(tmp_path: Path):
+    # it was "not valid TOML: Invalid statement (at line 1, column 1)" (fuzzing, round 43)
+    path = tmp_path / "bom.toml"
+    path.write_text(
+        '\ufeff[budget]\nlabel = "toy"\nepsilon = 1.0\n'
+        '[[steps]]\nname = "m"\nmechanism = "laplace"\nepsilon = 0.5\n',
+        encoding="utf-8",
+    )
+    assert load_spec(path).budget.label == "toy"

@@ -194,6 +194,14 @@ BAD = [
     (["release", "laplace", "--epsilon", "1", "--param", "query=median"], 2, "must be one of"),
     (["release", "laplace", "--epsilon", "1", "--param", "x=1"], 2, "unknown parameter 'x'"),
     (["release", "laplace", "--epsilon", "1", "--bounds", "0-1"], 2, "must look like LO:HI"),
+    # the last of a repeated --param was used silently (fuzzing, round 43)
+    (
+        ["release", "laplace", "--epsilon", "1", "--param", "query=mean", "--param", "query=mean"],
+        2,
+        "--param query is given twice",
+    ),
+    # 1/ε overflowed: "a noise multiplier of inf needs ... inf grid steps" (round 43)
+    (["release", "laplace", "--epsilon", "1e-320"], 2, "--epsilon 1e-320 is too small"),
 ]
 
 

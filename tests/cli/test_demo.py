@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import hashlib
 import json
+import re
 import sys
 from importlib import resources
 
@@ -22,6 +23,17 @@ needs_plugins = pytest.mark.skipif(
     not {"lap_pca", "gmm"} <= set(registry().entries("mechanism")),
     reason="the demo needs the lap_pca and gmm plugins",
 )
+
+
+def test_the_help_names_the_mechanisms_the_demo_chain_runs():
+    # it named PCA-Gauss and RON-Gauss, which the chain does not run (fuzzing, round 43)
+    from dpframe.apps.demo import spec_path
+    from dpframe.releases.chain import load_spec
+
+    words = set(re.findall(r"[\w-]+", CliRunner().invoke(cli, ["demo", "--help"]).output))
+    run = {step.mechanism for step in load_spec(spec_path()).steps}
+    assert words & set(registry().entries("mechanism")) == run
+    assert not words & {"PCA-Gauss", "RON-Gauss"}
 
 
 def test_the_bundled_data_is_the_documented_file():

@@ -305,3 +305,127 @@ def test_2_an_output_directory_no_release_could_be_written_to_charges_nothing(wo
         check(args, EXIT_USAGE, "usage", fragment)
     assert (workdir / "full" / "synthetic.csv").read_text() == "private"
     assert json.loads(run("ledger", "show", "--json").stdout)["charges"] == []
+
+
+def _disk_full(monkeypatch) -> None:
+    """Every ``.npy`` write fails part-way, as on a full disk."""
+    import errno
+
+    import numpy as np
+
+    def save(path, *args, **kwargs):
+        Path(path).write_bytes(b"\x93NUMPY")
+        raise OSError(errno.ENOSPC, "No space left on device")
+
+    monkeypatch.setattr(np, "save", save)
+
+
+def _statuses() -> list[str]:
+    return [c["status"] for c in json.loads(run("ledger", "show", "--json").stdout)["charges"]]
+
+
+def test_5_a_release_that_cannot_be_written_fails_its_charge(workdir, monkeypatch):
+    # written after the charge was committed: exit 70, a truncated file left, the charge
+    # 'committed' (fuzzing, round 43)
+    assert run("ledger", "budget", "create", "ctg", "--epsilon", "10").exit_code == 0
+    _disk_full(monkeypatch)
+    check(release("--budget-label", "ctg", "--epsilon", "1"), EXIT_COMPUTE, "compute",
+          "could not be written: the disk is full")  # fmt: skip
+    assert not [p for p in (workdir / "rel").rglob("*") if p.is_file()]
+    assert _statuses() == ["failed", "failed"]  # text and --json
+
+
+def test_5_a_chain_step_that_cannot_be_written_fails_and_the_summary_is_written(
+    workdir, monkeypatch
+):
+    (workdir / "chain.toml").write_text(
+        f'[budget]\nlabel = "ctg"\nepsilon = 10\n[data]\npath = "{CTG}"\n'
+        '[domain]\nfile = "ctg.toml"\n[[steps]]\nname = "mean"\nmechanism = "laplace"\n'
+        "epsilon = 1\n"
+    )
+    _disk_full(monkeypatch)
+    doc = run("chain", "run", "chain.toml", "--out", "run1", "--json")
+    assert doc.exit_code == EXIT_COMPUTE, doc.output
+    parsed = json.loads(doc.stdout)
+    assert parsed["error"]["code"] == "compute" and parsed["steps"][0]["status"] == "failed"
+    assert "the disk is full" in parsed["steps"][0]["reason"]
+    assert json.loads((workdir / "run1" / "chain.json").read_text()) == {
+        k: v for k, v in parsed.items() if k != "error"
+    }
+    assert _statuses() == ["failed"]
+
+
+def test_5_a_chain_summary_that_cannot_be_written_is_one_sentence(workdir, monkeypatch):
+    import errno
+
+    (workdir / "chain.toml").write_text(
+        f'[budget]\nlabel = "ctg"\nepsilon = 10\n[data]\npath = "{CTG}"\n'
+        '[domain]\nfile = "ctg.toml"\n[[steps]]\nname = "mean"\nmechanism = "laplace"\n'
+        "epsilon = 1\n"
+    )
+    write_text = Path.write_text
+
+    def full(path, *args, **kwargs):
+        if path.name == "chain.json":
+            raise OSError(errno.ENOSPC, "No space left on device")
+        return write_text(path, *args, **kwargs)
+
+    monkeypatch.setattr(Path, "write_text", full)
+    text = run("chain", "run", "chain.toml", "--out", "run1")
+    assert text.exit_code == EXIT_COMPUTE and "Traceback" not in text.output
+    assert text.stderr.strip().splitlines()[-1] == (
+        "Error: the chain's summary could not be written to 'run1': the disk is full "
+        "(`dpframe ledger show` lists its charges)."
+    )
+
+
+def test_2_an_output_path_its_files_would_not_fit_charges_nothing(workdir):
+    # --out passed the check, the charge was committed, then release.json (or a step's
+    # files) hit the system's path length limit: exit 70 (fuzzing, round 43)
+    import os
+
+    room = os.pathconf(workdir, "PC_PATH_MAX") - len(os.fsencode(workdir)) - 1
+    long = "/".join(["d" * 200] * (room // 201))
+    out = long + "/" + "e" * (room - len(long) - 2 - len("/mean.npy"))  # mean.npy fits
+    assert run("ledger", "budget", "create", "ctg", "--epsilon", "10").exit_code == 0
+    args = release("--budget-label", "ctg", "--epsilon", "1")
+    args[args.index("rel")] = str(workdir / out)
+    check(args, EXIT_USAGE, "usage", "paths of its files would be too long")
+    (workdir / "chain.toml").write_text(
+        f'[budget]\nlabel = "ctg"\nepsilon = 10\n[data]\npath = "{CTG}"\n'
+        f'[domain]\nfile = "ctg.toml"\n[[steps]]\nname = "{"s" * 90}"\nmechanism = "laplace"\n'
+        "epsilon = 1\n"
+    )
+    chain_out = str(workdir / long) + "/" + "c" * (room - len(long) - 1 - 60)  # chain.json fits
+    check(
+        ["chain", "run", "chain.toml", "--out", chain_out], EXIT_USAGE, "usage", "would be too long"
+    )
+    assert _statuses() == []
+    assert not (workdir / long).exists()
+
+
+def test_2_bad_seeds_and_accountants_are_refused_before_the_ledger_is_created(workdir):
+    # refused only after the ledger (and a chain's --out) were created (fuzzing, round 43)
+    check(release("--epsilon", "1", "--seed", "-1", "--budget-epsilon", "5"), EXIT_USAGE,
+          "usage", "seed must be an integer >= 0")  # fmt: skip
+    check(release("--epsilon", "1", "--budget-epsilon", "5", "--accountant", "nosuch"),
+          EXIT_USAGE, "usage", "unknown accountant 'nosuch'")  # fmt: skip
+    (workdir / "chain.toml").write_text(
+        f'[budget]\nlabel = "ctg"\nepsilon = 10\n[data]\npath = "{CTG}"\n'
+        '[domain]\nfile = "ctg.toml"\n[[steps]]\nname = "mean"\nmechanism = "laplace"\n'
+        "epsilon = 1\n"
+    )
+    text = run("chain", "run", "chain.toml", "--out", "run1", "--seed", "-1")
+    assert text.exit_code == EXIT_USAGE and "Warning" not in text.stderr, text.stderr
+    assert not (workdir / "run1").exists()
+    assert sorted(p.name for p in workdir.iterdir()) == ["chain.toml", "ctg.toml"]
+
+
+def test_debug_shows_the_traceback_and_keeps_the_exit_code_and_the_json():
+    # --debug exited 1 (budget_refused's code) for every error, with no JSON (round 43)
+    text = run("--debug", "describe", "no-such-mechanism")
+    assert text.exit_code == EXIT_USAGE
+    assert "Traceback" in text.stderr and "PluginError" in text.stderr
+    doc = run("--debug", "describe", "no-such-mechanism", "--json")
+    assert doc.exit_code == EXIT_USAGE and "Traceback" in doc.stderr
+    assert json.loads(doc.stdout)["error"]["code"] == "usage"

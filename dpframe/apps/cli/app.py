@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import os
 import sys
+import traceback
 import warnings
 from typing import Any
 
@@ -100,8 +101,7 @@ class DPFrameGroup(click.Group):
         try:
             return super().invoke(ctx)
         except DPFrameError as exc:
-            if debug:
-                raise
+            _traceback(debug, as_json, exc.exit_code)
             raise UserError(exc.sentence, exc.exit_code, exc.code, as_json) from None
         except UserError:
             raise
@@ -120,8 +120,7 @@ class DPFrameGroup(click.Group):
             os.dup2(os.open(os.devnull, os.O_WRONLY), sys.stdout.fileno())
             raise click.exceptions.Exit(EXIT_OK) from None
         except Exception as exc:
-            if debug:
-                raise
+            _traceback(debug, as_json, EXIT_INTERNAL)
             raise UserError(
                 f"internal error: {type(exc).__name__}: {_sentence(exc)} (rerun with --debug "
                 "for the traceback, and please report it).",
@@ -131,6 +130,15 @@ class DPFrameGroup(click.Group):
             ) from None
         finally:
             warnings.showwarning = previous
+
+
+def _traceback(debug: bool, as_json: bool, exit_code: int) -> None:
+    """With ``--debug``, the traceback of the error being handled on stderr instead of its
+    sentence (with ``--json`` as well as the JSON error on stdout); the exit code stays."""
+    if debug:
+        traceback.print_exc(file=sys.stderr)
+        if not as_json:
+            raise click.exceptions.Exit(exit_code) from None
 
 
 def _sentence(exc: BaseException) -> str:

@@ -24,6 +24,7 @@ from dpframe.errors import (
     ComputeError,
     DPFrameError,
     ParameterError,
+    os_reason,
 )
 
 if TYPE_CHECKING:
@@ -203,6 +204,7 @@ def run_cmd(
     from dpframe.data.domain import Domain
     from dpframe.data.loaders import load_dataset
     from dpframe.ledger import Ledger, ledger_path
+    from dpframe.privacy.samplers import make_sampler
     from dpframe.releases.chain import check_out_dir, load_spec, plan_chain, run_chain
     from dpframe.releases.session import Session
 
@@ -216,6 +218,7 @@ def run_cmd(
         raise ParameterError("no domain given: pass --domain or add [domain] to the spec.")
     check_out_dir(out, spec)
     seed = seed if seed is not None else spec.seed
+    sampler = make_sampler(seed, unsafe_float_noise=unsafe_float_noise)  # a bad seed: now
     dataset = load_dataset(
         data_file,
         domain,
@@ -239,9 +242,8 @@ def run_cmd(
             spec.budget.label,
             cap=spec.budget.cap,
             accountant=spec.budget.accountant,
-            seed=seed,
+            sampler=sampler,
             data_changed=data_changed,
-            unsafe_float_noise=unsafe_float_noise,
         )
         result = run_chain(plan, session, out, progress=_StderrProgress())
     _write_summary(result, out)
@@ -278,8 +280,15 @@ def _stopped(result: ChainResult, out: Path) -> DPFrameError:
 
 
 def _write_summary(result: ChainResult, out: Path) -> None:
-    (out / "chain.json").write_text(json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n")
-    (out / "chain.txt").write_text(result.describe() + "\n")
+    try:
+        text = json.dumps(result.to_dict(), indent=2, sort_keys=True) + "\n"
+        (out / "chain.json").write_text(text)
+        (out / "chain.txt").write_text(result.describe() + "\n")
+    except OSError as exc:
+        raise ComputeError(
+            f"the chain's summary could not be written to {str(out)!r}: {os_reason(exc)} "
+            "(`dpframe ledger show` lists its charges)."
+        ) from None
 
 
 class _StderrProgress:

@@ -330,11 +330,13 @@ def _pair(text: str, flag: str) -> tuple[tuple[float, ...], tuple[float, ...]]:
 
 
 def parse_params(items: tuple[str, ...]) -> dict[str, str]:
-    """``key=value`` strings to a dict; one sentence for a malformed item."""
+    """``key=value`` strings to a dict; one sentence for a malformed or repeated item."""
     out: dict[str, str] = {}
     for item in items:
         key, sep, value = item.partition("=")
         if not sep or not key.strip():
             raise ParameterError(f"--param expects key=value, got {item!r}.")
+        if key.strip() in out:
+            raise ParameterError(f"--param {key.strip()} is given twice; give each key once.")
         out[key.strip()] = value.strip()
     return out

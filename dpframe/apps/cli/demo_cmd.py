@@ -35,9 +35,9 @@ def demo(seed: int | None, ledger_file: Path | None, out: Path | None, as_json: 
     """A chained DP release on real data (UCI Cardiotocography, bundled), end to end.
 
     Holds out a real test split, plans the chain in dpframe/data/ctg-demo.toml without
-    reading the data (Lap-PCA components, PCA-Gauss supervised in them, RON-Gauss), runs it
-    into a ledger, audits the ledger, and, with scikit-learn, compares classifiers trained
-    on the synthetic and on the real data.
+    reading the data (lap_pca components, gmm synthetic data in them, gmm with a tied
+    covariance), runs it into a ledger, audits the ledger, and, with scikit-learn, compares
+    classifiers trained on the synthetic and on the real data.
     """
     from dpframe.apps.cli.chain_cmd import _StderrProgress
     from dpframe.apps.demo import run_demo

@@ -6,7 +6,7 @@ from __future__ import annotations
 import contextlib
 import logging
 import sys
-from collections.abc import Iterator
+from collections.abc import Iterable, Iterator
 from pathlib import Path
 from typing import TYPE_CHECKING, Any
 
@@ -139,13 +139,13 @@ def dask_client(engine: str, scheduler: str | None, timeout: float | None = None
         logger.setLevel(level)
 
 
-def check_output_dir(out: Path) -> None:
+def check_output_dir(out: Path, files: Iterable[str] = ()) -> None:
     """Refuse, before any data are read or any charge, an output directory that already
     holds a release or other files (a release never overwrites them) or cannot be
-    written."""
+    written (with the ``files`` to be written in it)."""
     from dpframe.releases.release import writable_dir
 
-    writable_dir(out)  # also refuses a file
+    writable_dir(out, files)  # also refuses a file
     if (out / "release.json").exists():
         raise ParameterError(f"--out {str(out)!r} already holds a release; choose a new directory.")
     if out.is_dir() and any(out.iterdir()):
@@ -161,12 +161,18 @@ class EpsilonType(click.ParamType):
     name = "EPSILON|rest"
 
     def convert(self, value: object, param: object, ctx: click.Context | None) -> float | str:
-        if isinstance(value, float) or (isinstance(value, str) and value.strip() == "rest"):
-            return value if isinstance(value, float) else "rest"
+        if isinstance(value, str) and value.strip() == "rest":
+            return "rest"
         try:
-            return float(str(value))
+            number = float(str(value))
         except ValueError:
             self.fail(f"{value!r} is neither a number nor 'rest'.", param, ctx)  # type: ignore[arg-type]
+        if 0 < number < 1 / sys.float_info.max:
+            raise ParameterError(
+                f"--epsilon {value} is too small: its noise scale 1/ε is beyond any "
+                "floating-point number."
+            )
+        return number
 
 
 @click.command()
@@ -271,7 +277,8 @@ def release(
     """
     from dpframe.ledger import Ledger, ledger_path
     from dpframe.privacy.samplers import make_sampler
-    from dpframe.releases.mechanism import execute
+    from dpframe.releases.chain import release_files, write_release
+    from dpframe.releases.mechanism import WritingCharger, execute
     from dpframe.releases.params import build, coerce
     from dpframe.releases.plugins import registry
 
@@ -296,7 +303,8 @@ def release(
         bins=bins,
         target_bins=target_bins,
     )
-    check_output_dir(out)
+    check_output_dir(out, release_files(type(mechanism)))
+    sampler = make_sampler(seed, unsafe_float_noise=unsafe_float_noise)  # a bad seed: now
     if streams(data_path, chunk_rows, engine):  # before connecting, opening or counting
         from dpframe.data.sources import check_access
 
@@ -330,7 +338,6 @@ def release(
         }
         if epsilon == "rest":
             params = _rest_params(led, mechanism, values, dataset, request)
-        sampler = make_sampler(seed, unsafe_float_noise=unsafe_float_noise)
         charger = led
         if streams(data_path, chunk_rows, engine):  # the accountant's imports beside the pass
             from dpframe.apps.cli.warmup import warmed
@@ -338,12 +345,10 @@ def release(
 
             event = planned_event(mechanism, params, dataset.domain)
             charger = warmed(led, request["budget_label"], create, event, dataset.domain.relation)
+        charger = WritingCharger(charger, lambda made: write_release(made, out))
         result = execute(mechanism, dataset, params, sampler, ledger=charger, request=request)
         charge = led.charge(result.ledger_entry)
         balance = led.remaining(charge.budget_id)
-    result.save(out)
-    if "synthetic" in result.arrays:
-        result.to_csv(out / "synthetic.csv")
     if seed is not None:
         click.echo(
             "Warning: seeded sampler: this release is reproducible and NOT secure.", err=True
@@ -391,6 +396,10 @@ def _budget_spec(
         if delta is not None or accountant is not None:
             raise ParameterError("--budget-delta and --accountant need --budget-epsilon.")
         return None
+    if accountant is not None:  # an unknown name: refused before the ledger is opened
+        from dpframe.releases.plugins import registry
+
+        registry().entry("accountant", accountant)
     return NewBudget(Budget(epsilon, 0.0 if delta is None else delta), accountant)
 
 
