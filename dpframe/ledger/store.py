@@ -1128,7 +1128,16 @@ class Ledger:
         # Fail now, with one sentence, on an unknown accountant or unsupported relation; record
         # its spec (for 'best': the members it was created with, so every audit rebuilds them).
         probe = DatasetBudget("", label, accountant, relation, cap, (), "", 0)
-        accountant = self._accountant(probe).spec
+        built = self._accountant(probe)
+        from dpframe.privacy.accountants.best import MissingAccountant
+
+        missing = [m for m in getattr(built, "members", ()) if isinstance(m, MissingAccountant)]
+        if missing:  # kept when a recorded budget is rebuilt; never made anew
+            raise ParameterError(
+                f"the accountant {accountant!r} names a member that is not installed: "
+                f"{missing[0].reason}"
+            )
+        accountant = built.spec
         probe = attrs.evolve(probe, accountant=accountant)
         body = {
             "label": label,

@@ -44,7 +44,9 @@ class Budget:
     """An ``(epsilon, delta)`` cap. ``epsilon = inf`` is allowed for non-private experiments."""
 
     epsilon: float = attrs.field(converter=float, validator=_check_epsilon)
-    delta: float = attrs.field(default=0.0, converter=float, validator=_check_delta)
+    delta: float = attrs.field(
+        default=0.0, converter=lambda d: float(d) + 0.0, validator=_check_delta
+    )
 
     def admits(self, epsilon: float, delta: float) -> bool:
         """Whether a spend of ``(epsilon, delta)`` fits this cap (tolerantly)."""

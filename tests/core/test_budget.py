@@ -39,3 +39,5 @@ def test_budget_validation_and_admission():
             Budget(bad)
     with pytest.raises(ParameterError, match="delta"):
         Budget(1.0, 1.0)
+    # a cap of delta -0.0 was shown as "δ=-0" (fuzzing, stop 43)
+    assert str(Budget(1.0, -0.0)) == "(ε=1, δ=0)"

@@ -133,6 +133,17 @@ def test_unknown_accountant_is_refused_and_nothing_recorded(ledger):
     assert ledger.head() == head
 
 
+def test_a_best_budget_naming_an_unknown_member_is_refused(tmp_path):
+    # fuzzing, stop 43: best[foo] was created, then refused every release, its label taken
+    with Ledger.open(tmp_path / "l.ledger", create=True) as ledger:
+        head = ledger.head()
+        with pytest.raises(ParameterError, match="names a member that is not installed"):
+            ledger.create_budget("adult", (1.0, 0.0), accountant="best[pure,foo]")
+        assert ledger.head() == head
+        made = ledger.create_budget("adult", (1.0, 0.0), accountant="best[pure,rdp]")
+        assert made.accountant == "best[pure,rdp]"
+
+
 @pytest.mark.parametrize("cap", [(0.0, 0.0), (-1.0, 0.0), (1.0, 1.0), (math.nan, 0.0)])
 def test_invalid_caps_are_refused(ledger, cap):
     with pytest.raises(ParameterError):
