@@ -255,8 +255,9 @@ def budget_show(name: str, ledger_file: Path | str | None, as_json: bool) -> Non
 @click.option(
     "--expect-head",
     default=None,
-    metavar="HASH",
-    help="A head hash kept elsewhere: prove every entry up to it unchanged.",
+    metavar="HEAD",
+    help="A head kept elsewhere (its hash, SEQ:HASH, or the line `dpframe ledger head` "
+    "printed): prove every entry up to it unchanged.",
 )
 @click.option(
     "--release",
