@@ -322,11 +322,24 @@ def test_is_filter_follows_the_events():
     assert not is_filter(rdp, [LaplaceEvent(2.0)])
 
 
-def test_a_best_member_missing_here_is_flagged_and_never_lowers_the_balance(ledger):
+def test_a_best_member_missing_here_is_flagged_and_never_lowers_the_balance(ledger, monkeypatch):
     # A budget recorded with a member this machine lacks (as 'pld' is without dp-accounting):
     # the audit rebuilds the recorded members, flags the missing one, and takes the minimum
-    # of the others, which is the same as the budget without that member.
+    # of the others, which is the same as the budget without that member. The budget is
+    # created where the member is installed (a budget never names an unknown one).
+    from dpframe.privacy.accountants.pure import PureAccountant
+    from dpframe.releases.plugins import Entry, PluginInfo, registry
+
+    class Elsewhere(PureAccountant):
+        name = "not_installed_here"
+
+    info = PluginInfo("elsewhere", "dpframe-tests", "0.0.1", "test_ledger_audit")
+    entries = registry()._entries["accountant"]
+    monkeypatch.setitem(
+        entries, Elsewhere.name, Entry("accountant", Elsewhere.name, Elsewhere, info)
+    )
     ledger.create_budget("toy", (1.0, 1e-6), accountant="best[pure,rdp,not_installed_here]")
+    monkeypatch.delitem(entries, Elsewhere.name)
     assert ledger.budget("toy").accountant == "best[pure,rdp,not_installed_here]"
     with Session(make_dataset(), ledger, "toy") as session:
         for _ in range(3):
