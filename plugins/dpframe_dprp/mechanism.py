@@ -549,6 +549,8 @@ class DPRPMechanism(Mechanism):
                 "failure_probability": model.calibration.failure_probability,
                 "label_columns": model.encoding.label_columns,
                 "working_space": "standardised" if params.standardise else "centred",
+                # the model's arrays are in the working rows' coordinates, not the features'
+                **({"projected": ["covariance", "components"]} if params.release_model else {}),
             },
         )
 

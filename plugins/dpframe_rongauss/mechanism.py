@@ -314,7 +314,9 @@ class RONGauss(Mechanism):
                 "supervised": params.supervised,
                 "dimension": params.dimension,
                 "by_rule": chosen_by_rule(given, params, ("dimension", "mean_share")),
-                **({"projected": ["synthetic"]} if params.output_space == "projected" else {}),
+                # the covariance is always of the projected rows
+                "projected": ["covariance"]
+                + (["synthetic"] if params.output_space == "projected" else []),
             },
         )
 

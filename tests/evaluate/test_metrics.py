@@ -205,6 +205,29 @@ def test_projected_releases_with_as_many_coordinates_as_features_are_not_feature
     assert list(row.metrics) == ["silhouette[k=2]"]  # the real records have no place in it
 
 
+@pytest.mark.parametrize(
+    ("name", "params"),
+    [
+        ("ron_gauss", {"dimension": 3, "output_space": "original"}),
+        ("dprp", {"delta": 1e-6, "k1": 3, "release_model": True}),
+    ],
+)
+def test_a_covariance_of_working_or_projected_rows_is_never_taken_for_the_features(name, params):
+    # RON-Gauss's covariance is of its projected unit rows and DPRP's of its working rows,
+    # m x m at these parameters, and evaluate compared them with the real covariance
+    from dpframe import Dataset, Domain, SeededSampler, execute, mechanism
+    from dpframe.apps.evaluate import from_release
+
+    rng = np.random.default_rng(5)
+    domain = Domain(lower=0.0, upper=1.0, feature_names=["a", "b", "c"])
+    data = Dataset.from_arrays(rng.uniform(0.0, 1.0, (200, 3)), None, domain)
+    chosen = mechanism(name)
+    release = execute(chosen, data, chosen.params(epsilon=1.0, **params), SeededSampler(2))
+    assert release["covariance"].shape == (3, 3)
+    assert from_release(release, domain, name=name).covariance is None
+    assert list(release.table("covariance", labels=None)) == ["z0", "z1", "z2"]
+
+
 def test_split_holds_out_the_stated_fraction_disjointly():
     from dpframe.apps.evaluate import split
 
