@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import enum
 import math
+import sys
 import types
 import typing
 from collections.abc import Callable, Mapping
@@ -152,6 +153,16 @@ def _plain_number(value: Any) -> Any:
 def _epsilon(instance: Any, attribute: attrs.Attribute, value: Any) -> None:
     if not (_is_real(value) and math.isfinite(value) and value > 0):
         raise ParameterError(f"epsilon must be a positive finite number, got {value!r}.")
+    check_epsilon_scale(value)
+
+
+def check_epsilon_scale(value: float, name: str = "epsilon") -> None:
+    """One sentence for a positive ε so small that its noise scale ``1/ε`` overflows."""
+    if 0 < value < 1 / sys.float_info.max:
+        raise ParameterError(
+            f"{name} {value!r} is too small: its noise scale 1/ε is beyond any floating-point "
+            "number."
+        )
 
 
 def _delta(instance: Any, attribute: attrs.Attribute, value: Any) -> None:

@@ -141,6 +141,20 @@ def test_numpy_scalars_are_taken_as_the_numbers_they_hold():
         gaussian.params(epsilon=np.bool_(True), delta=1e-5)
 
 
+def test_an_epsilon_whose_noise_scale_overflows_is_refused_with_the_parameters():
+    # it reached the plan: "a noise multiplier of inf needs ... inf grid steps" (fuzzing,
+    # stop 43); the smallest epsilon with a finite 1/epsilon still builds
+    import sys
+
+    import dpframe
+
+    laplace = dpframe.mechanism("laplace")
+    with pytest.raises(ParameterError, match="epsilon 1e-320 is too small"):
+        laplace.params(epsilon=1e-320)
+    smallest = 1 / sys.float_info.max
+    assert laplace.params(epsilon=smallest).epsilon == smallest
+
+
 def test_laplace_scale_is_never_below_sensitivity_over_epsilon():
     # round-to-nearest division put it half a unit below D/ε (fuzzing, stop 41)
     rng = np.random.default_rng(3)

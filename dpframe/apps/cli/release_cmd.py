@@ -167,11 +167,9 @@ class EpsilonType(click.ParamType):
             number = float(str(value))
         except ValueError:
             self.fail(f"{value!r} is neither a number nor 'rest'.", param, ctx)  # type: ignore[arg-type]
-        if 0 < number < 1 / sys.float_info.max:
-            raise ParameterError(
-                f"--epsilon {value} is too small: its noise scale 1/ε is beyond any "
-                "floating-point number."
-            )
+        from dpframe.releases.params import check_epsilon_scale
+
+        check_epsilon_scale(number, "--epsilon")  # before the ledger is opened
         return number
 
 
