@@ -66,6 +66,9 @@ class InferredBoundsWarning(UserWarning):
 MAX_MAGNITUDE = 1e100
 """The largest bound or ``row_norm_bound`` a domain accepts: squares of widths times any
 record count and width stay finite in float64, so no statistic overflows."""
+MAX_RECORDS = 2**50
+"""The most records a domain declares: the rounding-error bound of a sum of ``n`` doubles
+(:func:`dpframe.privacy.sensitivities.gamma`) needs ``n`` well below ``2**52``."""
 NO_ROOM = "the domain leaves no room for features (all bounds are equal)."
 """The sentence for a box of zero width, whose records are all the same public point."""
 MAX_EXACT_INTEGER = 2.0**53
@@ -310,6 +313,11 @@ class Domain:
                 or (self.records < 1)
             ):
                 raise DomainError(f"records must be an integer >= 1, got {self.records!r}.")
+            if self.records > MAX_RECORDS:
+                raise DomainError(
+                    f"records = {self.records}, more than can be counted: the floating-point "
+                    "error bounds of the statistics hold for at most 2**50 records."
+                )
             if self.relation is Relation.ADD_REMOVE:
                 raise DomainError(
                     "a public record count contradicts the add_remove relation (under "

@@ -71,10 +71,6 @@ from dpframe.releases.session import (
     step_params,
 )
 
-MAX_RECORDS = 2**50
-"""The most records a plan takes: the rounding-error bound of a sum of ``n`` doubles
-(:func:`dpframe.privacy.sensitivities.gamma`) needs ``n`` well below ``2**52``."""
-
 SPEC_KEYS = ("chain", "budget", "data", "domain", "steps")
 CHAIN_KEYS = ("name", "seed")
 BUDGET_KEYS = ("label", "epsilon", "delta", "accountant")
@@ -597,11 +593,6 @@ def _planning_domain(spec: ChainSpec, domain: Domain | None) -> Domain:
         raise SpecError(
             f"{spec.source} declares no [domain]; a chain is planned from the public domain "
             "(bounds, labels, and records when a cost depends on n)."
-        )
-    if domain.records is not None and domain.records > MAX_RECORDS:
-        raise DomainError(
-            f"the domain declares records = {domain.records}, more than can be counted: the "
-            "floating-point error bounds of the costs hold for at most 2**50 records."
         )
     width = domain.n_features
     if width is None:

@@ -62,6 +62,7 @@ classes = [0, 1, 2]
         ("relation = 'sideways'", "unknown neighbouring relation"),
         ("relation = 'add_remove'\nrecords = 10", "contradicts the add_remove"),
         ("records = 0", "records must be an integer"),
+        ("records = 9223372036854775807", "more than can be counted"),
         ("[features\n", "not valid TOML"),
     ],
 )
