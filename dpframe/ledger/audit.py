@@ -38,7 +38,10 @@ from dpframe.releases.mechanism import planned_event
 from dpframe.releases.params import params_from_dict
 
 if TYPE_CHECKING:  # the ledger is imported on use: `import dpframe` stays light
+    from collections.abc import Callable
+
     from dpframe.ledger import Charge, DatasetBudget, Ledger
+    from dpframe.privacy.accountants.base import Accountant
 
 FLAG_SEEDED = "seeded_sampler"  # = dpframe.ledger.FLAG_SEEDED
 FLAG_INFERRED = "bounds_inferred"  # = dpframe.ledger.FLAG_INFERRED
@@ -54,6 +57,11 @@ FLAGS: dict[str, tuple[str, str]] = {
         "problem",
         "the event re-derived from the recorded plugin, parameters and domain differs from the "
         "charged event",
+    ),
+    "cost_understated": (
+        "problem",
+        "the epsilon recorded for the charge alone is below its event's epsilon under the "
+        "budget's accountant",
     ),
     "broken_link": (
         "problem",
@@ -452,11 +460,14 @@ def _audit_budget(
     units = [planning_unit(c) for c in charges]
     first_unit = units[0] if units else None
     mechanisms = registry().entries("mechanism")
+    cost = _recorded_cost_check(accountant, delta)
     entries = []
     for charge, unit in zip(charges, units, strict=True):
         entry_flags = []
         if charge.seq in tampered_seqs or charge.entry_id in tampered_ids:
             entry_flags.append("tampered")
+        if cost is not None and cost(charge):
+            entry_flags.append("cost_understated")
         adaptive = filter_ok is False and unit != first_unit
         entries.append(_audit_entry(charge, budget, by_id, entry_flags, adaptive, mechanisms))
     chains = _chains(entries, accountant, delta)
@@ -470,6 +481,32 @@ def _audit_budget(
         entries=tuple(entries),
         flags=tuple(flags),
     )
+
+
+def _recorded_cost_check(
+    accountant: Accountant | None, delta: float
+) -> Callable[[Charge], bool] | None:
+    """Whether a charge's recorded ``epsilon_request`` is below its event's epsilon under
+    the budget's ``accountant`` (computed once per distinct event); ``None`` when the
+    accountant cannot run here in full (no re-derivation to compare with)."""
+    if accountant is None or accountant.unavailable():
+        return None
+
+    @functools.cache
+    def alone(event: PrivacyEvent) -> float:
+        try:
+            return accountant.epsilon(event, delta)
+        except DPFrameError:
+            return -math.inf  # not re-derivable here: no claim either way
+
+    def understated(charge: Charge) -> bool:
+        recorded = charge.accounting.get("epsilon_request")
+        if recorded is None:
+            return False
+        expected = alone(charge.event)
+        return float(recorded) < expected * (1 - RTOL)
+
+    return understated
 
 
 def _audit_entry(

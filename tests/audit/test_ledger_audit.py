@@ -168,6 +168,26 @@ def test_an_edit_with_recomputed_hashes_passes_verify_but_not_re_derivation(ledg
     assert not report.ok
 
 
+def test_a_lowered_recorded_cost_with_recomputed_hashes_is_understated(ledger, tmp_path):
+    # fuzzing, stop 43: the audit printed the edited figure, "re-derived: match", and OK
+    with Session(make_dataset(), ledger, "toy", cap=1.0, accountant="pure") as session:
+        session.release("laplace", epsilon=0.3)
+        session.release("laplace", epsilon=0.2)
+    export_jsonl(ledger, tmp_path / "export.jsonl")
+    lines = [json.loads(x) for x in (tmp_path / "export.jsonl").read_text().splitlines()]
+    reserve = next(row for row in lines[1:] if row["kind"] == "reserve")
+    reserve["body"]["accounting"]["epsilon_request"] = 1e-9
+    _recompute(lines)
+    (tmp_path / "forged.jsonl").write_text("".join(canonical_json(x) + "\n" for x in lines))
+    with import_jsonl(tmp_path / "forged.jsonl", tmp_path / "forged.ledger") as forged:
+        report = audit(forged)
+    first, second = only_budget(report).entries
+    assert report.verification.ok and first.rederived.status == "match"
+    assert "cost_understated" in first.flags and "cost_understated" not in second.flags
+    assert not report.ok
+    assert audit(ledger).ok  # the same charges, as recorded: no flag
+
+
 def test_a_lowered_cap_with_recomputed_hashes_is_over_cap(ledger, tmp_path):
     with Session(make_dataset(), ledger, "toy", cap=1.0, accountant="pure") as session:
         session.release("laplace", epsilon=0.6)
