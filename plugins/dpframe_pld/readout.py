@@ -101,10 +101,11 @@ class Pmf:
         if self.losses.size == 0:
             return 0.0
         upper = self.infinity + np.cumsum(self.probs[::-1])[::-1]
-        with np.errstate(over="ignore", under="ignore"):
+        with np.errstate(over="ignore", under="ignore", invalid="ignore"):
             lower = np.cumsum((self.probs * np.exp(-self.losses))[::-1])[::-1]
-            beyond = np.append(upper[1:], self.infinity) - np.exp(self.losses) * np.append(
-                lower[1:], 0.0
+            tail = np.append(lower[1:], 0.0)  # an empty tail adds nothing, e^L overflowing
+            beyond = np.append(upper[1:], self.infinity) - np.where(
+                tail > 0, np.exp(self.losses) * tail, 0.0
             )
         k = int(np.argmax(beyond <= delta))  # δ(L_k) <= delta first here (the last always)
         if not upper[k] > delta or not lower[k] > 0:

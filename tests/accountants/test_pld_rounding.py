@@ -10,6 +10,7 @@ of these cases (14 of the 20 (k, δ) pairs with dp-accounting 0.6).
 from __future__ import annotations
 
 import math
+import warnings
 from decimal import Decimal, localcontext
 
 import numpy as np
@@ -165,3 +166,17 @@ def test_nothing_spent_reads_as_exactly_nothing():
     pld = registry().accountant("pld")
     assert pld.delta(NoOpEvent(), 0.0) == 0.0
     assert pld.epsilon(NoOpEvent(), 0.0) == 0.0
+
+
+def test_a_loss_whose_exponential_overflows_starts_the_search_without_a_warning():
+    # e^L overflowed to inf and met an empty tail, 0: "invalid value encountered in
+    # multiply" on the user's terminal (accounting fuzzing, stop 43)
+    from dpframe_pld.readout import Pmf
+
+    class Sparse:  # dp-accounting's sparse layout: losses 1e-3 and 1000, half the mass each
+        _discretization, _infinity_mass, _loss_probs = 1e-3, 0.0, {1: 0.5, 10**6: 0.5}
+
+    with warnings.catch_warnings():
+        warnings.simplefilter("error")
+        start = Pmf(Sparse()).epsilon_near(1e-3)
+    assert math.isfinite(start) and start >= 0.0
