@@ -19,7 +19,7 @@ from dpframe.errors import ParameterError
 from dpframe.privacy.events import ExponentialMechanismEvent, PrivacyEvent
 from dpframe.privacy.noise import NoisyStage, batch_perturb, plan_stages
 from dpframe.privacy.samplers import Sampler
-from dpframe.releases.params import nonnegative_int, positive_int
+from dpframe.releases.params import check_memory, nonnegative_int, positive_int
 from dpframe_histogram.sensitivity import counts_sensitivity
 
 
@@ -58,10 +58,13 @@ def bin_counts(dataset: Dataset, column: int, bins: int) -> np.ndarray:
 
 
 def bin_edges(domain: Domain, column: int, bins: int) -> np.ndarray:
-    """The ``bins + 1`` public edges; one sentence for a column the domain does not have."""
+    """The ``bins + 1`` public edges; one sentence for a column the domain does not have,
+    or for more bins than this machine's memory holds (the edges, the counts and their
+    noise), before anything is charged."""
     lower, upper = domain.box()
     if column >= len(lower):
         raise ParameterError(f"column = {column}, but the data have {len(lower)} feature(s).")
+    check_memory(3 * (bins + 1), f"bins = {bins}")
     return np.linspace(float(lower[column]), float(upper[column]), bins + 1)
 
 

@@ -41,3 +41,13 @@ def test_the_add_remove_bound_under_replace_one_is_caught(params):
     mutant = with_sensitivity(Histogram(), {"counts": lambda p, d: 1.0})
     report = Kit(mutant, params, LINE).run()
     assert "failed" in report.outcomes["sensitivity"]
+
+
+@pytest.mark.parametrize("mechanism", [Histogram, ModeBin])
+def test_more_bins_than_memory_holds_are_refused_while_planning(mechanism):
+    # a billion bins failed allocating their edges inside plan(): an internal error,
+    # exit 70 (fuzzing, stop 43)
+    from dpframe.errors import ParameterError
+
+    with pytest.raises(ParameterError, match=r"bins = 100000000000 needs .* more than"):
+        mechanism().plan(mechanism.Params(epsilon=1.0, bins=10**11), Domain(0, 1).bind(2))
