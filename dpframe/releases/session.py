@@ -248,8 +248,8 @@ def budget_view(
         return BudgetView(label, cap, instance, ())
     if cap is not None and cap != found.cap:
         raise BudgetRefusedError(
-            f"{found.describe()} already exists and its cap cannot be changed; drop the cap "
-            "or choose another label."
+            f"{found.describe()} already exists and its cap cannot be changed; give its cap "
+            "(or none, where that is allowed) or choose another label."
         )
     if accountant is not None and not same_accountant(accountant, found.accountant):
         raise BudgetRefusedError(

@@ -205,7 +205,7 @@ def test_bad_step_arguments_are_one_sentence(ledger, kwargs, message):
 def test_a_session_must_match_an_existing_budget(ledger):
     ledger.create_budget("toy", (1.0, 0.0), accountant="pure")
     # refusals by the budget (exit 1), not ledger faults (exit 4)
-    with pytest.raises(BudgetRefusedError, match="cap cannot be changed"):
+    with pytest.raises(BudgetRefusedError, match="cap cannot be changed; give its cap"):
         Session(make_dataset(), ledger, "toy", cap=2.0).plan("laplace", epsilon=0.1)
     with pytest.raises(BudgetRefusedError, match="accounts with 'pure', not 'rdp'"):
         Session(make_dataset(), ledger, "toy", accountant="rdp").plan("laplace", epsilon=0.1)
