@@ -111,9 +111,26 @@ def _categories_spec(value: Any) -> tuple[tuple[str | int, tuple[Label, ...]], .
     for key, values in out:
         if isinstance(values, str) or len(values) < 1:
             raise DomainError(f"feature {key!r} must list at least one category.")
-        if len({_label_key(v) for v in values}) != len(values):
-            raise DomainError(f"the categories of feature {key!r} repeat a value: {list(values)}.")
+        twice = _repeated(values)
+        if twice:
+            raise DomainError(f"the categories of feature {key!r} repeat a value: {twice}.")
     return out
+
+
+def _repeated(values: Sequence[Label]) -> str | None:
+    """The first two of ``values`` that are one label (``1``, ``1.0``, ``"1"`` and ``"01"``
+    all read as the number 1), said in words; ``None`` if there are none."""
+    seen: dict[Any, Label] = {}
+    for value in values:
+        key = _label_key(value)
+        if key in seen:
+            first = seen[key]
+            same = (
+                "the same" if type(first) is type(value) and first == value else "the same number"
+            )
+            return f"{first!r} and {value!r} are {same}"
+        seen[key] = value
+    return None
 
 
 BinSpec = int | tuple[float, ...]
@@ -181,8 +198,9 @@ class Classes:
     def __attrs_post_init__(self) -> None:
         if len(self.values) < 1:
             raise DomainError("the class list must name at least one class.")
-        if len({_label_key(v) for v in self.values}) != len(self.values):
-            raise DomainError(f"the class list {list(self.values)} repeats a class.")
+        twice = _repeated(self.values)
+        if twice:
+            raise DomainError(f"the class list {list(self.values)} repeats a class: {twice}.")
 
     def to_dict(self) -> dict[str, Any]:
         return _drop_none({"classes": list(self.values), "column": self.column})

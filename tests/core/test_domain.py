@@ -56,7 +56,13 @@ classes = [0, 1, 2]
         ("[features]\nlower = [0, '0']\nupper = 1", "got the text [0, '0']"),
         ("[features]\nlower = 0\nupper = inf", "finite"),
         ("[features]\nrow_norm_bound = -1", "row_norm_bound"),
-        ("[labels]\nclasses = [1, 1]", "repeats a class"),
+        ("[labels]\nclasses = [1, 1]", "repeats a class: 1 and 1 are the same."),
+        # three different strings, one number: the sentence said only "repeat a value"
+        (
+            "[features]\nnames = ['a']\nlower = 0\nupper = 1\n[features.categories]\n"
+            "a = ['01', '1', '001']",
+            "repeat a value: '01' and '1' are the same number",
+        ),
         ("[labels]\nclasses = [1]\nlower = 0", "not both"),
         ("[labels]\nlower = 0", "both lower and upper"),
         ("relation = 'sideways'", "unknown neighbouring relation"),
