@@ -55,12 +55,17 @@ _UNIT_STEPS = 64  # vectorised steps of Algorithm 1 before the (never seen) scal
 
 
 def as_rational(value: int | float | Fraction, what: str, *, positive: bool) -> Fraction:
-    """``value`` as an exact fraction (a float converts exactly), or one sentence."""
-    if isinstance(value, bool) or not isinstance(value, (int, float, Fraction, np.integer)):
+    """``value`` as an exact fraction (a float, numpy's included, converts exactly), or
+    one sentence."""
+    numbers = (int, float, Fraction, np.integer, np.floating)
+    if isinstance(value, bool) or not isinstance(value, numbers):
         raise SamplerError(f"the {what} must be a number, got {value!r}.")
-    if isinstance(value, float) and not math.isfinite(value):
-        raise SamplerError(f"the {what} must be finite, got {value!r}.")
-    fraction = Fraction(int(value)) if isinstance(value, np.integer) else Fraction(value)
+    if isinstance(value, np.floating | float):
+        if not np.isfinite(value):
+            raise SamplerError(f"the {what} must be finite, got {value!r}.")
+        fraction = Fraction(*value.as_integer_ratio())  # exact for every float width
+    else:
+        fraction = Fraction(int(value)) if isinstance(value, np.integer) else Fraction(value)
     if fraction < 0 or (positive and fraction == 0):
         bound = "> 0" if positive else ">= 0"
         raise SamplerError(f"the {what} must be {bound}, got {value!r}.")

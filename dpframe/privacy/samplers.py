@@ -141,8 +141,26 @@ class Sampler(abc.ABC):
         """Standard normal draws, in float64."""
         return self._generator.standard_normal(_size(size))
 
-    def uniform(self, low: float = 0.0, high: float = 1.0, size: Shape = None) -> np.ndarray:
-        """Uniform draws on ``[low, high)``."""
+    def uniform(
+        self, low: float | ArrayLike = 0.0, high: float | ArrayLike = 1.0, size: Shape = None
+    ) -> np.ndarray:
+        """Uniform draws on ``[low, high)``: finite bounds (numbers or arrays) with
+        ``low <= high`` and a width ``high - low`` that float64 holds."""
+        if isinstance(low, int | float) and isinstance(high, int | float):  # no array checks
+            try:
+                width = float(high) - float(low)  # inf on overflow, NaN from a NaN
+            except OverflowError:  # an integer beyond float64
+                width = math.inf
+            valid = math.isfinite(width) and width >= 0
+        else:
+            with np.errstate(over="ignore", invalid="ignore"):
+                width = _floats(high, "upper bound") - _floats(low, "lower bound")
+            valid = bool(np.all(np.isfinite(width)) and np.all(width >= 0))
+        if not valid:
+            raise SamplerError(
+                f"uniform draws need finite bounds with low <= high and a finite width "
+                f"high - low, got low={low!r} and high={high!r}."
+            )
         return self._generator.uniform(low, high, _size(size))
 
     def symmetric_laplace(self, dim: int, scale: float) -> np.ndarray:
@@ -164,7 +182,9 @@ class Sampler(abc.ABC):
         the identity. Memory is O(m^2 + n^2 + mn): the (mn x mn) Kronecker covariance is
         never formed.
         """
-        m, n = shape
+        if len(dims := _shape(shape)) != 2:
+            raise SamplerError(f"a matrix-normal shape is (rows, columns), got {shape!r}.")
+        m, n = dims
         g = self.standard_normal((m, n))
         if row_factor is not None:
             a = _finite_matrix(row_factor, "row factor", (m, m))
@@ -181,8 +201,7 @@ class Sampler(abc.ABC):
         covariance indefinite) are clipped to zero before factorising, so the draw is from
         the nearest PSD matrix in Frobenius norm. A non-finite covariance is an error.
         """
-        cov = np.asarray(covariance, dtype=np.float64)
-        mu = np.asarray(mean, dtype=np.float64)
+        cov, mu = _floats(covariance, "covariance"), _floats(mean, "mean")
         if cov.ndim != 2 or cov.shape[0] != cov.shape[1]:
             raise SamplerError(f"the covariance must be a square matrix, got shape {cov.shape}.")
         if mu.shape != (cov.shape[0],):
@@ -191,8 +210,7 @@ class Sampler(abc.ABC):
             )
         if not (np.all(np.isfinite(cov)) and np.all(np.isfinite(mu))):
             raise SamplerError("the covariance or mean contains NaN or infinite values.")
-        if not (_whole(size) and size >= 0):
-            raise SamplerError(f"the number of draws must be an integer >= 0, got {size!r}.")
+        size = _natural(size, "number of draws")
         values, vectors = np.linalg.eigh(cov / 2 + cov.T / 2)  # (cov + cov.T) could overflow
         factor = vectors * np.sqrt(np.clip(values, 0.0, None))
         with np.errstate(over="ignore", invalid="ignore"):
@@ -221,15 +239,14 @@ class Sampler(abc.ABC):
     def subset(self, population: int, size: int) -> np.ndarray:
         """``size`` distinct indices from ``range(population)``, uniformly without replacement
         (numpy's Floyd or tail-shuffle algorithm on exact bounded integers)."""
-        if not (0 <= size <= population):
-            raise SamplerError(f"cannot draw {size} items without replacement from {population}.")
+        population, size = _subset_arguments(population, size)
         return self._generator.choice(population, size=size, replace=False)
 
     def subsets(self, population: int, size: int, count: int) -> np.ndarray:
         """``count`` independent subsets (rows of a ``count x size`` array), each exactly
         uniform without replacement from ``range(population)``; vectorised."""
-        if not (0 <= size <= population):
-            raise SamplerError(f"cannot draw {size} items without replacement from {population}.")
+        population, size = _subset_arguments(population, size)
+        count = _natural(count, "number of subsets")
         if size == 0 or count == 0:
             return np.empty((count, size), dtype=np.int64)
         if size * size <= population:
@@ -247,30 +264,34 @@ class Sampler(abc.ABC):
         """Indices kept when each of ``population`` items is kept independently with
         exactly ``probability`` (rational; a float converts exactly)."""
         p = _probability(probability, "sampling probability")
-        count, _ = _count(population)
-        return np.flatnonzero(subsampling.bernoulli(p, count, self._generator))
+        population = _natural(population, "population")
+        return np.flatnonzero(subsampling.bernoulli(p, population, self._generator))
 
     def binomial(
         self, trials: int, probability: float | Fraction, size: Shape = None
     ) -> np.ndarray:
         """Exact ``Binomial(trials, probability)`` draws (int64): the size of a Poisson
-        subset of ``trials`` items."""
-        if isinstance(trials, bool) or not isinstance(trials, (int, np.integer)) or trials < 0:
-            raise SamplerError(f"the number of trials must be an integer >= 0, got {trials!r}.")
+        subset of ``trials`` items, for at most :data:`MAX_TRIALS` trials."""
+        trials = _natural(trials, "number of trials")
+        if trials > MAX_TRIALS:
+            raise SamplerError(
+                f"binomial draws take at most 2^40 = {MAX_TRIALS} trials (a draw's time grows "
+                f"with the trials: about 1.5 s at 2^40), got {trials}."
+            )
         p = _probability(probability, "binomial probability")
         count, shape = _count(size)
-        return subsampling.binomial(int(trials), p, count, self._generator).reshape(shape)
+        return subsampling.binomial(trials, p, count, self._generator).reshape(shape)
 
     def categorical(self, probabilities: ArrayLike, size: int) -> np.ndarray:
         """``size`` draws of category indices with the given probabilities (weights,
         normalised by their exact sum)."""
-        p = np.asarray(probabilities, dtype=np.float64)
+        p = _floats(probabilities, "category probabilities")
         if p.ndim != 1 or p.size == 0 or np.any(p < 0) or not np.all(np.isfinite(p)):
             raise SamplerError("category probabilities must be a non-empty vector of numbers >= 0.")
         if not np.any(p > 0):
             raise SamplerError("category probabilities must not all be zero.")
         weights = [Fraction(float(w)) for w in p]
-        return subsampling.categorical(weights, int(size), self._generator)
+        return subsampling.categorical(weights, _natural(size, "number of draws"), self._generator)
 
     def permutation(self, n: int) -> np.ndarray:
         """A uniformly random permutation of ``range(n)``."""
@@ -294,9 +315,9 @@ class Sampler(abc.ABC):
         (:mod:`dpframe.privacy.selection`)."""
         from dpframe.privacy.selection import ExactSelection
 
-        draws = ExactSelection(scores, epsilon, sensitivity).draw(
-            1 if size is None else size, self._generator
-        )
+        scores = _floats(scores, "exponential mechanism's scores")
+        count = 1 if size is None else _natural(size, "number of draws")
+        draws = ExactSelection(scores, epsilon, sensitivity).draw(count, self._generator)
         return int(draws[0]) if size is None else draws
 
 
@@ -398,6 +419,11 @@ class _Gate:
         return getattr(self._generator, name)
 
 
+MAX_TRIALS = 2**40
+"""The most trials :meth:`Sampler.binomial` takes: it draws more than 2^16 trials as a sum
+of independent ``Binomial(2^16, p)`` blocks, so a draw's time grows with the trials (about
+1.5 s at 2^40; 10^18 trials would take weeks)."""
+
 FLOAT_NOISE_UNSAFE = "float-unsafe"
 """``describe()["noise"]`` of a sampler that opted in to float noise."""
 
@@ -440,6 +466,29 @@ def _whole(value: Any) -> bool:
     return isinstance(value, (int, np.integer)) and not isinstance(value, (bool, np.bool_))
 
 
+def _natural(value: Any, what: str) -> int:
+    """``value`` as an ``int`` when it is an integer ``>= 0`` (:func:`_whole`), else one
+    sentence naming it as ``what``."""
+    if not (_whole(value) and value >= 0):
+        raise SamplerError(f"the {what} must be an integer >= 0, got {value!r}.")
+    return int(value)
+
+
+def _subset_arguments(population: int, size: int) -> tuple[int, int]:
+    population, size = _natural(population, "population"), _natural(size, "subset size")
+    if size > population:
+        raise SamplerError(f"cannot draw {size} items without replacement from {population}.")
+    return population, size
+
+
+def _floats(value: Any, what: str) -> np.ndarray:
+    """``value`` as a float64 array, or one sentence when it holds something else."""
+    try:
+        return np.asarray(value, dtype=np.float64)
+    except (TypeError, ValueError):
+        raise SamplerError(f"the {what} must be numeric, got {value!r}.") from None
+
+
 def _probability(value: float | Fraction, what: str) -> Fraction:
     p = exact.as_rational(value, what, positive=False)
     if p > 1:
@@ -450,14 +499,14 @@ def _probability(value: float | Fraction, what: str) -> Fraction:
 def _nonnegative_scale(scale: float | ArrayLike, family: str) -> float | np.ndarray:
     if isinstance(scale, float) and math.isfinite(scale) and scale >= 0:
         return float(scale)  # one number (also np.float64): no array checks per draw
-    arr = np.asarray(scale, dtype=np.float64)
+    arr = _floats(scale, f"{family} noise scale")
     if not np.all(np.isfinite(arr)) or np.any(arr < 0):
         raise SamplerError(f"the {family} noise scale must be finite and >= 0, got {scale!r}.")
     return float(arr) if arr.ndim == 0 else arr
 
 
 def _finite_matrix(value: ArrayLike, what: str, shape: tuple[int, int]) -> np.ndarray:
-    arr = np.asarray(value, dtype=np.float64)
+    arr = _floats(value, what)
     if arr.shape != shape:
         raise SamplerError(f"the {what} must have shape {shape}, got {arr.shape}.")
     if not np.all(np.isfinite(arr)):
@@ -471,6 +520,7 @@ def _rows_with_duplicates(rows: np.ndarray) -> np.ndarray:
 
 
 def _triangle_size(dim: int) -> int:
+    dim = _natural(dim, "matrix dimension")
     return dim * (dim + 1) // 2
 
 

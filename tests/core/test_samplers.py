@@ -185,6 +185,49 @@ def test_integers_and_permutation_arguments_are_checked():
     assert sorted(s.permutation(5).tolist()) == [0, 1, 2, 3, 4]
 
 
+@pytest.mark.parametrize(
+    ("draw", "message"),
+    [
+        (lambda s: s.uniform(1, 0), "low <= high"),
+        (lambda s: s.uniform(0, float("inf")), "finite bounds"),
+        (lambda s: s.uniform(-1e308, 1e308), "finite width"),
+        (lambda s: s.uniform([0.0, 1.0], [1.0, 0.0]), "low <= high"),
+        (lambda s: s.subset(2.5, 1), "the population must be an integer >= 0"),
+        (lambda s: s.subset(5, -1), "the subset size must be an integer >= 0"),
+        (lambda s: s.subsets(5, 2, -1), "the number of subsets must be an integer >= 0"),
+        (lambda s: s.symmetric_laplace(-1, 1.0), "the matrix dimension must be an integer"),
+        (lambda s: s.symmetric_gaussian(2.5, 1.0), "the matrix dimension must be an integer"),
+        (lambda s: s.exponential_mechanism(["a", "b"], 1, 1), "scores must be numeric"),
+        (lambda s: s.exponential_mechanism([1.0, 2.0], 1, 1, -1), "number of draws"),
+        (lambda s: s.categorical(["a"], 3), "probabilities must be numeric"),
+        (lambda s: s.categorical([1.0, 2.0], -1), "number of draws"),
+        (lambda s: s.laplace("a"), "Laplace noise scale must be numeric"),
+        (lambda s: s.matrix_normal(None, None, 3), r"shape is \(rows, columns\)"),
+        (lambda s: s.binomial(2**40 + 1, 0.5), r"at most 2\^40"),
+    ],
+)
+def test_bad_arguments_are_one_sentence(draw, message):
+    # fuzzing, stop 43: numpy's ValueError or OverflowError, a population called a sample
+    # size, and binomial(10**18, 0.5) ran for weeks (2^40 + 1 trials: 1.5 s before)
+    with pytest.raises(SamplerError, match=message):
+        draw(SeededSampler(1))
+
+
+def test_numpy_floats_are_parameters_taken_exactly():
+    # fuzzing, stop 43: discrete_laplace(np.float32(1.0)) said "must be a number"
+    for value in (np.float32(0.1), np.float16(0.3)):
+        exact = float(value)  # float32 and float16 widen to float64 exactly
+        assert np.array_equal(
+            SeededSampler(9).discrete_laplace(value, 50),
+            SeededSampler(9).discrete_laplace(exact, 50),
+        )
+        assert np.array_equal(
+            SeededSampler(9).bernoulli(value, 50), SeededSampler(9).bernoulli(exact, 50)
+        )
+    with pytest.raises(SamplerError, match="finite"):
+        SeededSampler(9).discrete_gaussian(np.float32("nan"))
+
+
 def test_draws_beyond_int64_come_as_python_integers():
     # a variance of 1e40 (sigma 1e20) raised OverflowError; a Laplace scale of 2^70 gave
     # an undocumented object array

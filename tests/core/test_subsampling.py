@@ -248,8 +248,8 @@ def test_binomial_and_poisson_edges():
             sampler.binomial(5, bad, 1)
     with pytest.raises(SamplerError, match="trials"):
         sampler.binomial(-1, 0.5, 1)
-    with pytest.raises(SamplerError, match="size"):
-        sampler.poisson_subset(-1, 0.5)
+    with pytest.raises(SamplerError, match="the population must be an integer >= 0"):
+        sampler.poisson_subset(-1, 0.5)  # fuzzing, stop 43: it was called a "sample size"
 
 
 # -- categorical ---------------------------------------------------------------------
