@@ -92,3 +92,42 @@ def test_mst_learns_a_categorical_dependency_and_maps_back_to_user_columns(mixed
     red = table["colour"] == "red"
     assert labels[red].mean() > 0.8 and labels[~red].mean() < 0.2
     assert release.info["cells"] == [3, 4, 8, 2]  # v falls back to the default 8 bins
+
+
+def test_the_label_attribute_never_takes_a_feature_name():
+    """A label given by position is named ``label``; with features ``label`` and
+    ``label_label`` it must still get a name of its own (mbi refuses repeated attributes)."""
+    domain = Domain(
+        lower=[0, 0], upper=[1, 1], feature_names=("label", "_label"), labels=Classes((1, 2))
+    )
+    names = Discretisation.of(domain, 4, 2).names
+    assert len(set(names)) == 3 and names[:2] == ("label", "_label")
+    renamed = Domain(
+        lower=[0, 0], upper=[1, 1], feature_names=("label", "label_label"), labels=Classes((1, 2))
+    )
+    assert len(set(Discretisation.of(renamed, 4, 2).names)) == 3
+
+
+def test_mst_rounds_declared_integer_features_inside_the_domain():
+    """docs/domains.md: synthetic records come out rounded in declared integer columns,
+    inside the bounds (``in_domain``); ``in_domain = false`` keeps the drawn values."""
+    rng = np.random.default_rng(3)
+    n = 200
+    domain = Domain(
+        lower=[0, 0],
+        upper=[90, 1],
+        feature_names=("age", "v"),
+        integer=["age"],
+        labels=Classes((0, 1)),
+        records=n,
+    )
+    features = np.column_stack([rng.integers(0, 91, n), rng.uniform(0, 1, n)]).astype(float)
+    data = Dataset.from_arrays(features, rng.integers(0, 2, n), domain)
+    mst = MST()
+    release = execute(mst, data, mst.params(epsilon=1.0, delta=1e-6, iters=5), SeededSampler(4))
+    age = release["synthetic"][:, 0]
+    assert np.array_equal(age, np.round(age)) and age.min() >= 0 and age.max() <= 90
+    raw = execute(
+        mst, data, mst.params(epsilon=1.0, delta=1e-6, iters=5, in_domain=False), SeededSampler(4)
+    )
+    assert not np.array_equal(raw["synthetic"][:, 0], np.round(raw["synthetic"][:, 0]))

@@ -114,3 +114,66 @@ def test_aim_refuses_fewer_rounds_than_attributes_before_any_charge(dependent):
 
     with pytest.raises(ParameterError, match="rounds must be at least"):
         aim.run(dependent, params, SeededSampler(1))
+
+
+@pytest.mark.parametrize("mechanism", [MST, AIM])
+def test_under_add_remove_the_row_count_is_not_the_private_n(mechanism):
+    """Under add/remove n is private: without ``n_synthetic`` the synthetic row count comes
+    from the noisy one-way totals (post-processing), not from the exact record count; under
+    replace-one n is public and is the count."""
+    from dpframe import Dataset, SeededSampler, execute
+
+    rng = np.random.default_rng(0)
+    n = 300
+    features, labels = rng.uniform(0, 1, (n, 1)), rng.integers(0, 2, n)
+    extra = {"rounds": 2} if mechanism is AIM else {}
+    counts_seen = {}
+    for relation in ("add_remove", "replace_one"):
+        domain = Domain(lower=0.0, upper=1.0, labels=Classes((0, 1)), relation=relation)
+        data = Dataset.from_arrays(features, labels, domain)
+        params = mechanism().params(epsilon=0.01, delta=1e-6, iters=5, **extra)
+        release = execute(mechanism(), data, params, SeededSampler(1))
+        counts_seen[relation] = release["synthetic"].shape[0]
+        assert release["labels"].shape[0] == counts_seen[relation]
+        if mechanism is MST and relation == "add_remove":  # the released one-way totals
+            one_way = np.split(release["one_way"], np.cumsum(release.info["cells"])[:-1])
+            assert counts_seen[relation] == round(np.mean([v.sum() for v in one_way]))
+    assert counts_seen["add_remove"] != n
+    assert counts_seen["replace_one"] == n
+
+
+def test_aim_refuses_a_degree_above_the_attribute_count_before_any_charge(dependent):
+    """Every set of ``degree`` attributes is the workload: with more than there are, it is
+    empty, which plan() knows from the public domain."""
+    aim = AIM()
+    two = Domain(lower=0.0, upper=1.0, labels=Classes((0, 1))).bind(1)
+    params = aim.params(epsilon=1.0, delta=1e-6, degree=3, rounds=2, iters=5)
+    with pytest.raises(ParameterError, match="workload would be empty"):
+        aim.plan(params, two)
+
+
+def test_mst_refuses_uncompressed_pair_cells_beyond_memory_before_any_charge(monkeypatch):
+    """With ``compress = false`` every pair's counts are kept on the full cells, a size the
+    public bins fix: plan() refuses it when it cannot fit in memory."""
+    monkeypatch.setattr("dpframe.releases.params._physical_memory", lambda: 2**30)
+    mst = MST()
+    domain = Domain(lower=0.0, upper=1.0, labels=Classes((0, 1))).bind(2)
+    big = mst.params(epsilon=1.0, delta=1e-6, bins=20_000, compress=False)
+    with pytest.raises(ParameterError, match="compress = false with bins = 20000"):
+        mst.plan(big, domain)
+    mst.plan(mst.params(epsilon=1.0, delta=1e-6, bins=20_000), domain)  # compressed: planned
+
+
+def test_the_aim_selection_stage_reads_n_only_where_it_is_public():
+    """The stage's public model holds n, public under replace-one only: under add/remove its
+    noisy_stages refuses before reading n."""
+    from dpframe import Dataset, SeededSampler
+
+    from dpframe_mbi.stages import AIMSelection
+
+    domain = Domain(lower=0.0, upper=1.0, labels=Classes((0, 1)), relation="add_remove")
+    data = Dataset.from_arrays(np.full((4, 2), 0.5), np.array([0, 1, 0, 1]), domain)
+    stage = AIMSelection()
+    params = stage.params(epsilon=1.0, delta=1e-6, bins=3, rounds=3)
+    with pytest.raises(ParameterError, match="only under replace_one"):
+        stage.noisy_stages(data, params, SeededSampler(1), 2)

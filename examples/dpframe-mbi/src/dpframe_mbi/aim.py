@@ -40,7 +40,7 @@ from dpframe_mbi import model, privacy
 from dpframe_mbi.budget import rho_for
 from dpframe_mbi.discretise import Discretisation
 from dpframe_mbi.marginals import Clique, cells, counts, l1_sensitivity, l2_sensitivity
-from dpframe_mbi.mst import _attributes, _total
+from dpframe_mbi.mst import _attributes, _total, in_domain, synthetic_rows
 from dpframe_mbi.params import MarginalParams
 
 ALPHA = 0.9
@@ -95,7 +95,10 @@ class AIM(Mechanism):
 
     def plan(self, params: AIMParams, domain: Domain) -> PrivacyEvent:
         self.check_relation(domain)
-        _round_count(params, _attributes(domain))  # one sentence before any charge
+        attributes = _attributes(domain)  # one sentence each before any charge:
+        _round_count(params, attributes)
+        _check_degree(params.degree, attributes)
+        Discretisation.planned(domain, params.bins)
         return ZCDPEvent(rho_for(params.epsilon, params.delta), relation=domain.relation)
 
     def one_way_sigma(self, params: AIMParams, domain: Domain) -> float:
@@ -199,9 +202,8 @@ class AIM(Mechanism):
             4 * params.iters,
             warm_start=measured.fitted,
         )
-        rows = params.n_synthetic or dataset.n_records
-        codes = model.sample(fitted, grid.names, rows, sampler)
-        return Release(
+        codes = model.sample(fitted, grid.names, synthetic_rows(params, measured.total), sampler)
+        release = Release(
             arrays={
                 **grid.synthetic(codes, sampler, dataset.domain),
                 "cliques": measured.cliques(),
@@ -214,6 +216,7 @@ class AIM(Mechanism):
                 "rho_spent": measured.spent,
             },
         )
+        return in_domain(release, dataset.domain, params)
 
 
 @attrs.frozen(eq=False)
@@ -286,9 +289,19 @@ def _round_count(params: AIMParams, attributes: int) -> int:
     return rounds
 
 
+def _check_degree(degree: int, attributes: int) -> None:
+    """One sentence if the workload (every set of ``degree`` attributes) is empty."""
+    if degree > attributes:
+        raise ParameterError(
+            f"degree {degree} is more than the {attributes} attributes (features and label): "
+            f"AIM's workload would be empty; choose degree <= {attributes}."
+        )
+
+
 def _candidates(attributes: int, degree: int) -> dict[Clique, float]:
     """The workload's cliques and their subsets of two or more attributes, with weights
     ``w_r = sum over workload cliques s of |r ∩ s|``."""
+    _check_degree(degree, attributes)
     workload = list(itertools.combinations(range(attributes), degree))
     closure = {
         sub

@@ -26,6 +26,7 @@ from dpframe import Domain
 from dpframe.data.domain import Classes
 from dpframe.errors import DomainError, ParameterError
 from dpframe.privacy.samplers import Sampler
+from dpframe.releases.params import check_memory
 
 LABEL = "label"
 
@@ -83,6 +84,14 @@ class Discretisation:
             names = (*names, label)
         return cls(names, tuple(sizes), tuple(edges), label)
 
+    @classmethod
+    def planned(cls, domain: Domain, bins: int) -> Discretisation:
+        """The cells of the public ``domain`` when planning (no data read), refused in one
+        sentence before any charge when the fallback bins' edges cannot fit in memory."""
+        n_features = domain.n_features or 0
+        check_memory(n_features * (bins + 1), f"bins = {bins} on {n_features} features")
+        return cls.of(domain, bins, n_features)
+
     @property
     def n_attributes(self) -> int:
         return len(self.names)
@@ -137,5 +146,9 @@ class Discretisation:
 
 
 def _label_name(column: str | int | None, features: Sequence[str]) -> str:
+    """The label attribute's name: its column's (``label`` if unnamed), prefixed with ``_``
+    until no feature has it (the rule ``Release.table`` follows)."""
     name = column if isinstance(column, str) else LABEL
-    return name if name not in features else f"{name}_label"
+    while name in features:
+        name = f"_{name}"
+    return name

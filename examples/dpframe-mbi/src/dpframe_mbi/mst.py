@@ -26,10 +26,11 @@ import attrs
 import numpy as np
 from dpframe import Dataset, Domain, Mechanism, Release, param
 from dpframe.data.relation import Relation
+from dpframe.data.units import to_data_terms
 from dpframe.errors import ParameterError
 from dpframe.privacy.events import PrivacyEvent, SelfComposedEvent, compose
 from dpframe.privacy.samplers import Sampler
-from dpframe.releases.params import positive_int
+from dpframe.releases.params import check_memory, positive_int
 
 from dpframe_mbi import model, privacy
 from dpframe_mbi.budget import rho_for
@@ -140,7 +141,12 @@ class MST(Mechanism):
 
     def plan(self, params: MSTParams, domain: Domain) -> PrivacyEvent:
         self.check_relation(domain)
-        return self.budget(params, domain).event()
+        budget = self.budget(params, domain)
+        sizes = Discretisation.planned(domain, params.bins).sizes
+        if not params.compress:  # every pair's counts are kept, on the full cells
+            pairs = (sum(sizes) ** 2 - sum(s * s for s in sizes)) // 2
+            check_memory(pairs, f"compress = false with bins = {params.bins} (every pair's cells)")
+        return budget.event()
 
     def one_way_sigma(self, params: MSTParams, domain: Domain) -> float:
         """The noise of the first stage's one-way measurements."""
@@ -206,11 +212,10 @@ class MST(Mechanism):
         )
         measurements, weights = measured.fit_inputs()
         fitted = model.fit(grid.names, sizes, measurements, total, params.iters, weights=weights)
-        rows = params.n_synthetic or dataset.n_records
-        codes = model.sample(fitted, grid.names, rows, sampler)
+        codes = model.sample(fitted, grid.names, synthetic_rows(params, total), sampler)
         if compression is not None:
             codes = compression.decode(codes, sampler)
-        return Release(
+        release = Release(
             arrays={**grid.synthetic(codes, sampler, dataset.domain), **measured.arrays()},
             noise_scales={"one_way": budget.sigma_one_way, "two_way": budget.sigma_two_way},
             info={
@@ -219,6 +224,7 @@ class MST(Mechanism):
                 "compressed_cells": None if compression is None else list(compression.sizes),
             },
         )
+        return in_domain(release, dataset.domain, params)
 
 
 @attrs.frozen(eq=False)
@@ -299,6 +305,20 @@ def _total(dataset: Dataset, measurements: list) -> float:
         return float(dataset.n_records)
     totals = [noisy.sum() for clique, noisy, _ in measurements if len(clique) == 1]
     return max(1.0, float(np.mean(totals)))
+
+
+def in_domain(release: Release, domain: Domain, params: MarginalParams) -> Release:
+    """``release`` with its records inside ``domain`` when ``in_domain`` (declared integer
+    features rounded, as for every synthesiser; post-processing)."""
+    kinds = {"synthetic": "records", "labels": "labels"}
+    return to_data_terms(release, kinds, domain, None, params.in_domain)
+
+
+def synthetic_rows(params: MarginalParams, total: float) -> int:
+    """How many records to draw: ``n_synthetic``, else the fitted total (:func:`_total`): the
+    public n under replace-one; under add/remove an estimate (at least 1) from the already
+    charged noisy one-way measurements, post-processing, so the private n is not released."""
+    return params.n_synthetic or round(total)
 
 
 def _private_tree(

@@ -112,6 +112,9 @@ class AIMSelection(AIM):
     def _pick(
         self, dataset: Dataset, params: Any, sampler: Sampler, repeats: int
     ) -> tuple[np.ndarray, float]:
+        # The public model holds n, public under replace-one only; under add/remove AIM
+        # fits its model to the noisy total instead, which this stage does not measure.
+        self.check_relation(dataset.domain)
         grid = Discretisation.of(dataset.domain, params.bins, dataset.n_features)
         codes = grid.encode(dataset.features, dataset.labels)
         rounds = _round_count(params, grid.n_attributes)
