@@ -70,7 +70,7 @@ from dpframe.testing.neighbours import (
     make_dataset,
     raw_rows,
 )
-from dpframe.testing.sensitivity import STRATEGIES, Search, SensitivityReport
+from dpframe.testing.sensitivity import STRATEGIES, Search, SensitivityReport, over_declared
 
 SCALE_RTOL = 1e-9
 _FAMILY = {"l1": "Laplace", "l2": "Gaussian", "score": "exponential-mechanism (2/ε)"}
@@ -237,8 +237,9 @@ class Kit:
             return fits[0]
         raise DomainError(
             "the kit needs the number of features, and neither the domain (its bounds are "
-            "scalars), the data nor the mechanism fix it: give n_features=N (the scalar bounds "
-            "then apply to every feature), base= data, bounds per feature or feature_names."
+            "scalars or one-element lists, which a Domain does not tell apart), the data nor "
+            "the mechanism fix it: give n_features=N (the bounds then apply to every feature), "
+            "base= data, bounds per feature or feature_names."
         )
 
     def tier(self, tier: str | Tier) -> Tier:
@@ -357,8 +358,9 @@ class Kit:
         value (and the sensitivity mutants) become a wrong noise.
 
         Compared under one seed: the noise ``noisy_stages`` adds around ``query()`` for
-        each stage both hooks cover, else the scalar or array ``noise_scales``. Nothing to
-        check without ``sensitivity()``."""
+        each stage both hooks cover, else (and for selections and exact integer noise not
+        on a grid) the scalar or array ``noise_scales``. Nothing to check without
+        ``sensitivity()``."""
         if not self.has_hook("sensitivity"):
             return
         dataset = self.dataset()
@@ -377,9 +379,19 @@ class Kit:
         # Releases on a grid (dpframe.privacy.noise) round the statistic: allow one step of the
         # coarsest grid used (the doubled sensitivity doubles the grid, not the integers).
         step = max((g["granularity"] for g in (*first.grids, *second.grids)), default=0.0)
-        compared = [
+        # Compared draw by draw: noise added around the query, except a selection (its
+        # outputs are picks, not noise) and exact integer noise off the grid helpers (a
+        # doubled discrete scale does not double each draw): those go by noise_scales.
+        shown = [
             s for s in declared if s in query and s in one and one[s].shape[1] == query[s].size
         ]
+        by_scale = [
+            s
+            for s in shown
+            if declared[s].norm == "score"
+            or (step == 0 and all(_integral(d[s]) for d in (query, one, two)))
+        ]
+        compared = [s for s in shown if s not in by_scale]
         for stage in compared:
             centre = query[stage].ravel()
             noise, noise2 = one[stage] - centre, two[stage] - centre
@@ -390,11 +402,11 @@ class Kit:
                     f"stage {stage!r}: doubling the declared sensitivity multiplied the noise "
                     f"by {ratio:.6g}, not 2; compute the noise from sensitivity()."
                 )
-        if compared:
+        if compared and not by_scale:
             return
         one_release = execute(self.mechanism, dataset, params, SeededSampler(31))
         two_release = execute(doubled, dataset, params, SeededSampler(31))
-        for stage in declared:
+        for stage in by_scale if compared else declared:
             a = _numeric(one_release.noise_scales.get(stage))
             b = _numeric(two_release.noise_scales.get(stage))
             if a is None or b is None:
@@ -440,11 +452,24 @@ class Kit:
             ],
             "score": [2 / e.epsilon for e in leaves if isinstance(e, ExponentialMechanismEvent)],
         }
+        undeclared = sorted(set(release.noise_scales) - set(declared))
+        if undeclared:
+            raise ConsistencyError(
+                f"noise_scales has entries {undeclared} for no stage sensitivity() declares "
+                f"(the stages are {sorted(declared)}); report noise scales only per noisy stage."
+            )
         if not any(families.values()):
             return
         for stage, sens in declared.items():
             scale = _numeric(release.noise_scales.get(stage))
             if scale is None or scale.ndim:
+                continue
+            if sens.value == 0:  # a public stage: no multiplier turns sensitivity 0 into noise
+                if float(scale) != 0:
+                    raise ConsistencyError(
+                        f"stage {stage!r}: noise scale {float(scale):.10g} with a declared "
+                        "sensitivity of 0; compute the noise from sensitivity()."
+                    )
                 continue
             ratio = float(scale) / sens.value
             if not any(math.isclose(ratio, z, rel_tol=SCALE_RTOL) for z in families[sens.norm]):
@@ -504,6 +529,34 @@ class Kit:
                     f"stage {stage!r}: noisy_stages adds noise of scale {measured:.6g} around "
                     f"the query, but run() reports {float(scale):.6g}."
                 )
+
+    @_quietly
+    def check_info(self) -> None:
+        """No number in ``Release.info`` is an exact function of the data: on the audit
+        pair, a value that two seeds leave unchanged on each dataset but that differs
+        between the datasets is released without noise (a value computed from noisy
+        stages moves with the seed)."""
+        pairs = self.audit_pairs("fast")[:1]
+        if not pairs:
+            return
+        pair = pairs[0]
+        runs = []
+        for dataset in (pair.first, pair.second):
+            params = self.params(dataset.domain)
+            infos = [
+                dict(_numbers(self.mechanism.run(dataset, params, SeededSampler(seed)).info))
+                for seed in (61, 62)
+            ]
+            runs.append({k: v for k, v in infos[0].items() if infos[1].get(k) == v})
+        first, second = runs
+        exact = sorted(k for k in set(first) & set(second) if first[k] != second[k])
+        if exact:
+            key = exact[0]
+            raise ConsistencyError(
+                f"info{key} is {first[key]!r} on D and {second[key]!r} on D' under every "
+                "seed: a data-dependent value released without noise; keep it out of info or "
+                f"release it as a noisy stage.\n{pair.describe()}"
+            )
 
     def check_run_batch(self) -> None:
         """``run_batch``, if overridden, releases what ``count`` calls to ``run()`` release
@@ -652,7 +705,7 @@ class Kit:
         for stage, sens in self._declared(pair.first).items():
             order = sens.order
             diff = np.ravel(q0[stage]) - np.ravel(q1[stage])
-            total += float(np.linalg.norm(diff, ord=order)) / sens.value
+            total += float(over_declared(np.linalg.norm(diff, ord=order), sens.value))
         return total
 
     def audit(
@@ -863,6 +916,7 @@ class Kit:
             "noise follows sensitivity": self.check_noise_follows_sensitivity,
             "scales match event": self.check_scales_match_event,
             "noisy_stages match run": self.check_noisy_stages,
+            "info not exact": self.check_info,
             "run_batch matches run": self.check_run_batch,
             "floating point": self.check_floating_point,
             "plan within params": self.check_plan,
@@ -890,6 +944,24 @@ def _numeric(value: Any) -> np.ndarray | None:
     except (TypeError, ValueError):
         return None
     return out if np.all(np.isfinite(out)) else None
+
+
+def _numbers(info: Any, path: str = "") -> Iterable[tuple[str, float]]:
+    """The numbers of a JSON ``info`` with their paths (``"['a'][0]"``); booleans and
+    strings are left out."""
+    if isinstance(info, dict):
+        for key, value in info.items():
+            yield from _numbers(value, f"{path}[{key!r}]")
+    elif isinstance(info, (list, tuple)):
+        for i, value in enumerate(info):
+            yield from _numbers(value, f"{path}[{i}]")
+    elif isinstance(info, (int, float, np.number)) and not isinstance(info, (bool, np.bool_)):
+        yield path, float(info)
+
+
+def _integral(values: np.ndarray) -> bool:
+    """Whether every value is an integer."""
+    return bool(np.all(np.asarray(values) == np.round(values)))
 
 
 def _same_pair(a: Pair, b: Pair) -> bool:
@@ -966,6 +1038,7 @@ def conformance(
         "test_noise_follows_sensitivity": kit.check_noise_follows_sensitivity,
         "test_noise_scales_match_event": kit.check_scales_match_event,
         "test_noisy_stages_match_run": kit.check_noisy_stages,
+        "test_info_not_exact": kit.check_info,
         "test_run_batch_matches_run": kit.check_run_batch,
         "test_floating_point": kit.check_floating_point,
         "test_plan_within_params": kit.check_plan,

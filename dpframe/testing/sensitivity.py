@@ -53,6 +53,14 @@ RTOL = 1e-9
 STRATEGIES = ("structured", "random", "hypothesis", "local")
 
 
+def over_declared(change: Any, declared: float) -> Any:
+    """``change / declared``, where a zero declared sensitivity (a public stage) makes any
+    change infinite and no change zero, instead of dividing by zero."""
+    if declared > 0:
+        return change / declared
+    return np.where(np.asarray(change) > 0, np.inf, 0.0)
+
+
 class SensitivityViolation(AssertionError):
     """A neighbouring pair whose query change exceeds the declared sensitivity."""
 
@@ -72,7 +80,7 @@ class Finding:
 
     @property
     def ratio(self) -> float:
-        return self.measured / self.declared if self.declared > 0 else math.inf
+        return float(over_declared(self.measured, self.declared))
 
     @property
     def violates(self) -> bool:
@@ -221,7 +229,7 @@ class Search:
                 change = _pairwise_norms(blocks[stage], order)
             else:
                 change = np.linalg.norm(blocks[stage] - blocks[stage][0], ord=order, axis=1)
-            joint = joint + change / sens.value
+            joint = joint + over_declared(change, sens.value)
             a, b = self._argmax(change, pairs)
             pair = Pair(datasets[ok[a]], datasets[ok[b]], f"{how[ok[a]]} vs {how[ok[b]]}")
             self._observe(
@@ -377,7 +385,7 @@ class Search:
             for stage, sens in declared.items():
                 order = sens.order
                 change = np.linalg.norm(values[0][stage] - values[1][stage], ord=order)
-                ratio = float(change / sens.value)
+                ratio = float(over_declared(change, sens.value))
                 total += ratio
                 if math.isfinite(ratio):
                     target(ratio, label=f"ratio {stage}")
@@ -510,7 +518,7 @@ class _LocalClimb:
             return -math.inf
         pair = Pair(datasets[0], datasets[1], "local optimum")
         self.search._observe(Finding(self.stage, sens.norm, sens.value, change, pair, "local"))
-        return change / sens.value
+        return float(over_declared(change, sens.value))
 
     def run(self, steps: int) -> None:
         if not math.isfinite(self.value):

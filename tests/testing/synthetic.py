@@ -272,3 +272,57 @@ class RefusesBoundaryRecords(NoisySum):
         if np.any(dataset.features[:, 0] >= hi[0]):
             raise DataError("a record lies on the upper bound of feature 0.")
         return super().query(dataset, params)
+
+
+class PublicWidth(NoisySum):
+    """NoisySum plus the domain's box width, a public stage declared with sensitivity 0 and
+    released unnoised (noise scale 0)."""
+
+    def sensitivity(self, params: EpsilonParams, domain: Domain) -> dict[str, Sensitivity]:
+        return {**super().sensitivity(params, domain), "width": Sensitivity(0.0, "l1")}
+
+    def query(self, dataset: Dataset, params: EpsilonParams) -> dict[str, np.ndarray]:
+        lo, hi = dataset.domain.box()
+        return {**super().query(dataset, params), "width": hi - lo}
+
+    def run(self, dataset: Dataset, params: EpsilonParams, sampler: Sampler) -> Release:
+        release = super().run(dataset, params, sampler)
+        width = self.query(dataset, params)["width"]
+        return Release(
+            arrays={**release.arrays, "width": width},
+            noise_scales={**release.noise_scales, "width": 0.0},
+        )
+
+    def noisy_stages(
+        self, dataset: Dataset, params: EpsilonParams, sampler: Sampler, count: int
+    ) -> dict[str, np.ndarray]:
+        width = self.query(dataset, params)["width"]
+        return {
+            **super().noisy_stages(dataset, params, sampler, count),
+            "width": np.tile(width, (count, 1)),
+        }
+
+
+class PrivateWidth(PublicWidth):
+    """Claims sensitivity 0 for the data's own per-feature maximum, released unnoised."""
+
+    def query(self, dataset: Dataset, params: EpsilonParams) -> dict[str, np.ndarray]:
+        return {**NoisySum.query(self, dataset, params), "width": dataset.features.max(axis=0)}
+
+
+class InfoMax(NoisySum):
+    """Puts the exact largest value of feature 0 in ``info``."""
+
+    def run(self, dataset: Dataset, params: EpsilonParams, sampler: Sampler) -> Release:
+        release = super().run(dataset, params, sampler)
+        release.info = {"max": [float(dataset.features[:, 0].max())]}
+        return release
+
+
+class ScaleLeak(NoisySum):
+    """Reports the exact largest value of feature 0 as the noise scale of no stage."""
+
+    def run(self, dataset: Dataset, params: EpsilonParams, sampler: Sampler) -> Release:
+        release = super().run(dataset, params, sampler)
+        release.noise_scales["max"] = float(dataset.features[:, 0].max())
+        return release

@@ -11,15 +11,19 @@ from synthetic import (
     DataScaledNoise,
     GlobalRandom,
     IgnoresSeed,
+    InfoMax,
     LyingStages,
     NoisySum,
     OverclaimingPlan,
+    PublicWidth,
+    ScaleLeak,
     StdlibRandom,
     TwoStageGaussian,
 )
 
 import dpframe
-from dpframe import Domain
+from dpframe import Classes, Domain, Mechanism, Release, Sensitivity
+from dpframe.privacy.events import ComposedEvent, ExponentialMechanismEvent
 from dpframe.testing import GlobalRNGUsed, Kit, forbid_global_rng
 from dpframe.testing.kit import ConsistencyError
 
@@ -168,3 +172,97 @@ def test_without_comparable_stages_the_reported_noise_scales_are_checked():
     kit(renamed(NoisySum)).check_noise_follows_sensitivity()
     with pytest.raises(ConsistencyError, match="not to twice it"):
         kit(renamed(DataScaledNoise)).check_noise_follows_sensitivity()
+
+
+def test_a_public_stage_with_sensitivity_and_noise_scale_0_is_consistent():
+    k = kit(PublicWidth())
+    k.check_noise_follows_sensitivity()
+    k.check_scales_match_event()
+    k.check_noisy_stages()
+
+    class NoisyPublic(PublicWidth):
+        def run(self, dataset, params, sampler):
+            release = super().run(dataset, params, sampler)
+            release.noise_scales["width"] = 1.0
+            return release
+
+    with pytest.raises(ConsistencyError, match="with a declared sensitivity of 0"):
+        kit(NoisyPublic()).check_scales_match_event()
+
+
+def test_noise_scales_of_undeclared_stages_are_caught():
+    with pytest.raises(ConsistencyError, match=r"noise_scales has entries \['max'\] for no stage"):
+        kit(ScaleLeak()).check_scales_match_event()
+
+
+class DiscreteCount(NoisySum):
+    """Counts the rows with feature 0 above its midpoint, plus exact discrete Laplace noise
+    of scale sensitivity / epsilon (exact integers, no grid helper)."""
+
+    def sensitivity(self, params, domain):
+        return {"count": Sensitivity(1.0, "l1")}
+
+    def query(self, dataset, params):
+        lo, hi = dataset.domain.box()
+        return {"count": np.array([float(np.sum(dataset.features[:, 0] > (lo[0] + hi[0]) / 2))])}
+
+    def scale(self, dataset, params):
+        return self.sensitivity(params, dataset.domain)["count"].value / params.epsilon
+
+    def run(self, dataset, params, sampler):
+        scale = self.scale(dataset, params)
+        noisy = int(self.query(dataset, params)["count"][0]) + int(sampler.discrete_laplace(scale))
+        return Release(arrays={"count": np.array([noisy])}, noise_scales={"count": scale})
+
+    noisy_stages = Mechanism.noisy_stages
+
+
+class ThreePicks(NoisySum):
+    """Three exponential-mechanism picks among three classes: as many outputs as scores."""
+
+    def sensitivity(self, params, domain):
+        return {"picks": Sensitivity(1.0, "score")}
+
+    def plan(self, params, domain):
+        event = ExponentialMechanismEvent(params.epsilon / 3, relation=domain.relation)
+        return ComposedEvent((event, event, event))
+
+    def query(self, dataset, params):
+        return {"picks": np.bincount(dataset.labels, minlength=3).astype(float)}
+
+    def run(self, dataset, params, sampler):
+        declared = self.sensitivity(params, dataset.domain)["picks"].value
+        scores = self.query(dataset, params)["picks"]
+        picks = sampler.exponential_mechanism(scores, params.epsilon / 3, declared, size=3)
+        return Release(
+            arrays={"picks": np.asarray(picks, dtype=np.int64)},
+            noise_scales={"picks": 2 * declared / (params.epsilon / 3)},
+        )
+
+    noisy_stages = Mechanism.noisy_stages
+
+
+def test_exact_integer_noise_and_selections_are_checked_by_their_noise_scales():
+    kit(DiscreteCount()).check_noise_follows_sensitivity()
+    three = Domain(lower=[0], upper=[1], labels=Classes(("a", "b", "c")))
+    Kit(ThreePicks(), {"epsilon": 1.0}, three, n_features=1).check_noise_follows_sensitivity()
+
+    class FixedScale(DiscreteCount):  # noise not computed from sensitivity()
+        def scale(self, dataset, params):
+            return 1.0 / params.epsilon
+
+    with pytest.raises(ConsistencyError, match="not to twice it"):
+        kit(FixedScale()).check_noise_follows_sensitivity()
+
+
+def test_an_exact_data_value_in_info_is_caught():
+    with pytest.raises(ConsistencyError, match=r"info\['max'\]\[0\] is .* under every seed"):
+        kit(InfoMax()).check_info()
+
+    class NoisyInfo(NoisySum):  # a value computed from the noisy release moves with the seed
+        def run(self, dataset, params, sampler):
+            release = super().run(dataset, params, sampler)
+            release.info = {"total": float(release.arrays["sum"].sum()), "epsilon": 1.0}
+            return release
+
+    kit(NoisyInfo()).check_info()

@@ -46,3 +46,9 @@ def test_the_readme_line_collects():
     test_class = conformance(LAPLACE, params={"epsilon": 1.0}, domain=UNIT, n_features=3)
     assert test_class.kit.space.domain.n_features == 3
     assert "test_audit" in vars(test_class)
+
+
+def test_one_element_bounds_are_scalars_to_the_kit_and_the_sentence_says_so():
+    # Domain stores lower=[0] and lower=0 alike, so the kit cannot tell them apart.
+    with pytest.raises(DomainError, match="scalars or one-element lists"):
+        Kit(LAPLACE, {"epsilon": 1.0}, Domain(lower=[0], upper=[1]))

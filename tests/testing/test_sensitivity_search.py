@@ -15,6 +15,8 @@ from synthetic import (
     LabelMean,
     NoisySum,
     PrivateCentredVariance,
+    PrivateWidth,
+    PublicWidth,
     RefusesBoundaryRecords,
     ReplaceOneAsAddRemove,
     TwoStageGaussian,
@@ -268,3 +270,22 @@ def test_the_local_climb_scores_each_state_once_and_reports_what_it_would_withou
     plain = Kit(dpframe.mechanism(name), params, domain).search("fast", ("local",))
     assert _report_values(remembered) == _report_values(plain)
     assert with_memo < len(calls)  # the climb revisits states, and the memo saw it
+
+
+@pytest.mark.parametrize("strategy", STRATEGIES)
+def test_a_claim_of_sensitivity_0_is_searched_like_any_other(strategy):
+    # The box width is public (it never changes); the data's maximum changes by up to the
+    # widths 1 and 2 (L1 3) between neighbours, so any change refutes the claim 0.
+    k = kit(PublicWidth(), BOX)
+    report = k.check_sensitivity("fast", (strategy,))
+    assert report.tightness()["width"] == 0
+    report = kit(PrivateWidth(), BOX).search("fast", (strategy,))
+    (finding,) = [v for v in report.violations if v.stage == "width"]
+    assert finding.declared == 0 and finding.measured > 0 and finding.ratio == np.inf
+    assert "declared sensitivity is 0 (ratio inf)" in finding.message()
+
+
+def test_the_audit_pair_of_a_mechanism_with_a_public_stage_is_found():
+    k = kit(PublicWidth(), BOX)
+    (pair,) = k.audit_pairs("fast")
+    assert l1_change(pair) == pytest.approx(3.0)  # opposite corners of the box

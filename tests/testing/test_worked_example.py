@@ -162,7 +162,7 @@ def test_the_one_line_kit_test_passes(example):
     outcomes = _outcomes(example["report"])
     mine = {name: kind for (cls, name), kind in outcomes.items() if cls == "TestFeatureSum"}
     fast = {name: kind for name, kind in mine.items() if not name.endswith("thorough")}
-    assert len(fast) == 15 and set(fast.values()) == {"passed"}, example["output"]
+    assert len(fast) == 16 and set(fast.values()) == {"passed"}, example["output"]
     # The registered mechanism also gets the CLI check inside test_hygiene.
     assert mine["test_hygiene"] == "passed"
     # The thorough tier is there, skipped unless asked for by `-m thorough`.
