@@ -5,6 +5,7 @@ from __future__ import annotations
 import json
 import math
 import sqlite3
+from collections.abc import Callable
 from pathlib import Path
 
 import attrs
@@ -150,18 +151,24 @@ def _recompute(lines: list[dict]) -> None:
     lines[0]["head"]["hash"] = prev
 
 
-def test_an_edit_with_recomputed_hashes_passes_verify_but_not_re_derivation(ledger, tmp_path):
+def _forged_audit(ledger, tmp_path: Path, edit: Callable[[dict], None]):
+    """The audit of the ledger's export after two releases, the first reservation's body
+    changed by ``edit`` and every hash recomputed (what a writer of the file can do)."""
     with Session(make_dataset(), ledger, "toy", cap=1.0, accountant="pure") as session:
         session.release("laplace", epsilon=0.3)
         session.release("laplace", epsilon=0.2)
     export_jsonl(ledger, tmp_path / "export.jsonl")
     lines = [json.loads(x) for x in (tmp_path / "export.jsonl").read_text().splitlines()]
-    reserve = next(row for row in lines[1:] if row["kind"] == "reserve")
-    reserve["body"]["params"]["epsilon"] = 0.9  # a bigger release, recorded as the old cost
+    edit(next(row for row in lines[1:] if row["kind"] == "reserve")["body"])
     _recompute(lines)
     (tmp_path / "forged.jsonl").write_text("".join(canonical_json(x) + "\n" for x in lines))
     with import_jsonl(tmp_path / "forged.jsonl", tmp_path / "forged.ledger") as forged:
-        report = audit(forged)
+        return audit(forged)
+
+
+def test_an_edit_with_recomputed_hashes_passes_verify_but_not_re_derivation(ledger, tmp_path):
+    # a bigger release, recorded as the old cost
+    report = _forged_audit(ledger, tmp_path, lambda body: body["params"].update(epsilon=0.9))
     assert report.verification.ok  # the hash chain cannot see it ...
     first = only_budget(report).entries[0]
     assert "event_mismatch" in first.flags  # ... re-derivation does
@@ -170,17 +177,9 @@ def test_an_edit_with_recomputed_hashes_passes_verify_but_not_re_derivation(ledg
 
 def test_a_lowered_recorded_cost_with_recomputed_hashes_is_understated(ledger, tmp_path):
     # fuzzing, stop 43: the audit printed the edited figure, "re-derived: match", and OK
-    with Session(make_dataset(), ledger, "toy", cap=1.0, accountant="pure") as session:
-        session.release("laplace", epsilon=0.3)
-        session.release("laplace", epsilon=0.2)
-    export_jsonl(ledger, tmp_path / "export.jsonl")
-    lines = [json.loads(x) for x in (tmp_path / "export.jsonl").read_text().splitlines()]
-    reserve = next(row for row in lines[1:] if row["kind"] == "reserve")
-    reserve["body"]["accounting"]["epsilon_request"] = 1e-9
-    _recompute(lines)
-    (tmp_path / "forged.jsonl").write_text("".join(canonical_json(x) + "\n" for x in lines))
-    with import_jsonl(tmp_path / "forged.jsonl", tmp_path / "forged.ledger") as forged:
-        report = audit(forged)
+    report = _forged_audit(
+        ledger, tmp_path, lambda body: body["accounting"].update(epsilon_request=1e-9)
+    )
     first, second = only_budget(report).entries
     assert report.verification.ok and first.rederived.status == "match"
     assert "cost_understated" in first.flags and "cost_understated" not in second.flags
