@@ -419,6 +419,13 @@ def test_2_bad_seeds_and_accountants_are_refused_before_the_ledger_is_created(wo
     assert text.exit_code == EXIT_USAGE and "Warning" not in text.stderr, text.stderr
     assert not (workdir / "run1").exists()
     assert sorted(p.name for p in workdir.iterdir()) == ["chain.toml", "ctg.toml"]
+    # an accountant spec with members is a known name (the early check refused it)
+    made = run(
+        *release("--epsilon", "1", "--budget-epsilon", "5", "--accountant", "best[pure,rdp]")
+    )
+    assert made.exit_code == 0, made.output
+    budget = json.loads(run("ledger", "budget", "list", "--json").stdout)[0]
+    assert budget["budget"]["accountant"] == "best[pure,rdp]"
 
 
 def test_debug_shows_the_traceback_and_keeps_the_exit_code_and_the_json():

@@ -395,9 +395,9 @@ def _budget_spec(
             raise ParameterError("--budget-delta and --accountant need --budget-epsilon.")
         return None
     if accountant is not None:  # an unknown name: refused before the ledger is opened
-        from dpframe.releases.plugins import registry
+        from dpframe.ledger.audit import check_accountant_names
 
-        registry().entry("accountant", accountant)
+        check_accountant_names([accountant])
     return NewBudget(Budget(epsilon, 0.0 if delta is None else delta), accountant)
 
 
