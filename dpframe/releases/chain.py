@@ -54,7 +54,7 @@ from dpframe.ledger.records import encode_number
 from dpframe.privacy.budget import Budget
 from dpframe.privacy.events import PrivacyEvent
 from dpframe.releases.params import load_array, params_to_dict
-from dpframe.releases.release import Release, writable_dir
+from dpframe.releases.release import Release, release_files, writable_dir, write_release
 from dpframe.releases.session import (
     RESERVED,
     AdaptivityWarning,
@@ -1058,30 +1058,6 @@ def _charged(session: Session, index: int) -> bool:
     except DPFrameError:
         return False
     return any(c.chain is not None and c.chain.get("step") == index for c in charges)
-
-
-def write_release(release: Release, directory: Path) -> str:
-    """Save ``release`` (and ``synthetic.csv`` when it has synthetic data); if that fails,
-    no file of it is left."""
-    release.save(directory)
-    if "synthetic" in release.arrays and release["synthetic"].ndim == 2:
-        try:
-            release.to_csv(directory / "synthetic.csv")
-        except BaseException:
-            for name in ("release.json", "synthetic.csv", *(f"{a}.npy" for a in release.arrays)):
-                (directory / name).unlink(missing_ok=True)
-            raise
-    return str(directory)
-
-
-RELEASE_FILES = ("release.json.tmp", "synthetic.csv")
-"""The files :func:`write_release` writes besides one ``<array>.npy`` per array."""
-
-
-def release_files(mechanism: type) -> list[str]:
-    """The names of the files :func:`write_release` may write for ``mechanism``'s releases
-    (its declared outputs), for :func:`~dpframe.releases.release.writable_dir`."""
-    return [*RELEASE_FILES, *(f"{name}.npy" for name in mechanism.outputs)]
 
 
 def check_out_dir(out: Path, spec: ChainSpec) -> None:

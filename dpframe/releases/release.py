@@ -109,16 +109,17 @@ class Release:
             if not _NAME.match(name):
                 raise ParameterError(f"array name {name!r} is not a valid file name.")
         out.mkdir(parents=True, exist_ok=True)
-        written = [out / f"{name}.npy" for name in self.arrays] + [out / "release.json.tmp"]
+        arrays = [out / f"{name}.npy" for name in self.arrays]
+        tmp = out / "release.json.tmp"
         try:
-            for path, array in zip(written, self.arrays.values(), strict=False):
+            for path, array in zip(arrays, self.arrays.values(), strict=True):
                 np.save(path, _savable(array), allow_pickle=False)
-            written[-1].write_text(json.dumps(self.metadata(), indent=2, sort_keys=True) + "\n")
+            tmp.write_text(json.dumps(self.metadata(), indent=2, sort_keys=True) + "\n")
         except BaseException:
-            for path in written:
+            for path in (*arrays, tmp):
                 path.unlink(missing_ok=True)
             raise
-        written[-1].replace(out / "release.json")
+        tmp.replace(out / "release.json")
         return out
 
     @classmethod
@@ -247,6 +248,30 @@ def _savable(array: Any) -> np.ndarray:
         except (TypeError, ValueError):
             return arr.astype(str)
     return arr
+
+
+def write_release(release: Release, directory: Path) -> str:
+    """Save ``release`` (and ``synthetic.csv`` when it has synthetic data); if that fails,
+    no file of it is left."""
+    release.save(directory)
+    if "synthetic" in release.arrays and release["synthetic"].ndim == 2:
+        try:
+            release.to_csv(directory / "synthetic.csv")
+        except BaseException:
+            for name in ("release.json", "synthetic.csv", *(f"{a}.npy" for a in release.arrays)):
+                (directory / name).unlink(missing_ok=True)
+            raise
+    return str(directory)
+
+
+RELEASE_FILES = ("release.json.tmp", "synthetic.csv")
+"""The files :func:`write_release` writes besides one ``<array>.npy`` per array."""
+
+
+def release_files(mechanism: type) -> list[str]:
+    """The names of the files :func:`write_release` may write for ``mechanism``'s releases
+    (its declared outputs), for :func:`writable_dir`."""
+    return [*RELEASE_FILES, *(f"{name}.npy" for name in mechanism.outputs)]
 
 
 def writable_dir(out: Path, files: Iterable[str] = ()) -> None:

@@ -10,8 +10,8 @@ from session_kit import FailingLaplace, WeightedGaussian, register
 
 from dpframe import Session, load_dataset
 from dpframe.privacy.events import GaussianEvent, LaplaceEvent
-from dpframe.releases.chain import load_spec, plan_chain, run_chain, same_event, write_release
-from dpframe.releases.release import Release
+from dpframe.releases.chain import load_spec, plan_chain, run_chain, same_event
+from dpframe.releases.release import Release, write_release
 
 
 def three_steps(eps: float) -> str:

@@ -275,10 +275,10 @@ def release(
     """
     from dpframe.ledger import Ledger, ledger_path
     from dpframe.privacy.samplers import make_sampler
-    from dpframe.releases.chain import release_files, write_release
     from dpframe.releases.mechanism import WritingCharger, execute
     from dpframe.releases.params import build, coerce
     from dpframe.releases.plugins import registry
+    from dpframe.releases.release import release_files, write_release
 
     path = ledger_path(ledger_file)
     create = _budget_spec(budget_epsilon, budget_delta, accountant)
