@@ -185,17 +185,20 @@ def read_anchor(path: Path) -> Anchor | None:
         ) from None
 
 
-def check_anchor_free(path: Path, ledger_id: str | None = None) -> None:
+def check_anchor_free(
+    path: Path, ledger_id: str | None = None, current: Anchor | None = None
+) -> None:
     """Refuse, in one sentence, to give a ledger (``ledger_id``, or a new one) the anchor
-    file ``path`` while it holds another ledger's head: replacing it would take that
-    ledger's protection against rollback away without a word."""
-    current = read_anchor(path)
+    file ``path`` while it holds another ledger's head (``current``, read from ``path``
+    when not given): replacing it would take that ledger's protection against rollback
+    away without a word."""
+    current = current or read_anchor(path)
     if current is not None and current.ledger_id != ledger_id:
         raise LedgerError(
             f"the anchor file {str(path)!r} holds the head of another ledger "
             f"({current.ledger_id}), which it protects from rollback; give this ledger its "
-            f"own anchor file (${ANCHOR_ENV}), or remove "
-            "that file if its ledger is gone for good."
+            f"own anchor file (${ANCHOR_ENV}), or remove that file if its ledger is gone for "
+            "good."
         )
 
 
@@ -204,10 +207,10 @@ def write_anchor(path: Path, anchor: Anchor, *, force: bool = False) -> None:
     and never over another ledger's, unless ``force`` (re-anchoring on purpose)."""
     with _locked(path.with_name(path.name + ".lock")):
         current = read_anchor(path) if not force else None
-        if current is not None:
-            check_anchor_free(path, anchor.ledger_id)
-        if current is not None and current.seq >= anchor.seq:
-            return
+        if current is not None:  # read once, under the lock
+            check_anchor_free(path, anchor.ledger_id, current)
+            if current.seq >= anchor.seq:
+                return
         text = json.dumps(anchor.to_dict(), sort_keys=True) + "\n"
         write_private(path, text.encode(), durable=False)
 
